@@ -1,0 +1,33 @@
+#include "base/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace latte {
+namespace {
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  __builtin_cpu_init();
+  f.avx512f = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  f.avx512_bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
+  const char* isa = std::getenv("LATTE_ISA");
+  if (isa != nullptr && std::strcmp(isa, "portable") == 0) f = CpuFeatures{};
+  return f;
+}
+
+CpuFeatures& Mutable() {
+  static CpuFeatures features = Detect();
+  return features;
+}
+
+}  // namespace
+
+const CpuFeatures& GetCpuFeatures() { return Mutable(); }
+
+void SetPortableKernelsForTesting(bool portable) {
+  Mutable() = portable ? CpuFeatures{} : Detect();
+}
+
+}  // namespace latte

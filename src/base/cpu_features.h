@@ -1,0 +1,19 @@
+// What the running CPU can do, read once (cpuid). Kernels pick their variant from
+// this at run time, so one binary runs on any x86-64 CPU.
+#pragma once
+
+namespace latte {
+
+struct CpuFeatures {
+  bool avx512f = false;   // with BW/DQ/VL: the 16-float register path
+  bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products in one instruction
+};
+
+// The detected features, unless LATTE_ISA=portable forced the portable path
+// (read once at start-up, so tests and users can exercise the fallback).
+const CpuFeatures& GetCpuFeatures();
+
+// Forces the portable (no AVX-512) kernels on or off; for tests and benchmarks.
+void SetPortableKernelsForTesting(bool portable);
+
+}  // namespace latte

@@ -1,0 +1,21 @@
+// Each subcommand lives in its own file and registers itself on the root app.
+// A command's callback returns through ExitWith() so main() reports one exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace latte::cli {
+
+void AddGenerateCommand(CLI::App& app);
+void AddMakeModelCommand(CLI::App& app);
+void AddCalcCommand(CLI::App& app);
+void AddBenchCommand(CLI::App& app);
+
+// Sets the process exit code (the last non-zero one wins).
+void ExitWith(int code);
+int ExitCode();
+
+// Sets OpenMP's (and so oneDNN's) thread count; 0 means every core.
+void SetThreads(int threads);
+
+}  // namespace latte::cli

@@ -1,0 +1,316 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace latte {
+namespace {
+
+using nlohmann::json;
+
+// Reads a required integer key; the message names the key and what was found.
+Status ReadInt(const json& j, const char* key, int64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status::Error(std::string("missing key \"") + key + "\"");
+  if (!it->is_number_integer()) {
+    return Status::Error(std::string("key \"") + key + "\" must be an integer, got " + it->dump());
+  }
+  *out = it->get<int64_t>();
+  return Status::Ok();
+}
+
+Status ReadOptionalInt(const json& j, const char* key, int64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  return ReadInt(j, key, out);
+}
+
+Status ReadOptionalNumber(const json& j, const char* key, double* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number()) {
+    return Status::Error(std::string("key \"") + key + "\" must be a number, got " + it->dump());
+  }
+  *out = it->get<double>();
+  return Status::Ok();
+}
+
+Status ReadOptionalString(const json& j, const char* key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) {
+    return Status::Error(std::string("key \"") + key + "\" must be a string, got " + it->dump());
+  }
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadOptionalBool(const json& j, const char* key, bool* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean()) {
+    return Status::Error(std::string("key \"") + key + "\" must be a boolean, got " + it->dump());
+  }
+  *out = it->get<bool>();
+  return Status::Ok();
+}
+
+// eos_token_id may be one id or a list (generation configs); the first one is used.
+Status ReadTokenId(const json& j, const char* key, int64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+    *out = (*it)[0].get<int64_t>();
+    return Status::Ok();
+  }
+  return ReadInt(j, key, out);
+}
+
+Status ParseRopeScaling(const json& j, ModelConfig* c) {
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return Status::Error("key \"rope_scaling\" must be an object or null");
+  std::string type;
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "type", &type));
+  if (type.empty()) LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "rope_type", &type));
+  if (type != "yarn") {
+    return Status::Error("rope_scaling type \"" + type + "\" is not supported (only yarn)");
+  }
+  YarnScaling y;
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "factor", &y.factor));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(*it, "original_max_position_embeddings",
+                                        &y.original_max_position_embeddings));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "beta_fast", &y.beta_fast));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "beta_slow", &y.beta_slow));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "mscale", &y.mscale));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "mscale_all_dim", &y.mscale_all_dim));
+  if (!(y.factor >= 1.0)) return Status::Error("rope_scaling.factor must be >= 1");
+  if (y.original_max_position_embeddings <= 0) {
+    return Status::Error("rope_scaling.original_max_position_embeddings must be positive");
+  }
+  c->rope_scaling = y;
+  return Status::Ok();
+}
+
+Status ParseQuantization(const json& j, ModelConfig* c) {
+  auto it = j.find("quantization_config");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  std::string method, fmt;
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "quant_method", &method));
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "fmt", &fmt));
+  if (method != "fp8") {
+    return Status::Error("quantization_config.quant_method \"" + method +
+                         "\" is not supported (only fp8)");
+  }
+  if (!fmt.empty() && fmt != "e4m3") {
+    return Status::Error("quantization_config.fmt \"" + fmt + "\" is not supported (only e4m3)");
+  }
+  Fp8Quantization q;
+  auto block = it->find("weight_block_size");
+  if (block != it->end()) {
+    if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+        !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 ||
+        (*block)[1].get<int64_t>() <= 0) {
+      return Status::Error("quantization_config.weight_block_size must be two positive integers");
+    }
+    q.block_rows = (*block)[0].get<int64_t>();
+    q.block_cols = (*block)[1].get<int64_t>();
+  }
+  c->quantization = q;
+  return Status::Ok();
+}
+
+Status Validate(const ModelConfig& c) {
+  auto positive = [](int64_t v, const char* key) {
+    return v > 0 ? Status::Ok()
+                 : Status::Error(std::string("key \"") + key + "\" must be positive, got " +
+                                 std::to_string(v));
+  };
+  LATTE_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
+  LATTE_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
+  LATTE_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
+  LATTE_RETURN_IF_ERROR(positive(c.num_hidden_layers, "num_hidden_layers"));
+  LATTE_RETURN_IF_ERROR(positive(c.num_attention_heads, "num_attention_heads"));
+  LATTE_RETURN_IF_ERROR(positive(c.kv_lora_rank, "kv_lora_rank"));
+  LATTE_RETURN_IF_ERROR(positive(c.qk_nope_head_dim, "qk_nope_head_dim"));
+  LATTE_RETURN_IF_ERROR(positive(c.qk_rope_head_dim, "qk_rope_head_dim"));
+  LATTE_RETURN_IF_ERROR(positive(c.v_head_dim, "v_head_dim"));
+  if (c.q_lora_rank) LATTE_RETURN_IF_ERROR(positive(*c.q_lora_rank, "q_lora_rank"));
+  if (c.qk_rope_head_dim % 2 != 0) return Status::Error("qk_rope_head_dim must be even");
+  if (c.n_routed_experts < 0) return Status::Error("n_routed_experts must be >= 0");
+  if (c.n_routed_experts > 0) {
+    LATTE_RETURN_IF_ERROR(positive(c.moe_intermediate_size, "moe_intermediate_size"));
+    LATTE_RETURN_IF_ERROR(positive(c.num_experts_per_tok, "num_experts_per_tok"));
+    LATTE_RETURN_IF_ERROR(positive(c.n_group, "n_group"));
+    LATTE_RETURN_IF_ERROR(positive(c.moe_layer_freq, "moe_layer_freq"));
+    if (c.n_routed_experts % c.n_group != 0) {
+      return Status::Error("n_routed_experts must be a multiple of n_group");
+    }
+    if (c.topk_group < 1 || c.topk_group > c.n_group) {
+      return Status::Error("topk_group must be in [1, n_group]");
+    }
+    if (c.num_experts_per_tok > c.n_routed_experts) {
+      return Status::Error("num_experts_per_tok must be <= n_routed_experts");
+    }
+    if (c.scoring_func != "softmax" && c.scoring_func != "sigmoid") {
+      return Status::Error("scoring_func \"" + c.scoring_func + "\" is not supported");
+    }
+    if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" &&
+        c.topk_method != "noaux_tc") {
+      return Status::Error("topk_method \"" + c.topk_method + "\" is not supported");
+    }
+    if (c.topk_method != "greedy" &&
+        c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group)) {
+      return Status::Error("num_experts_per_tok exceeds the experts in topk_group groups");
+    }
+  }
+  if (c.n_shared_experts < 0) return Status::Error("n_shared_experts must be >= 0");
+  if (!(c.rms_norm_eps > 0)) return Status::Error("rms_norm_eps must be positive");
+  if (!(c.rope_theta > 0)) return Status::Error("rope_theta must be positive");
+  if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size ||
+      c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size) {
+    return Status::Error("bos_token_id/eos_token_id must be inside vocab_size");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Error("not valid JSON");
+  if (!j.is_object()) return Status::Error("top level must be a JSON object");
+
+  ModelConfig c;
+  auto arch = j.find("architectures");
+  if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+    c.architecture = (*arch)[0].get<std::string>();
+  } else {
+    return Status::Error("missing key \"architectures\"");
+  }
+  if (c.architecture != "DeepseekV2ForCausalLM" && c.architecture != "DeepseekV3ForCausalLM") {
+    return Status::Error("architecture \"" + c.architecture +
+                         "\" is not supported (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
+  }
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c.vocab_size));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c.hidden_size));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "intermediate_size", &c.intermediate_size));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "num_hidden_layers", &c.num_hidden_layers));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c.num_attention_heads));
+  // q_lora_rank must be present; null selects the plain q_proj of V2-Lite.
+  if (!j.contains("q_lora_rank")) return Status::Error("missing key \"q_lora_rank\"");
+  if (!j["q_lora_rank"].is_null()) {
+    int64_t rank = 0;
+    LATTE_RETURN_IF_ERROR(ReadInt(j, "q_lora_rank", &rank));
+    c.q_lora_rank = rank;
+  }
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "kv_lora_rank", &c.kv_lora_rank));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "qk_nope_head_dim", &c.qk_nope_head_dim));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "qk_rope_head_dim", &c.qk_rope_head_dim));
+  LATTE_RETURN_IF_ERROR(ReadInt(j, "v_head_dim", &c.v_head_dim));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "n_routed_experts", &c.n_routed_experts));
+  if (c.n_routed_experts > 0) {
+    LATTE_RETURN_IF_ERROR(ReadInt(j, "moe_intermediate_size", &c.moe_intermediate_size));
+    LATTE_RETURN_IF_ERROR(ReadInt(j, "num_experts_per_tok", &c.num_experts_per_tok));
+  }
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "n_shared_experts", &c.n_shared_experts));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "n_group", &c.n_group));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "topk_group", &c.topk_group));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "first_k_dense_replace", &c.first_k_dense_replace));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "moe_layer_freq", &c.moe_layer_freq));
+  LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "norm_topk_prob", &c.norm_topk_prob));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "routed_scaling_factor", &c.routed_scaling_factor));
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(j, "scoring_func", &c.scoring_func));
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(j, "topk_method", &c.topk_method));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rms_norm_eps", &c.rms_norm_eps));
+  LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rope_theta", &c.rope_theta));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "max_position_embeddings", &c.max_position_embeddings));
+  LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "tie_word_embeddings", &c.tie_word_embeddings));
+  LATTE_RETURN_IF_ERROR(ReadTokenId(j, "bos_token_id", &c.bos_token_id));
+  LATTE_RETURN_IF_ERROR(ReadTokenId(j, "eos_token_id", &c.eos_token_id));
+  LATTE_RETURN_IF_ERROR(ParseRopeScaling(j, &c));
+  LATTE_RETURN_IF_ERROR(ParseQuantization(j, &c));
+  LATTE_RETURN_IF_ERROR(Validate(c));
+  return c;
+}
+
+Result<ModelConfig> ModelConfig::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto config = FromJsonText(ss.str());
+  if (!config.ok()) return config.status().WithContext(path);
+  return config;
+}
+
+std::string ModelConfig::ToJsonText() const {
+  json j;
+  j["architectures"] = json::array({architecture});
+  j["model_type"] = architecture == "DeepseekV3ForCausalLM" ? "deepseek_v3" : "deepseek_v2";
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["moe_intermediate_size"] = moe_intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_attention_heads;
+  j["q_lora_rank"] = q_lora_rank ? json(*q_lora_rank) : json(nullptr);
+  j["kv_lora_rank"] = kv_lora_rank;
+  j["qk_nope_head_dim"] = qk_nope_head_dim;
+  j["qk_rope_head_dim"] = qk_rope_head_dim;
+  j["v_head_dim"] = v_head_dim;
+  j["n_routed_experts"] = n_routed_experts > 0 ? json(n_routed_experts) : json(nullptr);
+  j["n_shared_experts"] = n_shared_experts;
+  j["num_experts_per_tok"] = num_experts_per_tok;
+  j["n_group"] = n_group;
+  j["topk_group"] = topk_group;
+  j["first_k_dense_replace"] = first_k_dense_replace;
+  j["moe_layer_freq"] = moe_layer_freq;
+  j["norm_topk_prob"] = norm_topk_prob;
+  j["routed_scaling_factor"] = routed_scaling_factor;
+  j["scoring_func"] = scoring_func;
+  j["topk_method"] = topk_method;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["rope_theta"] = rope_theta;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["bos_token_id"] = bos_token_id;
+  j["eos_token_id"] = eos_token_id;
+  j["hidden_act"] = "silu";
+  j["torch_dtype"] = "bfloat16";
+  if (rope_scaling) {
+    j["rope_scaling"] = {
+        {"type", "yarn"},
+        {"factor", rope_scaling->factor},
+        {"original_max_position_embeddings", rope_scaling->original_max_position_embeddings},
+        {"beta_fast", rope_scaling->beta_fast},
+        {"beta_slow", rope_scaling->beta_slow},
+        {"mscale", rope_scaling->mscale},
+        {"mscale_all_dim", rope_scaling->mscale_all_dim}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  if (quantization) {
+    j["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                {"fmt", "e4m3"},
+                                {"quant_method", "fp8"},
+                                {"weight_block_size",
+                                 {quantization->block_rows, quantization->block_cols}}};
+  }
+  return j.dump(2) + "\n";
+}
+
+double ModelConfig::SoftmaxScale() const {
+  double scale = 1.0 / std::sqrt(static_cast<double>(QkHeadDim()));
+  if (rope_scaling && rope_scaling->mscale_all_dim > 0 && rope_scaling->factor > 1.0) {
+    const double mscale = 0.1 * rope_scaling->mscale_all_dim * std::log(rope_scaling->factor) + 1.0;
+    scale *= mscale * mscale;
+  }
+  return scale;
+}
+
+}  // namespace latte

@@ -1,0 +1,79 @@
+// config.json of a DeepSeek-V2 / V3 / R1 checkpoint, parsed and validated once.
+// Field names are the config.json keys; symbols from docs/mla.md in comments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+
+namespace latte {
+
+// rope_scaling {"type": "yarn", ...} (DeepSeek-V2/V3). Absent or null means plain rope.
+struct YarnScaling {
+  double factor = 1.0;
+  int64_t original_max_position_embeddings = 4096;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double mscale = 1.0;
+  double mscale_all_dim = 0.0;
+};
+
+// quantization_config of the fp8 release (V3/R1): e4m3 weights in 128x128 blocks.
+struct Fp8Quantization {
+  int64_t block_rows = 128;
+  int64_t block_cols = 128;
+};
+
+struct ModelConfig {
+  std::string architecture;          // "DeepseekV2ForCausalLM" or "DeepseekV3ForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;           // d
+  int64_t intermediate_size = 0;     // dense MLP width
+  int64_t moe_intermediate_size = 0; // one expert's width
+  int64_t num_hidden_layers = 0;     // L
+  int64_t num_attention_heads = 0;   // H
+  std::optional<int64_t> q_lora_rank;  // d_cq; nullopt: plain q_proj (V2-Lite)
+  int64_t kv_lora_rank = 0;          // d_c
+  int64_t qk_nope_head_dim = 0;      // d_n
+  int64_t qk_rope_head_dim = 0;      // d_r
+  int64_t v_head_dim = 0;            // d_v
+  int64_t n_routed_experts = 0;      // 0: every layer dense
+  int64_t n_shared_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  int64_t first_k_dense_replace = 0;
+  int64_t moe_layer_freq = 1;
+  bool norm_topk_prob = false;
+  double routed_scaling_factor = 1.0;
+  std::string scoring_func = "softmax";  // "softmax" (V2) or "sigmoid" (V3)
+  std::string topk_method = "greedy";    // "greedy", "group_limited_greedy", "noaux_tc"
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  int64_t max_position_embeddings = 4096;
+  std::optional<YarnScaling> rope_scaling;
+  std::optional<Fp8Quantization> quantization;
+  bool tie_word_embeddings = false;
+  int64_t bos_token_id = 0;
+  int64_t eos_token_id = 1;
+
+  // Parses and validates; errors name the key.
+  static Result<ModelConfig> FromJsonText(const std::string& text);
+  static Result<ModelConfig> FromFile(const std::string& path);
+  // The config.json text for this config (what make-model writes).
+  std::string ToJsonText() const;
+
+  int64_t QkHeadDim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // c_kv and k_r: the values the latent cache holds per token per layer (576 on V3).
+  int64_t LatentDim() const { return kv_lora_rank + qk_rope_head_dim; }
+  bool IsMoeLayer(int64_t layer) const {
+    return n_routed_experts > 0 && layer >= first_k_dense_replace &&
+           layer % moe_layer_freq == 0;
+  }
+  // 1/sqrt(d_n + d_r), times mscale^2 under YaRN (docs/mla.md).
+  double SoftmaxScale() const;
+};
+
+}  // namespace latte
