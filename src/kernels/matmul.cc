@@ -1,6 +1,18 @@
+// Matmul dispatch and the portable kernel. The paths (matmul_internal.h):
+//   m <  kGemmMinRows: GEMV, AVX-512 (gemv_avx512.cc) or portable (below).
+//   m >= kGemmMinRows: oneDNN (matmul_onednn.cc). Without AVX-512 oneDNN 2.6
+//     has only a scalar reference bf16 matmul, so bf16 weights then take the
+//     portable kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from
+//     cpuid, so it is safe on any x86-64 CPU).
 #include "kernels/matmul.h"
 
-#include <vector>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/cpu_features.h"
+#include "kernels/matmul_internal.h"
 
 namespace latte {
 
@@ -30,21 +42,177 @@ void MatmulReference(const float* x, int64_t m, int64_t ldx, const WeightView& w
   }
 }
 
-void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy) {
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < w.rows; ++n) {
-    for (int64_t i = 0; i < m; ++i) {
-      float acc = 0;
-      for (int64_t k = 0; k < w.cols; ++k) acc += x[i * ldx + k] * WeightAt(w, n, k);
-      y[i * ldy + n] = acc;
+namespace matmul_internal {
+namespace {
+
+// Portable kernel. A tile is kPRows weight rows x up to kPMaxM rows of x, with
+// kLanes independent partial sums per output: written as plain arrays so GCC
+// turns the lane loops into SSE2 (baseline) vectors without -ffast-math, and
+// the 4 independent accumulator vectors hide the add latency.
+constexpr int kLanes = 8;
+constexpr int kPRows = 2;
+constexpr int kPMaxM = 2;
+// Output rows per parallel work item: 16 rows of a 10944-wide bf16 matrix are
+// 350 KiB, so the block stays in L2 while every row of x passes over it.
+constexpr int64_t kPBlock = 16;
+
+template <bool kBf16>
+inline float LoadW(const void* w, int64_t i) {
+  if constexpr (kBf16) {
+    return Bf16ToF32(static_cast<const bf16*>(w)[i]);
+  } else {
+    return static_cast<const float*>(w)[i];
+  }
+}
+
+template <bool kBf16, int M, int R>
+void PortableTile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y,
+                  int64_t ldy) {
+  const size_t esize = kBf16 ? 2 : 4;
+  const void* wr[R];
+  for (int r = 0; r < R; ++r) {
+    wr[r] = static_cast<const char*>(w) + static_cast<size_t>(r * ld) * esize;
+  }
+  float acc[M][R][kLanes] = {};
+  int64_t kk = 0;
+  for (; kk + kLanes <= k; kk += kLanes) {
+    float wv[R][kLanes];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < kLanes; ++j) wv[r][j] = LoadW<kBf16>(wr[r], kk + j);
+    }
+    for (int i = 0; i < M; ++i) {
+      const float* xi = x + i * ldx + kk;
+      for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < kLanes; ++j) acc[i][r][j] += xi[j] * wv[r][j];
+      }
+    }
+  }
+  for (; kk < k; ++kk) {
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < R; ++r) acc[i][r][0] += x[i * ldx + kk] * LoadW<kBf16>(wr[r], kk);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) {
+      float s = 0;
+      for (int j = 0; j < kLanes; ++j) s += acc[i][r][j];
+      y[i * ldy + r] = s;
     }
   }
 }
 
+template <bool kBf16, int R>
+void PortableTileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld,
+                      int64_t k, float* y, int64_t ldy) {
+  int64_t i = 0;
+  for (; i + kPMaxM <= m; i += kPMaxM) {
+    PortableTile<kBf16, kPMaxM, R>(x + i * ldx, ldx, w, ld, k, y + i * ldy, ldy);
+  }
+  for (; i < m; ++i) PortableTile<kBf16, 1, R>(x + i * ldx, ldx, w, ld, k, y + i * ldy, ldy);
+}
+
+template <bool kBf16>
+void PortableBlock(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0,
+                   int64_t n1, float* y, int64_t ldy) {
+  const size_t esize = kBf16 ? 2 : 4;
+  const char* base = static_cast<const char*>(w.data);
+  int64_t n = n0;
+  for (; n + kPRows <= n1; n += kPRows) {
+    PortableTileAnyM<kBf16, kPRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize,
+                                    w.ld, w.cols, y + n, ldy);
+  }
+  for (; n < n1; ++n) {
+    PortableTileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld,
+                               w.cols, y + n, ldy);
+  }
+}
+
+template <bool kBf16>
+void Portable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+              int64_t ldy, bool threaded) {
+  const int64_t blocks = (w.rows + kPBlock - 1) / kPBlock;
+  // Below ~64K multiply-adds a fork/join (~1-2 us) costs more than it saves.
+  const bool parallel = threaded && blocks > 1 && m * w.rows * w.cols >= (int64_t{1} << 16);
+  // schedule(static): each thread gets one contiguous run of blocks to stream.
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) {
+    PortableBlock<kBf16>(x, m, ldx, w, b * kPBlock, std::min(w.rows, (b + 1) * kPBlock), y,
+                         ldy);
+  }
+}
+
+}  // namespace
+
+void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                    int64_t ldy, bool threaded) {
+  if (w.dtype == DType::kBF16) {
+    Portable<true>(x, m, ldx, w, y, ldy, threaded);
+  } else {
+    Portable<false>(x, m, ldx, w, y, ldy, threaded);
+  }
+}
+
+}  // namespace matmul_internal
+
+namespace {
+
+using namespace matmul_internal;
+
+// oneDNN only where it has a fast kernel for the dtype on this CPU (see top).
+bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
+  return m >= kGemmMinRows && (cpu.avx512f || dtype == DType::kF32);
+}
+
+// One problem; `threaded` false when the caller already runs one per thread.
+void MatmulOne(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+               int64_t ldy, bool threaded) {
+  if (m <= 0 || w.rows <= 0) return;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  // oneDNN inside an OpenMP region runs single-threaded on its own.
+  if (UseOneDnn(cpu, m, w.dtype) && MatmulOneDnn(x, m, ldx, w, y, ldy)) return;
+  if (cpu.avx512f) {
+    GemvAvx512(x, m, ldx, w, y, ldy, threaded);
+  } else {
+    MatmulPortable(x, m, ldx, w, y, ldy, threaded);
+  }
+}
+
+// MatmulBatched splits over heads (one whole problem per thread) when each
+// problem is too small to split well: GEMV-sized m, or under this many
+// multiply-adds (128 heads x [128 x 512] at m=512 is 33.5M each: one oneDNN
+// call per thread beats two threads fighting over one 67 MFLOP problem).
+constexpr int64_t kBatchSplitMaxMacs = int64_t{1} << 26;
+
+}  // namespace
+
+void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy) {
+  MatmulOne(x, m, ldx, w, y, ldy, /*threaded=*/true);
+}
+
 void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView* w,
                    int64_t batch, float* y, int64_t y_stride) {
+  if (batch <= 0 || m <= 0) return;
+  const int64_t macs = m * w[0].rows * w[0].cols;
+  const bool over_heads = batch > 1 && omp_get_max_threads() > 1 &&
+                          (m < kGemmMinRows || macs < kBatchSplitMaxMacs);
+  if (over_heads) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < batch; ++b) {
+      MatmulOne(x + b * x_stride, m, w[b].cols, w[b], y + b * y_stride, w[b].rows,
+                /*threaded=*/false);
+    }
+    return;
+  }
+  // Big problems: heads in turn, each on all threads. With a shared x the
+  // bf16 rounding of x is done once for all heads.
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (x_stride == 0 && UseOneDnn(cpu, m, w[0].dtype) &&
+      MatmulOneDnnSharedX(x, m, w, batch, y, y_stride)) {
+    return;
+  }
   for (int64_t b = 0; b < batch; ++b) {
-    Matmul(x + b * x_stride, m, w[b].cols, w[b], y + b * y_stride, w[b].rows);
+    MatmulOne(x + b * x_stride, m, w[b].cols, w[b], y + b * y_stride, w[b].rows,
+              /*threaded=*/true);
   }
 }
 

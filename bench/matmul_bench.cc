@@ -1,0 +1,184 @@
+// Matmul throughput: GEMV (m=1, memory-bound) in GB/s of weights read, GEMM
+// (m=512, compute-bound) in GFLOP/s, each for the portable and the fast
+// (dispatched) path, beside the machine's read bandwidth measured in the same
+// run (BM_ReadBandwidth). Rates use wall time: the kernels run on all OpenMP
+// threads. Run: ./latte_microbench --benchmark_filter=Matmul|Read
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
+#include "base/dtype.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
+
+namespace latte {
+namespace {
+
+// Deterministic values in [-1, 1) (xorshift: filling 400 MiB with <random> is slow).
+float Random(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) /
+         static_cast<float>(int64_t{1} << 23);
+}
+
+struct Operands {
+  AlignedBuffer w;  // [n, k]
+  std::vector<float> x, y;
+  WeightView view;
+};
+
+Operands MakeOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
+  Operands o;
+  o.w = AlignedBuffer(static_cast<size_t>(n * k) * DTypeSize(dtype));
+#pragma omp parallel
+  {
+    uint64_t s = 0x9e3779b97f4a7c15ull * (omp_get_thread_num() + 1);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n * k; ++i) {
+      if (dtype == DType::kBF16) {
+        o.w.as<bf16>()[i] = F32ToBf16(Random(s));
+      } else {
+        o.w.as<float>()[i] = Random(s);
+      }
+    }
+  }
+  uint64_t s = 12345;
+  o.x.resize(static_cast<size_t>(m * k));
+  for (float& v : o.x) v = Random(s);
+  o.y.resize(static_cast<size_t>(m * n));
+  o.view = WeightView{dtype, n, k, k, o.w.data()};
+  return o;
+}
+
+enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn };
+
+void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
+  switch (path) {
+    case Path::kPortable: matmul_internal::MatmulPortable(x, m, w.cols, w, y, w.rows); break;
+    case Path::kFast: Matmul(x, m, w, y); break;
+    case Path::kGemvAvx512: matmul_internal::GemvAvx512(x, m, w.cols, w, y, w.rows); break;
+    case Path::kOneDnn: matmul_internal::MatmulOneDnn(x, m, w.cols, w, y, w.rows); break;
+  }
+}
+
+bool Unsupported(benchmark::State& state, Path path) {
+  if (path == Path::kGemvAvx512 && !GetCpuFeatures().avx512f) {
+    state.SkipWithError("CPU lacks AVX-512");
+    return true;
+  }
+  return false;
+}
+
+// STREAM-like read of 1 GiB on all threads: the roofline for the GEMV numbers.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int64_t count = (int64_t{1} << 30) / 8;
+  AlignedBuffer buf(static_cast<size_t>(count) * 8);
+  const uint64_t* p = buf.as<uint64_t>();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) buf.as<uint64_t>()[i] = static_cast<uint64_t>(i);
+  for (auto _ : state) {
+    uint64_t total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (int64_t i = 0; i < count; ++i) total += p[i];
+    benchmark::DoNotOptimize(total);
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(count * 8 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+template <Path kPath, DType kDType>
+void BM_MatmulGemv(benchmark::State& state) {
+  if (Unsupported(state, kPath)) return;
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeOperands(m, n, k, kDType);
+  for (auto _ : state) {
+    Run(kPath, o.x.data(), m, o.view, o.y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(o.view.Bytes()) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <Path kPath, DType kDType>
+void BM_MatmulGemm(benchmark::State& state) {
+  if (Unsupported(state, kPath)) return;
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeOperands(m, n, k, kDType);
+  for (auto _ : state) {
+    Run(kPath, o.x.data(), m, o.view, o.y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// {n, k, m}: q_a-ish 2048x2048, 7168x1536 (o_proj-like), q_b at R1 size, lm_head.
+#define LATTE_GEMV_SHAPES(b)                                                              \
+  b->Args({2048, 2048, 1})->Args({7168, 1536, 1})->Args({24576, 1536, 1})                 \
+      ->Args({102400, 2048, 1})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_GEMV_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kBF16>));
+LATTE_GEMV_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>));
+BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kF32>)
+    ->Args({7168, 1536, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF32>)
+    ->Args({7168, 1536, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// GEMV vs oneDNN by m, to place kGemmMinRows.
+BENCHMARK(BM_MatmulGemv<Path::kGemvAvx512, DType::kBF16>)
+    ->ArgsProduct({{7168}, {1536}, {1, 2, 3, 4, 5, 6, 8, 12, 16}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemv<Path::kOneDnn, DType::kBF16>)
+    ->ArgsProduct({{7168}, {1536}, {1, 2, 3, 4, 5, 6, 8, 12, 16}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// {n, k, m}: the dense MLP up/gate (10944x2048) and down (2048x10944) at m=512.
+#define LATTE_GEMM_SHAPES(b) \
+  b->Args({10944, 2048, 512})->Args({2048, 10944, 512})->UseRealTime()->Unit(benchmark::kMillisecond)
+LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kFast, DType::kBF16>));
+LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kPortable, DType::kBF16>));
+LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kFast, DType::kF32>));
+
+// MLA's per-head products: 128 heads x [n, k] with m tokens, shared x (W_UK^T-like
+// [512 x 128]) and per-head x (W_UV-like [128 x 512]).
+void BM_MatmulBatched(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  const bool shared = state.range(3) != 0;
+  const int64_t heads = 128;
+  Operands o = MakeOperands(1, heads * n, k, DType::kBF16);
+  std::vector<WeightView> w;
+  for (int64_t b = 0; b < heads; ++b) w.push_back(o.view.RowBlock(b * n, n));
+  const int64_t x_stride = shared ? 0 : m * k;
+  std::vector<float> x(static_cast<size_t>(m * k * (shared ? 1 : heads)), 0.5f);
+  std::vector<float> y(static_cast<size_t>(m * n * heads));
+  for (auto _ : state) {
+    MatmulBatched(x.data(), x_stride, m, w.data(), heads, y.data(), m * n);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * heads * m * n * k / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(heads * n * k * 2 / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatmulBatched)
+    ->ArgsProduct({{512}, {128}, {1, 4, 16, 64, 512}, {1}})
+    ->ArgsProduct({{128}, {512}, {1, 4, 16, 64, 512}, {0}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace latte
+
+BENCHMARK_MAIN();

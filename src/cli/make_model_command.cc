@@ -1,0 +1,90 @@
+// latte make-model: writes a random-weight model directory in the Hugging Face
+// DeepSeek layout (see model/random_checkpoint.h), for tests and benchmarks.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/commands.h"
+#include "model/random_checkpoint.h"
+#include "model/tensor_specs.h"
+
+namespace latte::cli {
+namespace {
+
+struct MakeModelArgs {
+  std::string preset;
+  std::optional<int64_t> layers;
+  std::optional<int64_t> vocab;
+  std::string dtype = "bf16";
+  uint64_t seed = 0;
+  bool no_q_lora = false;
+  std::optional<std::string> rope;
+  uint64_t shard_bytes = 4'000'000'000;
+  std::string out;
+};
+
+int RunMakeModel(const MakeModelArgs& args) {
+  const auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "latte make-model: error: %s\n", message.c_str());
+    return 1;
+  };
+  const std::optional<CheckpointDType> dtype = ParseCheckpointDType(args.dtype);
+  if (!dtype) return fail("--dtype must be bf16, f32 or fp8, got \"" + args.dtype + "\"");
+  if (args.shard_bytes == 0) return fail("--shard-bytes must be positive");
+
+  MakeModelOverrides overrides;
+  overrides.num_hidden_layers = args.layers;
+  overrides.vocab_size = args.vocab;
+  overrides.no_q_lora = args.no_q_lora;
+  overrides.rope = args.rope;
+  overrides.dtype = *dtype;
+  auto config = MakeModelConfig(args.preset, overrides);
+  if (!config.ok()) return fail(config.status().message());
+
+  RandomCheckpointOptions options;
+  options.dtype = *dtype;
+  options.seed = args.seed;
+  options.shard_bytes = args.shard_bytes;
+  RandomCheckpointSummary summary;
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = WriteRandomCheckpoint(*config, options, args.out, &summary);
+  if (!status.ok()) return fail(status.message());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::fprintf(stderr,
+               "make-model: %s, %lld layers, %s: %lld tensors, %.1f MB in %lld file(s), "
+               "%.2f s (%.0f MB/s)\n",
+               args.preset.c_str(), static_cast<long long>(config->num_hidden_layers),
+               args.dtype.c_str(), static_cast<long long>(summary.tensors), summary.bytes / 1e6,
+               static_cast<long long>(summary.shards), seconds,
+               seconds > 0 ? summary.bytes / 1e6 / seconds : 0.0);
+  std::printf("%s\n", args.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddMakeModelCommand(CLI::App& app) {
+  auto args = std::make_shared<MakeModelArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-model", "Write a random-weight DeepSeek model directory (config, safetensors, tokenizer)");
+  cmd->add_option("--preset", args->preset, "tiny, v2-lite or r1")->required();
+  cmd->add_option("--layers", args->layers, "Number of layers (default: the preset's)");
+  cmd->add_option("--vocab", args->vocab, "Vocabulary size (default: the preset's)");
+  cmd->add_option("--dtype", args->dtype, "bf16, f32 or fp8 (V3 block-quantized)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Random seed; the same seed writes the same bytes")
+      ->capture_default_str();
+  cmd->add_flag("--no-q-lora", args->no_q_lora, "q_lora_rank null: a plain q_proj (as V2-Lite)");
+  cmd->add_option("--rope", args->rope, "plain or yarn (default: the preset's)");
+  cmd->add_option("--shard-bytes", args->shard_bytes,
+                  "Split the weights into shards of at most this many bytes")
+      ->capture_default_str();
+  cmd->add_option("--out", args->out, "Output directory (created if missing)")->required();
+  cmd->callback([args] { ExitWith(RunMakeModel(*args)); });
+}
+
+}  // namespace latte::cli

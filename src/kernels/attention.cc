@@ -1,0 +1,219 @@
+#include "kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace latte {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline float Dot(const float* a, const float* b, int64_t n) {
+  float acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+inline void Scale(float alpha, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+}  // namespace
+
+void CausalAttention(const CausalAttentionParams& p) {
+  const int64_t key_stride = p.heads * p.key_dim;
+  const int64_t value_stride = p.heads * p.value_dim;
+#pragma omp parallel
+  {
+    std::vector<float> scores;  // [visible keys] of one (query, head)
+#pragma omp for schedule(dynamic, 1) collapse(2)
+    for (int64_t i = 0; i < p.num_queries; ++i) {
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const int64_t visible = std::min(p.first_position + i + 1, p.num_keys);
+        const float* q = p.q + (i * p.heads + h) * p.key_dim;
+        scores.resize(visible);
+        float max_score = kNegInf;
+        for (int64_t t = 0; t < visible; ++t) {
+          scores[t] = p.scale * Dot(q, p.k + t * key_stride + h * p.key_dim, p.key_dim);
+          max_score = std::max(max_score, scores[t]);
+        }
+        float* out = p.out + (i * p.heads + h) * p.value_dim;
+        std::fill(out, out + p.value_dim, 0.0f);
+        double sum = 0;
+        for (int64_t t = 0; t < visible; ++t) {
+          const float w = std::exp(scores[t] - max_score);
+          sum += w;
+          Axpy(w, p.v + t * value_stride + h * p.value_dim, out, p.value_dim);
+        }
+        Scale(static_cast<float>(1.0 / sum), out, p.value_dim);
+        if (p.lse) p.lse[i * p.heads + h] = max_score + static_cast<float>(std::log(sum));
+      }
+    }
+  }
+}
+
+namespace {
+
+// Online-softmax state of all heads over one split of the rows.
+struct SharedKeySplit {
+  std::vector<float> acc;     // acc: [heads, value_dim], unnormalised
+  std::vector<float> max;     // max: [heads]
+  std::vector<float> sum;     // sum: [heads]
+  std::vector<float> scores;  // scores: [heads, kBlock]
+};
+
+// Rows are taken in blocks so the scores of one block for all heads stay in L1/L2
+// (128 heads × 64 rows × 4 B = 32 KiB) while each row is read once for every head.
+constexpr int64_t kBlock = 64;
+
+void RunSplit(const SharedKeyAttentionParams& p, int64_t begin, int64_t end, SharedKeySplit& s) {
+  s.acc.assign(p.heads * p.value_dim, 0.0f);
+  s.max.assign(p.heads, kNegInf);
+  s.sum.assign(p.heads, 0.0f);
+  s.scores.resize(p.heads * kBlock);
+  for (int64_t block = begin; block < end; block += kBlock) {
+    const int64_t n = std::min(kBlock, end - block);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = p.rows + (block + t) * p.row_dim;
+      for (int64_t h = 0; h < p.heads; ++h) {
+        s.scores[h * kBlock + t] = p.scale * Dot(p.q + h * p.row_dim, row, p.row_dim);
+      }
+    }
+    for (int64_t h = 0; h < p.heads; ++h) {
+      float* sc = &s.scores[h * kBlock];
+      float block_max = kNegInf;
+      for (int64_t t = 0; t < n; ++t) block_max = std::max(block_max, sc[t]);
+      const float new_max = std::max(s.max[h], block_max);
+      const float rescale = std::exp(s.max[h] - new_max);  // 0 on the first block
+      float block_sum = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        sc[t] = std::exp(sc[t] - new_max);
+        block_sum += sc[t];
+      }
+      s.sum[h] = s.sum[h] * rescale + block_sum;
+      s.max[h] = new_max;
+      if (rescale != 1.0f) Scale(rescale, &s.acc[h * p.value_dim], p.value_dim);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = p.rows + (block + t) * p.row_dim;
+      for (int64_t h = 0; h < p.heads; ++h) {
+        Axpy(s.scores[h * kBlock + t], row, &s.acc[h * p.value_dim], p.value_dim);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void SharedKeyAttention(const SharedKeyAttentionParams& p) {
+  // Short contexts are not worth a split: below 256 rows per thread, one split.
+  const int64_t max_splits = std::max<int64_t>(1, p.num_rows / 256);
+  const int64_t splits = std::min<int64_t>(omp_get_max_threads(), max_splits);
+  thread_local std::vector<SharedKeySplit> states;
+  if (static_cast<int64_t>(states.size()) < splits) states.resize(splits);
+  std::vector<SharedKeySplit>& st = states;
+#pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
+  for (int64_t i = 0; i < splits; ++i) {
+    const int64_t begin = p.num_rows * i / splits;
+    const int64_t end = p.num_rows * (i + 1) / splits;
+    RunSplit(p, begin, end, st[i]);
+  }
+  // Combine: out_h = Σ_i e^{m_i} acc_i / Σ_i e^{m_i} sum_i, relative to the largest m_i.
+  for (int64_t h = 0; h < p.heads; ++h) {
+    float global_max = kNegInf;
+    for (int64_t i = 0; i < splits; ++i) global_max = std::max(global_max, st[i].max[h]);
+    float* out = p.out + h * p.value_dim;
+    std::fill(out, out + p.value_dim, 0.0f);
+    double total = 0;
+    for (int64_t i = 0; i < splits; ++i) {
+      if (st[i].sum[h] == 0.0f) continue;
+      const float w = std::exp(st[i].max[h] - global_max);
+      total += static_cast<double>(w) * st[i].sum[h];
+      Axpy(w, &st[i].acc[h * p.value_dim], out, p.value_dim);
+    }
+    Scale(static_cast<float>(1.0 / total), out, p.value_dim);
+    if (p.lse) p.lse[h] = global_max + static_cast<float>(std::log(total));
+  }
+}
+
+void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
+                            int64_t n, int64_t dim, float* out, float* lse) {
+  std::vector<float> row(dim);
+  for (int64_t r = 0; r < n; ++r) {
+    float max_lse = kNegInf;
+    for (int64_t i = 0; i < parts; ++i) max_lse = std::max(max_lse, lses[i][r]);
+    std::fill(row.begin(), row.end(), 0.0f);
+    double total = 0;
+    for (int64_t i = 0; i < parts; ++i) {
+      if (lses[i][r] == kNegInf) continue;
+      const float w = std::exp(lses[i][r] - max_lse);
+      total += w;
+      Axpy(w, outs[i] + r * dim, row.data(), dim);
+    }
+    for (int64_t j = 0; j < dim; ++j) out[r * dim + j] = static_cast<float>(row[j] / total);
+    lse[r] = max_lse + static_cast<float>(std::log(total));
+  }
+}
+
+void CausalAttentionReference(const CausalAttentionParams& p) {
+  for (int64_t i = 0; i < p.num_queries; ++i) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t visible = std::min(p.first_position + i + 1, p.num_keys);
+      std::vector<double> s(visible);
+      double m = -1e300;
+      for (int64_t t = 0; t < visible; ++t) {
+        double dot = 0;
+        for (int64_t j = 0; j < p.key_dim; ++j) {
+          dot += double(p.q[(i * p.heads + h) * p.key_dim + j]) *
+                 p.k[(t * p.heads + h) * p.key_dim + j];
+        }
+        s[t] = dot * p.scale;
+        m = std::max(m, s[t]);
+      }
+      double z = 0;
+      for (auto& x : s) z += (x = std::exp(x - m));
+      for (int64_t j = 0; j < p.value_dim; ++j) {
+        double acc = 0;
+        for (int64_t t = 0; t < visible; ++t) acc += s[t] * p.v[(t * p.heads + h) * p.value_dim + j];
+        p.out[(i * p.heads + h) * p.value_dim + j] = static_cast<float>(acc / z);
+      }
+      if (p.lse) p.lse[i * p.heads + h] = static_cast<float>(m + std::log(z));
+    }
+  }
+}
+
+void SharedKeyAttentionReference(const SharedKeyAttentionParams& p) {
+  for (int64_t h = 0; h < p.heads; ++h) {
+    std::vector<double> s(p.num_rows);
+    double m = -1e300;
+    for (int64_t t = 0; t < p.num_rows; ++t) {
+      double dot = 0;
+      for (int64_t j = 0; j < p.row_dim; ++j) {
+        dot += double(p.q[h * p.row_dim + j]) * p.rows[t * p.row_dim + j];
+      }
+      s[t] = dot * p.scale;
+      m = std::max(m, s[t]);
+    }
+    double z = 0;
+    for (auto& x : s) z += (x = std::exp(x - m));
+    for (int64_t j = 0; j < p.value_dim; ++j) {
+      double acc = 0;
+      for (int64_t t = 0; t < p.num_rows; ++t) acc += s[t] * p.rows[t * p.row_dim + j];
+      p.out[h * p.value_dim + j] = static_cast<float>(acc / z);
+    }
+    if (p.lse) p.lse[h] = static_cast<float>(m + std::log(z));
+  }
+}
+
+}  // namespace latte

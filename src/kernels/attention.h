@@ -1,0 +1,56 @@
+// The two attention kernels. Both take the softmax scale and return, per query and
+// head, the output and the log-sum-exp of the scaled scores, so partial results over
+// disjoint key ranges merge exactly with MergeAttentionPartials.
+#pragma once
+
+#include <cstdint>
+
+namespace latte {
+
+// Causal multi-head attention with separate per-head keys and values (prefill, and
+// the decompressed "naive" form). Query i sits at absolute position first_position + i
+// and sees keys [0, first_position + i].
+struct CausalAttentionParams {
+  const float* q = nullptr;  // q: [num_queries, heads, key_dim]
+  const float* k = nullptr;  // k: [num_keys, heads, key_dim]
+  const float* v = nullptr;  // v: [num_keys, heads, value_dim]
+  float* out = nullptr;      // out: [num_queries, heads, value_dim]
+  float* lse = nullptr;      // lse: [num_queries, heads], may be null
+  int64_t num_queries = 0;
+  int64_t num_keys = 0;      // >= first_position + num_queries
+  int64_t first_position = 0;
+  int64_t heads = 0;
+  int64_t key_dim = 0;
+  int64_t value_dim = 0;
+  float scale = 1.0f;
+};
+void CausalAttention(const CausalAttentionParams& p);
+
+// Attention of several heads over one shared set of rows (multi-query, as MLA's latent
+// cache is): score_h(t) = scale · q_h · row(t) over all row_dim values, and
+// out_h = Σ_t softmax(score_h)(t) · row(t)[0:value_dim] (the value is a prefix of the row).
+// Every row is read once for all heads. The context is split over threads, each split
+// producing a partial (output, lse) that is merged exactly.
+struct SharedKeyAttentionParams {
+  const float* q = nullptr;     // q: [heads, row_dim]
+  const float* rows = nullptr;  // rows: [num_rows, row_dim] (row stride row_dim)
+  float* out = nullptr;         // out: [heads, value_dim]
+  float* lse = nullptr;         // lse: [heads], may be null
+  int64_t num_rows = 0;
+  int64_t heads = 0;
+  int64_t row_dim = 0;
+  int64_t value_dim = 0;        // <= row_dim
+  float scale = 1.0f;
+};
+void SharedKeyAttention(const SharedKeyAttentionParams& p);
+
+// Merges `parts` partial results for the same queries over disjoint key sets:
+// out_i: [n, dim] with lse_i: [n] → out: [n, dim], lse: [n] (out may alias outs[0]).
+void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
+                            int64_t n, int64_t dim, float* out, float* lse);
+
+// Plain loops over the same definitions, for tests.
+void CausalAttentionReference(const CausalAttentionParams& p);
+void SharedKeyAttentionReference(const SharedKeyAttentionParams& p);
+
+}  // namespace latte

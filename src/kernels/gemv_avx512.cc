@@ -1,0 +1,180 @@
+// AVX-512 GEMV for small m (batch-1 / few-token decode): y = x · wᵀ.
+//
+// Memory-bound: a bf16 weight byte feeds m/2 FMAs, so the kernel's job is to
+// read each weight row exactly once at full bandwidth. A tile is kRows weight
+// rows x up to kMaxM rows of x: every 16-wide weight vector is loaded (and, for
+// bf16, widened to f32 with a zero-extend + shift: bf16 is the top half of an
+// f32) once and FMA'd into the accumulators of all x rows of the tile. x stays
+// f32 (read from L1: a 2048-wide row is 8 KiB), so the only rounding is the
+// f32 accumulation itself. Output rows are split into contiguous per-thread
+// ranges so each core streams its own part of the matrix.
+//
+// Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt); reached only
+// through matmul.cc's dispatch after GetCpuFeatures().avx512f.
+// GCC 12's AVX-512 headers build some intrinsics (reduce_add, maskz loads) from
+// _mm512_undefined_*, which trips -Wuninitialized under -Werror: a false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/matmul_internal.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+// 4 weight rows x 4 x rows = 16 accumulators + 4 weight + 4 x registers of 32.
+// Four rows in flight also give the prefetchers four sequential streams per core.
+constexpr int kRows = 4;
+constexpr int kMaxM = 4;
+
+template <bool kBf16>
+inline __m512 LoadW(const void* base, int64_t off) {
+  if constexpr (kBf16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+        static_cast<const bf16*>(base) + off));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + off);
+  }
+}
+
+template <bool kBf16>
+inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
+  if constexpr (kBf16) {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(base) + off);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + off);
+  }
+}
+
+// y[i][n0 + r] = x[i] · w[n0 + r] for i < M, r < R. `w` points at row n0.
+template <bool kBf16, int M, int R>
+void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y,
+          int64_t ldy) {
+  const size_t esize = kBf16 ? 2 : 4;
+  const void* wr[R];
+  for (int r = 0; r < R; ++r) {
+    wr[r] = static_cast<const char*>(w) + static_cast<size_t>(r * ld) * esize;
+  }
+  __m512 acc[M][R];
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+  }
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = LoadW<kBf16>(wr[r], kk);
+    for (int i = 0; i < M; ++i) {
+      const __m512 xv = _mm512_loadu_ps(x + i * ldx + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  if (kk < k) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (k - kk)) - 1);
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = LoadWMasked<kBf16>(wr[r], kk, mask);
+    for (int i = 0; i < M; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * ldx + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i][r]);
+  }
+}
+
+template <bool kBf16, int R>
+void TileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld, int64_t k,
+              float* y, int64_t ldy) {
+  for (int64_t i = 0; i < m; i += kMaxM) {
+    const float* xi = x + i * ldx;
+    float* yi = y + i * ldy;
+    switch (std::min<int64_t>(kMaxM, m - i)) {
+      case 1: Tile<kBf16, 1, R>(xi, ldx, w, ld, k, yi, ldy); break;
+      case 2: Tile<kBf16, 2, R>(xi, ldx, w, ld, k, yi, ldy); break;
+      case 3: Tile<kBf16, 3, R>(xi, ldx, w, ld, k, yi, ldy); break;
+      default: Tile<kBf16, 4, R>(xi, ldx, w, ld, k, yi, ldy); break;
+    }
+  }
+}
+
+// Output rows [n0, n1).
+template <bool kBf16>
+void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1,
+          float* y, int64_t ldy) {
+  const size_t esize = kBf16 ? 2 : 4;
+  const char* base = static_cast<const char*>(w.data);
+  int64_t n = n0;
+  for (; n + kRows <= n1; n += kRows) {
+    TileAnyM<kBf16, kRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld,
+                           w.cols, y + n, ldy);
+  }
+  for (; n < n1; ++n) {
+    TileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols,
+                       y + n, ldy);
+  }
+}
+
+template <bool kBf16>
+void Gemv(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy,
+          bool threaded) {
+  // Below ~64K weights (128 KiB bf16) a fork/join (~1-2 us) costs more than it saves.
+  const bool parallel = threaded && w.rows >= 2 * kRows && w.rows * w.cols >= (int64_t{1} << 16);
+  if (!parallel) {
+    Rows<kBf16>(x, m, ldx, w, 0, w.rows, y, ldy);
+    return;
+  }
+#pragma omp parallel
+  {
+    // A contiguous, kRows-aligned share per thread: one sequential region each.
+    const int64_t nt = omp_get_num_threads();
+    const int64_t t = omp_get_thread_num();
+    const int64_t blocks = (w.rows + kRows - 1) / kRows;
+    const int64_t b0 = blocks * t / nt;
+    const int64_t b1 = blocks * (t + 1) / nt;
+    Rows<kBf16>(x, m, ldx, w, std::min(w.rows, b0 * kRows), std::min(w.rows, b1 * kRows), y,
+                ldy);
+  }
+}
+
+}  // namespace
+
+void GemvAvx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                int64_t ldy, bool threaded) {
+  if (w.dtype == DType::kBF16) {
+    Gemv<true>(x, m, ldx, w, y, ldy, threaded);
+  } else {
+    Gemv<false>(x, m, ldx, w, y, ldy, threaded);
+  }
+}
+
+void ConvertToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16) {
+  // Both branches round to nearest even (vcvtneps2bf16 does; the integer path adds
+  // 0x7fff + lsb like F32ToBf16) and keep NaN a NaN.
+  auto convert = [has_bf16](__m512 v) -> __m256i {
+    if (has_bf16) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), convert(_mm512_loadu_ps(x + i)));
+  }
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm256_mask_storeu_epi16(out + i, mask, convert(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+}  // namespace latte::matmul_internal

@@ -1,0 +1,49 @@
+// The matmul paths behind Matmul()'s run-time dispatch, exposed so tests and the
+// benchmark can force each one. Not part of the kernel API: callers use matmul.h.
+//
+// Every entry point computes y: [m, w.rows] (row stride ldy) = x: [m, w.cols]
+// (row stride ldx) · wᵀ, with f32 accumulation, for w.dtype kF32 or kBF16.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace latte::matmul_internal {
+
+// Below this many rows of x the product is memory-bound (the weight is read once
+// and each weight byte feeds < 8 FMAs), so a GEMV that streams the weight wins;
+// from here on oneDNN's blocked GEMM does. Measured on Zen 4 (2 threads,
+// 7168x1536 bf16): GEMV m=8 ~0.75 ms vs oneDNN ~0.35 ms; m=4 GEMV ~0.45 ms vs
+// oneDNN ~0.45 ms (bench/matmul_bench.cc, BM_Crossover).
+inline constexpr int64_t kGemmMinRows = 6;
+
+// Plain C++ for any m (GCC vectorises it at the x86-64 baseline). `threaded`:
+// spread output rows over the OpenMP team; false when the caller already runs
+// one problem per thread (MatmulBatched).
+void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                    int64_t ldy, bool threaded = true);
+
+// AVX-512 GEMV, any m (meant for m < kGemmMinRows). Streams each weight row once
+// for all m rows of x; x stays f32 (bf16 weights are widened in registers).
+// Call only when GetCpuFeatures().avx512f.
+void GemvAvx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                int64_t ldy, bool threaded = true);
+
+// f32 -> bf16, round to nearest even. AVX-512 (needs avx512f; uses vcvtneps2bf16
+// when `has_bf16`). Call only when GetCpuFeatures().avx512f.
+void ConvertToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16);
+
+// oneDNN matmul (bf16 weights: x rounded to bf16, bf16 x bf16 -> f32; f32 weights:
+// sgemm). Primitives are cached per thread by shape. Returns false (and writes
+// nothing) when oneDNN cannot build an optimised primitive for the shape/CPU, so
+// the caller falls back; the tests treat false as a failure on AVX-512 CPUs.
+bool MatmulOneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                  int64_t ldy);
+
+// MatmulBatched with x_stride 0 on the oneDNN path: x [m, w[0].cols] is rounded
+// to bf16 once for all heads. Same contract as MatmulOneDnn.
+bool MatmulOneDnnSharedX(const float* x, int64_t m, const WeightView* w, int64_t batch,
+                         float* y, int64_t y_stride);
+
+}  // namespace latte::matmul_internal

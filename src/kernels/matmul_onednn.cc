@@ -1,0 +1,167 @@
+// Large-m matmul through oneDNN 2.x (compute-bound prefill / batched decode).
+//
+// bf16 weights: x is rounded to bf16 into a per-thread scratch buffer (m*k*2
+// bytes, grown once, reused) and oneDNN runs bf16 x bf16 -> f32 (AVX512_BF16
+// vdpbf16ps where the CPU has it). f32 weights: plain sgemm. The weight
+// [n, k] row-major with row stride ld is handed to oneDNN as its [k, n]
+// operand with strides {1, ld}: a transposed view, no copy.
+//
+// Building a primitive costs ~0.1-1 ms, more than a decode-sized GEMM, so
+// primitives (and their memory objects, re-pointed per call) are cached per
+// thread by shape. Per thread because a oneDNN primitive with the default
+// library-managed scratchpad must not run on two threads at once.
+#include <dnnl.hpp>
+#include <omp.h>
+
+#include <unordered_map>
+
+#include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
+#include "kernels/matmul_internal.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+struct Key {
+  int64_t m, n, k, ld, ldx, ldy;
+  DType dtype;
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t h = static_cast<size_t>(key.dtype);
+    for (int64_t v : {key.m, key.n, key.k, key.ld, key.ldx, key.ldy}) {
+      h = h * 0x9e3779b97f4a7c15ull + static_cast<size_t>(v);
+    }
+    return h;
+  }
+};
+
+struct Entry {
+  bool ok = false;  // false: oneDNN has no optimised kernel here; don't retry
+  dnnl::matmul prim;
+  dnnl::memory src, wei, dst;
+};
+
+// Prompt lengths vary, so m takes many values over a run; past this many shapes
+// the cache is dropped and rebuilt (decode uses a handful of shapes per model).
+constexpr size_t kMaxCachedShapes = 256;
+
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::unordered_map<Key, Entry, KeyHash> cache;
+  AlignedBuffer x_bf16;  // [m, k] bf16 scratch for the bf16 path
+};
+
+Context& ThreadContext() {
+  thread_local Context context;
+  return context;
+}
+
+Entry Build(Context& c, const Key& key) {
+  Entry e;
+  const dt src_type = key.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::desc src_md({key.m, key.k}, src_type, {key.ldx, 1});
+  const dnnl::memory::desc wei_md({key.k, key.n}, src_type, {1, key.ld});
+  const dnnl::memory::desc dst_md({key.m, key.n}, dt::f32, {key.ldy, 1});
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), c.engine);
+    // "ref:any" is a scalar loop (oneDNN 2.6's bf16 matmul below AVX-512): our
+    // portable kernel is faster, so report "no fast path" instead.
+    const std::string impl = pd.impl_info_str();
+    if (impl.rfind("ref", 0) == 0) return e;
+    e.prim = dnnl::matmul(pd);
+    e.src = dnnl::memory(src_md, c.engine, DNNL_MEMORY_NONE);
+    e.wei = dnnl::memory(wei_md, c.engine, DNNL_MEMORY_NONE);
+    e.dst = dnnl::memory(dst_md, c.engine, DNNL_MEMORY_NONE);
+    e.ok = true;
+  } catch (const dnnl::error&) {
+    e.ok = false;
+  }
+  return e;
+}
+
+// x [m, ldx] f32 -> out [m, k] bf16.
+void ConvertRows(const float* x, int64_t m, int64_t ldx, int64_t k, bf16* out) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  // 5.6M values (m=512, k=10944) take ~1.5 ms on one core: worth both cores.
+#pragma omp parallel for schedule(static) if (m * k >= (int64_t{1} << 18))
+  for (int64_t i = 0; i < m; ++i) {
+    if (cpu.avx512f) {
+      ConvertToBf16Avx512(x + i * ldx, k, out + i * k, cpu.avx512_bf16);
+    } else {
+      for (int64_t j = 0; j < k; ++j) out[i * k + j] = F32ToBf16(x[i * ldx + j]);
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// y = src · wᵀ with src already in the operand type (bf16 for bf16 weights).
+bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView& w, float* y,
+         int64_t ldy) {
+  const Key key{m, w.rows, w.cols, w.ld, ldsrc, ldy, w.dtype};
+  auto it = c.cache.find(key);
+  if (it == c.cache.end()) {
+    if (c.cache.size() >= kMaxCachedShapes) c.cache.clear();
+    it = c.cache.emplace(key, Build(c, key)).first;
+  }
+  Entry& e = it->second;
+  if (!e.ok) return false;
+  try {
+    e.src.set_data_handle(const_cast<void*>(src));
+    e.wei.set_data_handle(const_cast<void*>(w.data));
+    e.dst.set_data_handle(y);
+    e.prim.execute(c.stream,
+                   {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.wei}, {DNNL_ARG_DST, e.dst}});
+    c.stream.wait();
+  } catch (const dnnl::error&) {
+    return false;  // y may be partly written; the caller's fallback rewrites all of it
+  }
+  return true;
+}
+
+// The per-thread bf16 scratch, grown to at least `count` values (never shrinks,
+// so steady-state calls allocate nothing).
+bf16* Scratch(Context& c, int64_t count) {
+  const size_t bytes = static_cast<size_t>(count) * sizeof(bf16);
+  if (c.x_bf16.size() < bytes) c.x_bf16 = AlignedBuffer(bytes);
+  return c.x_bf16.as<bf16>();
+}
+
+}  // namespace
+
+bool MatmulOneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                  int64_t ldy) {
+  if (m <= 0 || w.rows <= 0) return true;
+  Context& c = ThreadContext();
+  if (w.dtype != DType::kBF16) return Run(c, x, m, ldx, w, y, ldy);
+  bf16* xb = Scratch(c, m * w.cols);  // [m, k]
+  ConvertRows(x, m, ldx, w.cols, xb);
+  return Run(c, xb, m, w.cols, w, y, ldy);
+}
+
+bool MatmulOneDnnSharedX(const float* x, int64_t m, const WeightView* w, int64_t batch,
+                         float* y, int64_t y_stride) {
+  if (m <= 0 || batch <= 0 || w[0].rows <= 0) return true;
+  Context& c = ThreadContext();
+  const int64_t k = w[0].cols;
+  const void* src = x;
+  if (w[0].dtype == DType::kBF16) {
+    bf16* xb = Scratch(c, m * k);  // [m, k], converted once for every head
+    ConvertRows(x, m, k, k, xb);
+    src = xb;
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    if (!Run(c, src, m, k, w[b], y + b * y_stride, w[b].rows)) return false;
+  }
+  return true;
+}
+
+}  // namespace latte::matmul_internal

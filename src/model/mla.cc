@@ -1,0 +1,213 @@
+#include "model/mla.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+
+namespace latte {
+namespace {
+
+RopeFrequencies MakeRope(const ModelConfig& c) {
+  if (!c.rope_scaling) return RopeFrequencies::Plain(c.qk_rope_head_dim, c.rope_theta);
+  const YarnScaling& y = *c.rope_scaling;
+  return RopeFrequencies::Yarn(c.qk_rope_head_dim, c.rope_theta,
+                               YarnParams{y.factor, y.original_max_position_embeddings, y.beta_fast,
+                                          y.beta_slow, y.mscale, y.mscale_all_dim});
+}
+
+template <typename T>
+T* Grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+MlaLayer::MlaLayer(const ModelConfig& config, const MlaSettings& settings)
+    : c_(config), settings_(settings), rope_(MakeRope(config)),
+      scale_(static_cast<float>(config.SoftmaxScale())),
+      d_in_(config.q_lora_rank ? *config.q_lora_rank : config.hidden_size) {}
+
+bool MlaLayer::UsesLatentPath(const SequenceSpan& span) const {
+  if (settings_.mode == MlaMode::kNaive) return false;
+  return span.count == 1 || !settings_.decompress_prefill;
+}
+
+void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
+                       const std::vector<SequenceSpan>& spans, float* out, MlaScratch& s) const {
+  const int64_t d = c_.hidden_size, d_c = c_.kv_lora_rank, L = c_.LatentDim();
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  int64_t T = 0;
+  for (const SequenceSpan& span : spans) T += span.count;
+
+  // c_q: [T, d_in]
+  const float* c_q = x;
+  if (w.q_a_proj) {
+    float* cq = Grow(s.c_q, T * d_in_);
+    Matmul(x, T, *w.q_a_proj, cq);
+    RmsNorm(cq, w.q_a_layernorm.data(), T, d_in_, eps, cq);
+    c_q = cq;
+  }
+
+  // kv: [T, L] = c_kv | k_r, normalised and rotated in place, then appended to the caches.
+  float* kv = Grow(s.kv, T * L);
+  Matmul(x, T, w.kv_a_proj_with_mqa, kv);
+  RmsNorm(kv, L, w.kv_a_layernorm.data(), T, d_c, eps, kv, L);
+  int64_t* positions = Grow(s.positions, T);
+  std::vector<int64_t> latent_rows;
+  std::vector<const SequenceSpan*> latent_spans;
+  int64_t row = 0;
+  for (const SequenceSpan& span : spans) {
+    for (int64_t i = 0; i < span.count; ++i, ++row) {
+      positions[row] = span.start + i;
+      rope_.ApplyOne(kv + row * L + d_c, positions[row]);
+      std::memcpy(span.cache->Row(layer, positions[row]), kv + row * L, L * sizeof(float));
+      if (UsesLatentPath(span)) {
+        latent_rows.push_back(row);
+        latent_spans.push_back(&span);
+      }
+    }
+  }
+
+  if (!latent_rows.empty()) LatentPath(w, layer, c_q, latent_rows, latent_spans, out, s);
+  row = 0;
+  for (const SequenceSpan& span : spans) {
+    if (!UsesLatentPath(span)) DecompressPath(w, layer, c_q + row * d_in_, span, out + row * d, s);
+    row += span.count;
+  }
+}
+
+void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
+                          const std::vector<int64_t>& rows, const std::vector<const SequenceSpan*>& row_span,
+                          float* out, MlaScratch& s) const {
+  const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
+  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), L = c_.LatentDim();
+  const int64_t d = c_.hidden_size;
+  const int64_t R = static_cast<int64_t>(rows.size());
+
+  // c_q of the latent rows: [R, d_in]
+  float* cq = Grow(s.rows_in, R * d_in_);
+  for (int64_t r = 0; r < R; ++r) std::memcpy(cq + r * d_in_, c_q + rows[r] * d_in_, d_in_ * sizeof(float));
+
+  // query: [R, H, L] = q_lat | q_r per head
+  float* query = Grow(s.query, R * H * L);
+  if (settings_.mode == MlaMode::kAbsorbed) {
+    float* q = Grow(s.q, R * H * qk);  // q: [R, H, d_n + d_r]
+    Matmul(cq, R, w.q_b_proj, q);
+    float* q_n = Grow(s.q_n, H * R * d_n);  // q_n: [H, R, d_n]
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t r = 0; r < R; ++r) {
+        std::memcpy(q_n + (h * R + r) * d_n, q + (r * H + h) * qk, d_n * sizeof(float));
+      }
+    }
+    float* q_lat = Grow(s.q_lat, H * R * d_c);  // q_lat: [H, R, d_c]
+    MatmulBatched(q_n, R * d_n, R, w.w_uk_t.data(), H, q_lat, R * d_c);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t h = 0; h < H; ++h) {
+        float* dst = query + (r * H + h) * L;
+        std::memcpy(dst, q_lat + (h * R + r) * d_c, d_c * sizeof(float));
+        std::memcpy(dst + d_c, q + (r * H + h) * qk + d_n, d_r * sizeof(float));
+      }
+    }
+  } else {
+    float* q_lat = Grow(s.q_lat, R * H * d_c);  // q_lat: [R, H, d_c]
+    Matmul(cq, R, *w.w_q_uk, q_lat);
+    float* q_r = Grow(s.q_r, H * R * d_r);  // q_r: [H, R, d_r]
+    MatmulBatched(cq, 0, R, w.q_rope.data(), H, q_r, R * d_r);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t h = 0; h < H; ++h) {
+        float* dst = query + (r * H + h) * L;
+        std::memcpy(dst, q_lat + (r * H + h) * d_c, d_c * sizeof(float));
+        std::memcpy(dst + d_c, q_r + (h * R + r) * d_r, d_r * sizeof(float));
+      }
+    }
+  }
+  // o_lat: [R, H, d_c]; each row attends to its sequence's rows [0, position].
+  float* o_lat = Grow(s.o_lat, R * H * d_c);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t position = s.positions[rows[r]];
+    for (int64_t h = 0; h < H; ++h) rope_.ApplyOne(query + (r * H + h) * L + d_c, position);
+    SharedKeyAttentionParams p;
+    p.q = query + r * H * L;
+    p.rows = row_span[r]->cache->Rows(layer);
+    p.out = o_lat + r * H * d_c;
+    p.num_rows = position + 1;
+    p.heads = H;
+    p.row_dim = L;
+    p.value_dim = d_c;
+    p.scale = scale_;
+    SharedKeyAttention(p);
+  }
+
+  // out rows: [R, d]
+  float* result = Grow(s.rows_out, R * d);
+  if (settings_.mode == MlaMode::kAbsorbed) {
+    float* o_lat_h = Grow(s.o_lat_h, H * R * d_c);  // [H, R, d_c]
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t r = 0; r < R; ++r) {
+        std::memcpy(o_lat_h + (h * R + r) * d_c, o_lat + (r * H + h) * d_c, d_c * sizeof(float));
+      }
+    }
+    float* o_h = Grow(s.o_h, H * R * d_v);  // o_h: [H, R, d_v]
+    MatmulBatched(o_lat_h, R * d_c, R, w.w_uv.data(), H, o_h, R * d_v);
+    float* o = Grow(s.o, R * H * d_v);  // o: [R, H·d_v]
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t h = 0; h < H; ++h) {
+        std::memcpy(o + (r * H + h) * d_v, o_h + (h * R + r) * d_v, d_v * sizeof(float));
+      }
+    }
+    Matmul(o, R, w.o_proj, result);
+  } else {
+    Matmul(o_lat, R, *w.w_uv_o, result);
+  }
+  for (int64_t r = 0; r < R; ++r) std::memcpy(out + rows[r] * d, result + r * d, d * sizeof(float));
+}
+
+void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
+                              float* out, MlaScratch& s) const {
+  const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
+  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), L = c_.LatentDim();
+  const int64_t n = span.count, S = span.start + span.count;
+
+  float* q = Grow(s.q, n * H * qk);  // q: [n, H, d_n + d_r]
+  Matmul(c_q, n, w.q_b_proj, q);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t h = 0; h < H; ++h) rope_.ApplyOne(q + (i * H + h) * qk + d_n, span.start + i);
+  }
+
+  // Decompress every cached token: kv_dec: [S, H, d_n + d_v] = kv_b · c_kv(t).
+  const float* cache = span.cache->Rows(layer);
+  float* kv_dec = Grow(s.kv_dec, S * H * (d_n + d_v));
+  Matmul(cache, S, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
+  float* k = Grow(s.k, S * H * qk);   // k: [S, H, d_n + d_r], k_r shared by all heads
+  float* v = Grow(s.v, S * H * d_v);  // v: [S, H, d_v]
+  for (int64_t t = 0; t < S; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = kv_dec + (t * H + h) * (d_n + d_v);
+      std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
+      std::memcpy(k + (t * H + h) * qk + d_n, cache + t * L + d_c, d_r * sizeof(float));
+      std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
+    }
+  }
+
+  float* o = Grow(s.o, n * H * d_v);  // o: [n, H·d_v]
+  CausalAttentionParams p;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = o;
+  p.num_queries = n;
+  p.num_keys = S;
+  p.first_position = span.start;
+  p.heads = H;
+  p.key_dim = qk;
+  p.value_dim = d_v;
+  p.scale = scale_;
+  CausalAttention(p);
+  Matmul(o, n, w.o_proj, out);
+}
+
+}  // namespace latte

@@ -1,0 +1,78 @@
+// Multi-head Latent Attention, in its three modes side by side (docs/mla.md).
+//
+//   symbol  config key          V3/R1   V2-Lite
+//   d       hidden_size         7168    2048
+//   H       num_attention_heads 128     16
+//   d_cq    q_lora_rank         1536    null (plain q_proj)
+//   d_c     kv_lora_rank        512     512
+//   d_n     qk_nope_head_dim    128     128
+//   d_r     qk_rope_head_dim    64      64
+//   d_v     v_head_dim          128     128
+//   L       d_c + d_r           576     576  (latent cache row)
+//
+// Common to every mode, for each new token:
+//   c_q  = rmsnorm(q_a_proj · x)            (or c_q = x with a plain q_proj)
+//   kv   = kv_a_proj_with_mqa · x;  c_kv = rmsnorm(kv[:d_c]);  k_r = rope(kv[d_c:])
+//   cache row ← c_kv | k_r
+//
+// Decompress (naive mode always; absorbed/materialized for multi-token prefill spans):
+//   q = q_b · c_q, rope(q_r);  k_n, v = kv_b · c_kv(t) for every cached t
+//   o = causal_attention(q, [k_n | k_r], v);  out = o_proj · o
+// Absorbed (decode; nothing materialized):
+//   q = q_b · c_q;  q_lat,h = W_UK,hᵀ · q_n,h  (bmm over heads);  rope(q_r)
+//   o_lat = shared_key_attention([q_lat | q_r], cache rows)   (576-wide dots, MQA-like)
+//   o_h = W_UV,h · o_lat,h  (bmm over heads);  out = o_proj · o
+// Materialized (decode; the baseline):
+//   q_lat = W_Q_UK · c_q;  q_r = q_b_rope · c_q;  o_lat as above;  out = W_UV_O · o_lat
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/rope.h"
+#include "model/config.h"
+#include "model/latent_cache.h"
+#include "model/mla_mode.h"
+#include "model/model_weights.h"
+
+namespace latte {
+
+struct MlaSettings {
+  MlaMode mode = MlaMode::kAbsorbed;
+  // Multi-token spans in absorbed/materialized mode decompress K/V (compute-bound,
+  // one decompression shared by many queries); false runs them through the latent
+  // path too (used by tests to exercise it on many positions).
+  bool decompress_prefill = true;
+};
+
+// Reused buffers, grown on demand and never shrunk: a steady decode step allocates nothing.
+struct MlaScratch {
+  std::vector<float> c_q, kv, q, q_n, q_lat, q_r, query, o_lat, o_lat_h, o_h, o, kv_dec, k, v, rows_in,
+      rows_out;
+  std::vector<int64_t> positions;
+};
+
+class MlaLayer {
+ public:
+  MlaLayer(const ModelConfig& config, const MlaSettings& settings);
+
+  // x: [T, d] (already input_layernorm'd), rows in span order; out: [T, d].
+  // Writes each span's new latent rows into its cache at `layer`.
+  void Forward(const MlaWeights& w, int64_t layer, const float* x, const std::vector<SequenceSpan>& spans,
+               float* out, MlaScratch& s) const;
+
+ private:
+  bool UsesLatentPath(const SequenceSpan& span) const;
+  void LatentPath(const MlaWeights& w, int64_t layer, const float* c_q, const std::vector<int64_t>& rows,
+                  const std::vector<const SequenceSpan*>& row_span, float* out, MlaScratch& s) const;
+  void DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
+                      float* out, MlaScratch& s) const;
+
+  const ModelConfig& c_;
+  MlaSettings settings_;
+  RopeFrequencies rope_;
+  float scale_;
+  int64_t d_in_;  // width of c_q: d_cq, or d with a plain q_proj
+};
+
+}  // namespace latte

@@ -1,0 +1,434 @@
+#include "model/model_weights.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "model/tensor_specs.h"
+
+namespace latte {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string FileName(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Index of the layer a "model.layers.N." tensor belongs to, or -1.
+int64_t LayerOf(const std::string& name) {
+  static const std::string kPrefix = "model.layers.";
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  int64_t layer = 0;
+  size_t i = kPrefix.size();
+  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) {
+    layer = layer * 10 + (name[i] - '0');
+    if (layer > (int64_t{1} << 40)) return -1;
+  }
+  return layer;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+float ElementToF32(DType dtype, const uint8_t* p, size_t i) {
+  switch (dtype) {
+    case DType::kF32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::kBF16: { bf16 v; std::memcpy(&v, p + 2 * i, 2); return Bf16ToF32(v); }
+    case DType::kF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return F16ToF32(v); }
+    case DType::kF8E4M3: return Fp8E4M3ToF32(p[i]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Walks the expected tensor list, checks each against the checkpoint, converts it
+// to its compute precision, and prepares the MLA matrices of the chosen mode.
+class WeightLoader {
+ public:
+  WeightLoader(ModelWeights& m, const LoadOptions& options, std::string source)
+      : m_(m), options_(options), source_(std::move(source)),
+        start_(std::chrono::steady_clock::now()) {}
+
+  Status Run() {
+    const ModelConfig& c = m_.config_;
+    LATTE_RETURN_IF_ERROR(CheckTensorSet());
+    m_.compute_dtype_ = ChooseComputeDType();
+    total_bytes_ = m_.checkpoint_->TotalBytes();
+
+    LATTE_ASSIGN_OR_RETURN(m_.embed_tokens_, Matrix("model.embed_tokens.weight", &m_.memory_.embeddings));
+    m_.layers_.resize(c.num_hidden_layers);
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+      LATTE_RETURN_IF_ERROR(LoadLayer(layer, m_.layers_[layer]));
+    }
+    LATTE_ASSIGN_OR_RETURN(m_.final_norm_, Vector("model.norm.weight", &m_.memory_.embeddings));
+    if (c.tie_word_embeddings) {
+      m_.lm_head_ = m_.embed_tokens_;
+    } else {
+      LATTE_ASSIGN_OR_RETURN(m_.lm_head_, Matrix("lm_head.weight", &m_.memory_.embeddings));
+    }
+    if (options_.progress) {
+      ReportProgress(/*final=*/true);
+      ReportMemory();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // Every expected tensor is present with the right shape; tensors of layers past
+  // num_hidden_layers (V3's multi-token-prediction layer) are skipped with a note.
+  Status CheckTensorSet() {
+    const ModelConfig& c = m_.config_;
+    for (const TensorSpec& spec : ExpectedTensors(c)) {
+      specs_[spec.name] = spec;
+      const TensorInfo* t = m_.checkpoint_->Find(spec.name);
+      if (t == nullptr) {
+        return Status::Error(source_ + ": missing tensor \"" + spec.name + "\" (config.json expects it, shape " +
+                             ShapeString(spec.shape) + ")");
+      }
+      if (t->shape != spec.shape) {
+        return Status::Error(FileName(t->file) + ": tensor \"" + spec.name + "\" has shape " +
+                             ShapeString(t->shape) + ", config.json implies " + ShapeString(spec.shape));
+      }
+    }
+    int64_t skipped = 0;
+    std::set<int64_t> skipped_layers;
+    for (const TensorInfo& t : m_.checkpoint_->tensors()) {
+      const int64_t layer = LayerOf(t.name);
+      if (layer >= c.num_hidden_layers) {
+        ++skipped;
+        skipped_layers.insert(layer);
+        skipped_bytes_ += t.nbytes;
+      } else if (!specs_.count(t.name) && !EndsWith(t.name, "_scale_inv")) {
+        ++unexpected_;
+        if (first_unexpected_.empty()) first_unexpected_ = t.name;
+      }
+    }
+    if (skipped > 0 && options_.progress) {
+      std::fprintf(stderr, "note: skipping %lld tensors of %zu layer(s) past num_hidden_layers=%lld "
+                   "(e.g. the multi-token-prediction layer)\n",
+                   static_cast<long long>(skipped), skipped_layers.size(),
+                   static_cast<long long>(c.num_hidden_layers));
+    }
+    if (unexpected_ > 0 && options_.progress) {
+      std::fprintf(stderr, "note: ignoring %lld tensor(s) the model does not use (first: \"%s\")\n",
+                   static_cast<long long>(unexpected_), first_unexpected_.c_str());
+    }
+    return Status::Ok();
+  }
+
+  // f32 only when every projection is stored f32 (then the three modes can be
+  // compared at f32 precision); bf16 for bf16, f16 and fp8 checkpoints.
+  DType ChooseComputeDType() const {
+    for (const auto& [name, spec] : specs_) {
+      if (spec.kind != TensorKind::kLinear) continue;
+      if (m_.checkpoint_->Find(name)->dtype != DType::kF32) return DType::kBF16;
+    }
+    return DType::kF32;
+  }
+
+  Status LoadLayer(int64_t layer, LayerWeights& lw) {
+    const ModelConfig& c = m_.config_;
+    const std::string p = LayerPrefix(layer);
+    WeightMemory& mem = m_.memory_;
+    LATTE_ASSIGN_OR_RETURN(lw.input_layernorm, Vector(p + "input_layernorm.weight", &mem.attention));
+    LATTE_ASSIGN_OR_RETURN(lw.post_attention_layernorm,
+                           Vector(p + "post_attention_layernorm.weight", &mem.attention));
+    MlaWeights& a = lw.attn;
+    const std::string s = p + "self_attn.";
+    if (c.q_lora_rank) {
+      LATTE_ASSIGN_OR_RETURN(a.q_a_proj, Matrix(s + "q_a_proj.weight", &mem.attention));
+      LATTE_ASSIGN_OR_RETURN(a.q_a_layernorm, Vector(s + "q_a_layernorm.weight", &mem.attention));
+      LATTE_ASSIGN_OR_RETURN(a.q_b_proj, Matrix(s + "q_b_proj.weight", &mem.attention));
+    } else {
+      LATTE_ASSIGN_OR_RETURN(a.q_b_proj, Matrix(s + "q_proj.weight", &mem.attention));
+    }
+    LATTE_ASSIGN_OR_RETURN(a.kv_a_proj_with_mqa, Matrix(s + "kv_a_proj_with_mqa.weight", &mem.attention));
+    LATTE_ASSIGN_OR_RETURN(a.kv_a_layernorm, Vector(s + "kv_a_layernorm.weight", &mem.attention));
+    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention));
+    LATTE_ASSIGN_OR_RETURN(a.o_proj, Matrix(s + "o_proj.weight", &mem.attention));
+    PrepareMla(a);
+
+    const std::string mlp = p + "mlp.";
+    lw.is_moe = c.IsMoeLayer(layer);
+    if (!lw.is_moe) return LoadMlp(mlp, lw.mlp, &mem.dense_mlp);
+    MoeWeights& moe = lw.moe;
+    LATTE_ASSIGN_OR_RETURN(moe.router, Vector(mlp + "gate.weight", &mem.experts));
+    if (c.topk_method == "noaux_tc") {
+      LATTE_ASSIGN_OR_RETURN(moe.score_bias, Vector(mlp + "gate.e_score_correction_bias", &mem.experts));
+    }
+    moe.experts.resize(c.n_routed_experts);
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      LATTE_RETURN_IF_ERROR(LoadMlp(mlp + "experts." + std::to_string(e) + ".", moe.experts[e], &mem.experts));
+    }
+    if (c.n_shared_experts > 0) {
+      moe.shared.emplace();
+      LATTE_RETURN_IF_ERROR(LoadMlp(mlp + "shared_experts.", *moe.shared, &mem.experts));
+    }
+    return Status::Ok();
+  }
+
+  Status LoadMlp(const std::string& prefix, MlpWeights& w, size_t* bucket) {
+    LATTE_ASSIGN_OR_RETURN(w.gate_proj, Matrix(prefix + "gate_proj.weight", bucket));
+    LATTE_ASSIGN_OR_RETURN(w.up_proj, Matrix(prefix + "up_proj.weight", bucket));
+    LATTE_ASSIGN_OR_RETURN(w.down_proj, Matrix(prefix + "down_proj.weight", bucket));
+    return Status::Ok();
+  }
+
+  // A 2-D weight in the compute dtype: the mapping itself when the stored dtype is
+  // already the compute dtype, else a converted (fp8: dequantized) copy.
+  Result<WeightView> Matrix(const std::string& name, size_t* bucket) {
+    const TensorInfo& t = *m_.checkpoint_->Find(name);
+    const int64_t rows = t.shape[0];
+    const int64_t cols = t.shape[1];
+    const DType out = m_.compute_dtype_;
+    WeightView view{out, rows, cols, cols, nullptr};
+    if (t.dtype == out) {
+      view.data = t.data;
+    } else if (t.dtype == DType::kF8E4M3) {
+      LATTE_ASSIGN_OR_RETURN(view.data, DequantizeFp8(t));
+    } else {
+      view.data = Convert(t);
+    }
+    *bucket += view.Bytes();
+    Done(t);
+    return view;
+  }
+
+  Result<std::vector<float>> Vector(const std::string& name, size_t* bucket) {
+    const TensorInfo& t = *m_.checkpoint_->Find(name);
+    if (t.dtype == DType::kF8E4M3) {
+      return Status::Error(FileName(t.file) + ": tensor \"" + name +
+                           "\" is F8_E4M3, which is supported only for linear projections");
+    }
+    std::vector<float> v(t.NumElements());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = ElementToF32(t.dtype, t.data, i);
+    *bucket += v.size() * sizeof(float);
+    Done(t);
+    return v;
+  }
+
+  std::byte* NewBuffer(size_t bytes) {
+    m_.owned_.emplace_back(bytes);
+    return m_.owned_.back().data();
+  }
+
+  const void* Convert(const TensorInfo& t) {
+    const size_t n = static_cast<size_t>(t.NumElements());
+    std::byte* dst = NewBuffer(n * DTypeSize(m_.compute_dtype_));
+    const bool to_bf16 = m_.compute_dtype_ == DType::kBF16;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) {
+      const float v = ElementToF32(t.dtype, t.data, i);
+      if (to_bf16) {
+        reinterpret_cast<bf16*>(dst)[i] = F32ToBf16(v);
+      } else {
+        reinterpret_cast<float*>(dst)[i] = v;
+      }
+    }
+    return dst;
+  }
+
+  // weight = fp8 value × scale_inv of its block (the V3/R1 release format).
+  Result<const void*> DequantizeFp8(const TensorInfo& t) {
+    const std::string where = FileName(t.file) + ": tensor \"" + t.name + "\"";
+    if (!m_.config_.quantization) {
+      return Status::Error(where + " is F8_E4M3 but config.json has no quantization_config");
+    }
+    const TensorInfo* s = m_.checkpoint_->Find(t.name + "_scale_inv");
+    if (s == nullptr) return Status::Error(where + " is F8_E4M3 but \"" + t.name + "_scale_inv\" is missing");
+    const Fp8Quantization& q = *m_.config_.quantization;
+    const std::vector<int64_t> expected = ScaleInvShape(t.shape, q);
+    if (s->shape != expected) {
+      return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" has shape " +
+                           ShapeString(s->shape) + ", expected " + ShapeString(expected) +
+                           " for " + ShapeString(t.shape) + " in " + std::to_string(q.block_rows) + "x" +
+                           std::to_string(q.block_cols) + " blocks");
+    }
+    if (s->dtype == DType::kF8E4M3) {
+      return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" must be F32/BF16/F16, not F8_E4M3");
+    }
+    const int64_t rows = t.shape[0];
+    const int64_t cols = t.shape[1];
+    const int64_t scale_cols = expected[1];
+    std::byte* dst = NewBuffer(static_cast<size_t>(rows * cols) * sizeof(bf16));
+    bf16* out = reinterpret_cast<bf16*>(dst);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float scale = ElementToF32(s->dtype, s->data, (r / q.block_rows) * scale_cols + c / q.block_cols);
+        out[r * cols + c] = F32ToBf16(Fp8E4M3ToF32(t.data[r * cols + c]) * scale);
+      }
+    }
+    Done(*s);
+    return static_cast<const void*>(dst);
+  }
+
+  // Splits kv_b_proj into w_uk_t / w_uv and, in materialized mode, forms the products.
+  void PrepareMla(MlaWeights& a) {
+    const ModelConfig& c = m_.config_;
+    const int64_t heads = c.num_attention_heads, d_n = c.qk_nope_head_dim, d_r = c.qk_rope_head_dim;
+    const int64_t d_v = c.v_head_dim, d_c = c.kv_lora_rank;
+    for (int64_t h = 0; h < heads; ++h) {
+      a.w_uv.push_back(a.kv_b_proj.RowBlock(h * (d_n + d_v) + d_n, d_v));
+      a.q_rope.push_back(a.q_b_proj.RowBlock(h * c.QkHeadDim() + d_n, d_r));
+    }
+    if (m_.mode_ == MlaMode::kNaive) return;
+
+    // w_uk_t: [H, d_c, d_n], exact copies of kv_b_proj's values, transposed so the
+    // bmm q_lat,h = W_UK,hᵀ · q_n,h reads contiguous rows.
+    const DType dt = m_.compute_dtype_;
+    const size_t esize = DTypeSize(dt);
+    std::byte* uk = NewBuffer(static_cast<size_t>(heads * d_c * d_n) * esize);
+    const auto* kvb = static_cast<const std::byte*>(a.kv_b_proj.data);
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < d_n; ++i) {
+        const std::byte* src_row = kvb + static_cast<size_t>((h * (d_n + d_v) + i) * d_c) * esize;
+        for (int64_t col = 0; col < d_c; ++col) {
+          std::memcpy(uk + static_cast<size_t>((h * d_c + col) * d_n + i) * esize,
+                      src_row + static_cast<size_t>(col) * esize, esize);
+        }
+      }
+      a.w_uk_t.push_back(WeightView{dt, d_c, d_n, d_n, uk + static_cast<size_t>(h * d_c * d_n) * esize});
+    }
+    m_.memory_.attention_prepared += static_cast<size_t>(heads * d_c * d_n) * esize;
+    if (m_.mode_ == MlaMode::kMaterialized) Materialize(a);
+  }
+
+  // W_Q_UK,h = W_UK,hᵀ · q_b_nope,h and W_UV_O[:, h] = o_proj,h · W_UV,h, computed in
+  // f32 and stored in the compute precision (docs/mla.md, mode 3).
+  void Materialize(MlaWeights& a) {
+    const ModelConfig& c = m_.config_;
+    const int64_t heads = c.num_attention_heads, d_n = c.qk_nope_head_dim, d_v = c.v_head_dim;
+    const int64_t d_c = c.kv_lora_rank, d = c.hidden_size, d_in = a.q_b_proj.cols;
+
+    AlignedBuffer q_uk(static_cast<size_t>(heads * d_c * d_in) * sizeof(float));
+    std::vector<float> uk_t(d_c * d_n), q_nope_t(d_in * d_n);
+    for (int64_t h = 0; h < heads; ++h) {
+      CopyToF32(a.w_uk_t[h], uk_t.data());  // [d_c, d_n]
+      TransposeToF32(a.q_b_proj.RowBlock(h * c.QkHeadDim(), d_n), q_nope_t.data());  // [d_in, d_n]
+      Matmul(uk_t.data(), d_c, WeightView{DType::kF32, d_in, d_n, d_n, q_nope_t.data()},
+             q_uk.as<float>() + h * d_c * d_in);
+    }
+    a.w_q_uk = Store(std::move(q_uk), heads * d_c, d_in);
+
+    std::vector<float> o_proj(d * heads * d_v), uv_t(d_c * d_v);
+    CopyToF32(a.o_proj, o_proj.data());  // [d, H·d_v]
+    AlignedBuffer uv_o(static_cast<size_t>(d * heads * d_c) * sizeof(float));
+    for (int64_t h = 0; h < heads; ++h) {
+      TransposeToF32(a.w_uv[h], uv_t.data());  // [d_c, d_v]
+      Matmul(o_proj.data() + h * d_v, d, heads * d_v, WeightView{DType::kF32, d_c, d_v, d_v, uv_t.data()},
+             uv_o.as<float>() + h * d_c, heads * d_c);
+    }
+    a.w_uv_o = Store(std::move(uv_o), d, heads * d_c);
+  }
+
+  // Keeps an f32 product as a weight in the compute precision.
+  WeightView Store(AlignedBuffer f32, int64_t rows, int64_t cols) {
+    const size_t n = static_cast<size_t>(rows * cols);
+    WeightView v{m_.compute_dtype_, rows, cols, cols, nullptr};
+    if (m_.compute_dtype_ == DType::kF32) {
+      m_.owned_.push_back(std::move(f32));
+      v.data = m_.owned_.back().data();
+    } else {
+      bf16* out = reinterpret_cast<bf16*>(NewBuffer(n * sizeof(bf16)));
+      const float* in = f32.as<float>();
+#pragma omp parallel for schedule(static)
+      for (size_t i = 0; i < n; ++i) out[i] = F32ToBf16(in[i]);
+      v.data = out;
+    }
+    m_.memory_.materialized += v.Bytes();
+    return v;
+  }
+
+  static float At(const WeightView& w, int64_t r, int64_t c) {
+    const size_t i = static_cast<size_t>(r * w.ld + c);
+    return w.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(w.data)[i])
+                                   : static_cast<const float*>(w.data)[i];
+  }
+  static void CopyToF32(const WeightView& w, float* out) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < w.rows; ++r) {
+      for (int64_t c = 0; c < w.cols; ++c) out[r * w.cols + c] = At(w, r, c);
+    }
+  }
+  static void TransposeToF32(const WeightView& w, float* out) {  // out: [w.cols, w.rows]
+    for (int64_t r = 0; r < w.rows; ++r) {
+      for (int64_t c = 0; c < w.cols; ++c) out[c * w.rows + r] = At(w, r, c);
+    }
+  }
+
+  void Done(const TensorInfo& t) {
+    ++tensors_done_;
+    bytes_done_ += t.nbytes;
+    if (options_.progress && SecondsSince(last_report_) > 0.5) ReportProgress(false);
+  }
+
+  void ReportProgress(bool final) {
+    last_report_ = std::chrono::steady_clock::now();
+    const bool tty = isatty(STDERR_FILENO);
+    if (!final && !tty) return;  // in logs, one line at the end
+    std::fprintf(stderr, "%sloading: %lld tensors, %.2f / %.2f GB, %.1f s%s", tty ? "\r" : "",
+                 static_cast<long long>(tensors_done_), bytes_done_ / 1e9,
+                 (total_bytes_ - skipped_bytes_) / 1e9, SecondsSince(start_), final ? "\n" : "");
+    std::fflush(stderr);
+  }
+
+  void ReportMemory() const {
+    const WeightMemory& w = m_.memory_;
+    std::fprintf(stderr,
+                 "weights (%s, mla-mode %s): attention %.3f GB, w_uk_t copies %.3f GB, "
+                 "materialized W_Q_UK+W_UV_O %.3f GB, dense mlp %.3f GB, experts %.3f GB, "
+                 "embeddings %.3f GB, total %.3f GB\n",
+                 std::string(DTypeName(m_.compute_dtype_)).c_str(),
+                 std::string(MlaModeName(m_.mode_)).c_str(), w.attention / 1e9, w.attention_prepared / 1e9,
+                 w.materialized / 1e9, w.dense_mlp / 1e9, w.experts / 1e9, w.embeddings / 1e9,
+                 w.Total() / 1e9);
+  }
+
+  ModelWeights& m_;
+  LoadOptions options_;
+  std::string source_;
+  std::map<std::string, TensorSpec> specs_;
+  int64_t unexpected_ = 0;
+  std::string first_unexpected_;
+  int64_t tensors_done_ = 0;
+  size_t bytes_done_ = 0, total_bytes_ = 0, skipped_bytes_ = 0;
+  std::chrono::steady_clock::time_point start_, last_report_;
+};
+
+Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
+                                                         const LoadOptions& options) {
+  auto m = std::make_unique<ModelWeights>();
+  m->mode_ = options.mode;
+  LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
+  LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  m->checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));
+  const std::string index = dir + "/model.safetensors.index.json";
+  std::string source = std::filesystem::exists(index) ? FileName(index) : dir;
+  if (!std::filesystem::exists(index) && !m->checkpoint_->tensors().empty()) {
+    source = FileName(m->checkpoint_->tensors().front().file);
+  }
+  WeightLoader loader(*m, options, source);
+  LATTE_RETURN_IF_ERROR(loader.Run());
+  return m;
+}
+
+}  // namespace latte

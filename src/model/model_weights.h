@@ -1,0 +1,108 @@
+// A loaded model: config, the mapped checkpoint, and every weight as a view in
+// its compute precision, prepared once at load (fp8 dequantized to bf16, kv_b_proj
+// split into w_uk_t / w_uv, and — in materialized mode only — the absorbed products).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/status.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/mla_mode.h"
+#include "model/safetensors.h"
+
+namespace latte {
+
+struct MlpWeights {
+  WeightView gate_proj;  // [width, d]
+  WeightView up_proj;    // [width, d]
+  WeightView down_proj;  // [d, width]
+};
+
+struct MoeWeights {
+  std::vector<float> router;           // router: [n_routed_experts, d] (f32: routing is precision-sensitive)
+  std::vector<float> score_bias;       // e_score_correction_bias: [n_routed_experts] (noaux_tc only)
+  std::vector<MlpWeights> experts;     // [n_routed_experts]
+  std::optional<MlpWeights> shared;    // width n_shared_experts · moe_intermediate_size
+};
+
+struct MlaWeights {
+  std::optional<WeightView> q_a_proj;  // [d_cq, d] (q_lora_rank set)
+  std::vector<float> q_a_layernorm;    // [d_cq]
+  WeightView q_b_proj;                 // [H·(d_n+d_r), d_cq], or q_proj [H·(d_n+d_r), d]
+  WeightView kv_a_proj_with_mqa;       // [d_c + d_r, d]
+  std::vector<float> kv_a_layernorm;   // [d_c]
+  WeightView kv_b_proj;                // [H·(d_n+d_v), d_c]: per head d_n rows of W_UK then d_v of W_UV
+  WeightView o_proj;                   // [d, H·d_v]
+
+  // Prepared at load from kv_b_proj (absorbed and materialized modes):
+  std::vector<WeightView> w_uk_t;      // [H] of [d_c, d_n]: W_UK,hᵀ (a transposed copy)
+  std::vector<WeightView> w_uv;        // [H] of [d_v, d_c]: W_UV,h (views into kv_b_proj)
+  std::vector<WeightView> q_rope;      // [H] of [d_r, d_cq]: the rope rows of q_b_proj (views)
+
+  // Materialized mode only:
+  std::optional<WeightView> w_q_uk;    // [H·d_c, d_cq]: row h·d_c + c = (W_UK,hᵀ · q_b_nope,h)[c]
+  std::optional<WeightView> w_uv_o;    // [d, H·d_c]: columns h·d_c.. = o_proj,h · W_UV,h
+};
+
+struct LayerWeights {
+  std::vector<float> input_layernorm;           // [d]
+  std::vector<float> post_attention_layernorm;  // [d]
+  MlaWeights attn;
+  bool is_moe = false;
+  MlpWeights mlp;  // dense layers
+  MoeWeights moe;  // MoE layers
+};
+
+// Resident bytes per component, for the load report and `latte bench`.
+struct WeightMemory {
+  size_t attention = 0;      // checkpoint attention projections (+ norms), in compute precision
+  size_t attention_prepared = 0;  // w_uk_t copies (and dequantized kv_b for fp8)
+  size_t materialized = 0;   // W_Q_UK + W_UV_O
+  size_t dense_mlp = 0;
+  size_t experts = 0;        // routed + shared + routers
+  size_t embeddings = 0;     // embed_tokens + lm_head + final norm
+  size_t Total() const {
+    return attention + attention_prepared + materialized + dense_mlp + experts + embeddings;
+  }
+};
+
+struct LoadOptions {
+  MlaMode mode = MlaMode::kAbsorbed;
+  bool progress = true;  // progress line and memory report on stderr
+};
+
+class ModelWeights {
+ public:
+  static Result<std::unique_ptr<ModelWeights>> Load(const std::string& dir,
+                                                    const LoadOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  DType compute_dtype() const { return compute_dtype_; }  // kBF16 or kF32
+  MlaMode mode() const { return mode_; }
+  const WeightView& embed_tokens() const { return embed_tokens_; }  // [vocab, d]
+  const WeightView& lm_head() const { return lm_head_; }            // [vocab, d]
+  const std::vector<float>& final_norm() const { return final_norm_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const WeightMemory& memory() const { return memory_; }
+
+ private:
+  friend class WeightLoader;
+  ModelConfig config_;
+  DType compute_dtype_ = DType::kBF16;
+  MlaMode mode_ = MlaMode::kAbsorbed;
+  std::unique_ptr<Checkpoint> checkpoint_;  // keeps the mappings alive
+  std::vector<AlignedBuffer> owned_;        // converted / prepared weights
+  WeightView embed_tokens_;
+  WeightView lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<LayerWeights> layers_;
+  WeightMemory memory_;
+};
+
+}  // namespace latte

@@ -1,0 +1,212 @@
+// The model end to end: the three MLA modes agree, incremental decode equals a
+// full forward, batched spans equal separate runs, fp8 equals its bf16 dequantization.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "model/deepseek.h"
+#include "model/model_weights.h"
+#include "test_models.h"
+
+namespace latte {
+namespace {
+
+using testing_models::MakeModel;
+
+// f32 weights: the modes differ only in summation order (W_Q_UK is a product of two
+// matrices; attention runs over different layouts), far below 1e-5 of the logits.
+constexpr double kF32Tolerance = 1e-5;
+// bf16 weights: materialized products are rounded to bf16 once more, and the GEMM
+// path rounds activations to bf16; errors of a few 1e-3 relative are expected.
+constexpr double kBf16Tolerance = 1e-2;
+
+// ||a - b|| / ||b|| over all values.
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / ref);
+}
+
+std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(n);
+  for (auto& v : t) v = dist(rng);
+  return t;
+}
+
+std::unique_ptr<ModelWeights> Load(const std::string& dir, MlaMode mode) {
+  auto w = ModelWeights::Load(dir, LoadOptions{mode, false});
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  return std::move(w).value();
+}
+
+// Logits [P + decode_steps, vocab] for `tokens`: the first P in one prefill span,
+// the rest fed one by one through the cache (teacher forcing, so modes see the same inputs).
+std::vector<float> PrefillThenDecode(DeepSeekModel& model, const std::vector<int32_t>& tokens, int64_t P) {
+  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
+  std::vector<float> all, logits;
+  std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P);
+  Status st = model.Forward(prompt, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kAll, logits);
+  EXPECT_TRUE(st.ok()) << st.message();
+  all = logits;
+  for (int64_t pos = P; pos < static_cast<int64_t>(tokens.size()); ++pos) {
+    st = model.Forward({tokens[pos]}, {SequenceSpan{cache.get(), pos, 1}}, LogitRows::kLastOfSpan, logits);
+    EXPECT_TRUE(st.ok()) << st.message();
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+void ExpectNonTrivial(const std::vector<float>& logits, int64_t vocab) {
+  double sum_sq = 0;
+  for (float v : logits) {
+    ASSERT_TRUE(std::isfinite(v));
+    sum_sq += double(v) * v;
+  }
+  const double rms = std::sqrt(sum_sq / logits.size());
+  EXPECT_GT(rms, 0.05) << "logits nearly zero: the test would not see a difference";
+  EXPECT_LT(rms, 1e3);
+  // The argmax changes across positions: the model is not constant.
+  std::set<int64_t> argmaxes;
+  for (size_t row = 0; row * vocab < logits.size(); ++row) {
+    argmaxes.insert(std::max_element(logits.begin() + row * vocab, logits.begin() + (row + 1) * vocab) -
+                    (logits.begin() + row * vocab));
+  }
+  EXPECT_GT(argmaxes.size(), 1u);
+}
+
+struct ModelCase {
+  std::string name;
+  std::string preset;
+  MakeModelOverrides overrides;
+  double tolerance;
+};
+
+std::vector<ModelCase> Cases() {
+  MakeModelOverrides tiny_f32;
+  tiny_f32.dtype = CheckpointDType::kF32;
+  MakeModelOverrides tiny_f32_plain = tiny_f32;
+  tiny_f32_plain.no_q_lora = true;
+  tiny_f32_plain.rope = "plain";
+  MakeModelOverrides tiny_bf16;
+  MakeModelOverrides tiny_bf16_plain;
+  tiny_bf16_plain.no_q_lora = true;
+  tiny_bf16_plain.rope = "plain";
+  MakeModelOverrides r1_f32;
+  r1_f32.num_hidden_layers = 2;
+  r1_f32.vocab_size = 1024;
+  r1_f32.dtype = CheckpointDType::kF32;
+  MakeModelOverrides r1_bf16 = r1_f32;
+  r1_bf16.dtype = CheckpointDType::kBf16;
+  MakeModelOverrides r1_bf16_plain = r1_bf16;
+  r1_bf16_plain.no_q_lora = true;
+  r1_bf16_plain.rope = "plain";
+  return {{"TinyF32Yarn", "tiny", tiny_f32, kF32Tolerance},
+          {"TinyF32PlainNoQLora", "tiny", tiny_f32_plain, kF32Tolerance},
+          {"TinyBf16Yarn", "tiny", tiny_bf16, kBf16Tolerance},
+          {"TinyBf16PlainNoQLora", "tiny", tiny_bf16_plain, kBf16Tolerance},
+          {"R1F32Yarn", "r1", r1_f32, kF32Tolerance},
+          {"R1Bf16Yarn", "r1", r1_bf16, kBf16Tolerance},
+          {"R1Bf16PlainNoQLora", "r1", r1_bf16_plain, kBf16Tolerance}};
+}
+
+class ModelModes : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(ModelModes, ThreeModesAgreeAndIncrementalEqualsFull) {
+  const ModelCase& mc = GetParam();
+  const std::string dir = MakeModel(mc.preset, mc.overrides);
+  auto naive_w = Load(dir, MlaMode::kNaive);
+  auto absorbed_w = Load(dir, MlaMode::kAbsorbed);
+  auto materialized_w = Load(dir, MlaMode::kMaterialized);
+  DeepSeekModel naive(*naive_w), absorbed(*absorbed_w), materialized(*materialized_w);
+  DeepSeekModel absorbed_latent_prefill(*absorbed_w, /*decompress_prefill=*/false);
+  DeepSeekModel materialized_latent_prefill(*materialized_w, /*decompress_prefill=*/false);
+  const int64_t vocab = naive_w->config().vocab_size;
+
+  for (int64_t P : {1, 6, 19}) {
+    SCOPED_TRACE("prompt length " + std::to_string(P));
+    const std::vector<int32_t> tokens = RandomTokens(P + 5, vocab, 100 + P);
+    const std::vector<float> reference = PrefillThenDecode(naive, tokens, P);
+    ExpectNonTrivial(reference, vocab);
+    EXPECT_LE(RelativeError(PrefillThenDecode(absorbed, tokens, P), reference), mc.tolerance);
+    EXPECT_LE(RelativeError(PrefillThenDecode(materialized, tokens, P), reference), mc.tolerance);
+    EXPECT_LE(RelativeError(PrefillThenDecode(absorbed_latent_prefill, tokens, P), reference), mc.tolerance);
+    EXPECT_LE(RelativeError(PrefillThenDecode(materialized_latent_prefill, tokens, P), reference),
+              mc.tolerance);
+    // One forward over the whole sequence gives the same logits as prefill + decode.
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    for (DeepSeekModel* m : {&naive, &absorbed, &materialized}) {
+      const std::vector<float> full = PrefillThenDecode(*m, tokens, n);
+      EXPECT_LE(RelativeError(PrefillThenDecode(*m, tokens, P), full), mc.tolerance)
+          << MlaModeName(m->weights().mode());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelModes, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Several sequences in one forward (a batched decode step plus a prefill) give the
+// logits each gets alone.
+TEST(ModelBatch, SpansInOneForwardEqualSeparateRuns) {
+  MakeModelOverrides o;
+  o.dtype = CheckpointDType::kF32;
+  const std::string dir = MakeModel("tiny", o);
+  for (MlaMode mode : {MlaMode::kAbsorbed, MlaMode::kMaterialized, MlaMode::kNaive}) {
+    SCOPED_TRACE(std::string(MlaModeName(mode)));
+    auto w = Load(dir, mode);
+    DeepSeekModel model(*w);
+    const int64_t vocab = w->config().vocab_size;
+    const std::vector<int64_t> lengths = {4, 9, 1};
+    std::vector<std::vector<int32_t>> seqs;
+    std::vector<std::unique_ptr<LatentCache>> caches;
+    std::vector<float> expected, logits;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      seqs.push_back(RandomTokens(lengths[i] + 1, vocab, 7 + i));
+      // Alone: prefill all but the last token, then decode the last.
+      auto cache = model.NewCache(32);
+      std::vector<int32_t> prompt(seqs[i].begin(), seqs[i].end() - 1);
+      ASSERT_TRUE(model.Forward(prompt, {SequenceSpan{cache.get(), 0, lengths[i]}}, LogitRows::kLastOfSpan, logits).ok());
+      ASSERT_TRUE(model.Forward({seqs[i].back()}, {SequenceSpan{cache.get(), lengths[i], 1}}, LogitRows::kLastOfSpan, logits).ok());
+      expected.insert(expected.end(), logits.begin(), logits.end());
+      caches.push_back(model.NewCache(32));
+    }
+    // Together: prefill sequences 0 and 1 in one forward, then one step decoding
+    // all three — sequence 2 is a 2-token prefill riding along in the same batch.
+    std::vector<int32_t> tokens(seqs[0].begin(), seqs[0].end() - 1);
+    tokens.insert(tokens.end(), seqs[1].begin(), seqs[1].end() - 1);
+    ASSERT_TRUE(model.Forward(tokens, {SequenceSpan{caches[0].get(), 0, 4}, SequenceSpan{caches[1].get(), 0, 9}},
+                              LogitRows::kLastOfSpan, logits).ok());
+    tokens = {seqs[0].back(), seqs[1].back(), seqs[2][0], seqs[2][1]};
+    ASSERT_TRUE(model.Forward(tokens,
+                              {SequenceSpan{caches[0].get(), 4, 1}, SequenceSpan{caches[1].get(), 9, 1},
+                               SequenceSpan{caches[2].get(), 0, 2}},
+                              LogitRows::kLastOfSpan, logits).ok());
+    EXPECT_LE(RelativeError(logits, expected), kF32Tolerance);
+  }
+}
+
+TEST(ModelErrors, ForwardRejectsBadTokensAndSpans) {
+  const std::string dir = MakeModel("tiny", MakeModelOverrides{});
+  auto w = Load(dir, MlaMode::kAbsorbed);
+  DeepSeekModel model(*w);
+  auto cache = model.NewCache(4);
+  std::vector<float> logits;
+  Status st = model.Forward({1, 100000}, {SequenceSpan{cache.get(), 0, 2}}, LogitRows::kAll, logits);
+  EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos) << st.message();
+  st = model.Forward({1, 2, 3, 4, 5}, {SequenceSpan{cache.get(), 0, 5}}, LogitRows::kAll, logits);
+  EXPECT_NE(st.message().find("capacity"), std::string::npos) << st.message();
+  st = model.Forward({1}, {SequenceSpan{cache.get(), 2, 1}}, LogitRows::kAll, logits);
+  EXPECT_NE(st.message().find("cache holds 0"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace latte

@@ -1,0 +1,45 @@
+// Random-weight model directories for tests, written once per process into a temp dir.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "model/random_checkpoint.h"
+
+namespace latte::testing_models {
+
+inline std::string TempRoot() {
+  static const std::string root = [] {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "latte-test-XXXXXX").string();
+    const char* dir = ::mkdtemp(tmpl.data());
+    return std::string(dir ? dir : "/tmp");
+  }();
+  return root;
+}
+
+// A model directory for (preset, overrides, dtype, seed), made on first use.
+inline std::string MakeModel(const std::string& preset, MakeModelOverrides overrides, uint64_t seed = 7) {
+  static std::map<std::string, std::string> made;
+  std::string key = preset + "-L" + std::to_string(overrides.num_hidden_layers.value_or(0)) + "-V" +
+                    std::to_string(overrides.vocab_size.value_or(0)) + (overrides.no_q_lora ? "-noq" : "") +
+                    "-" + overrides.rope.value_or("default") + "-d" +
+                    std::to_string(static_cast<int>(overrides.dtype)) + "-s" + std::to_string(seed);
+  auto it = made.find(key);
+  if (it != made.end()) return it->second;
+  auto config = MakeModelConfig(preset, overrides);
+  EXPECT_TRUE(config.ok()) << config.status().message();
+  const std::string dir = TempRoot() + "/" + key;
+  RandomCheckpointOptions options;
+  options.dtype = overrides.dtype;
+  options.seed = seed;
+  const Status st = WriteRandomCheckpoint(config.value(), options, dir);
+  EXPECT_TRUE(st.ok()) << st.message();
+  made[key] = dir;
+  return dir;
+}
+
+}  // namespace latte::testing_models
