@@ -127,8 +127,13 @@ TEST_P(ModelModes, ThreeModesAgreeAndIncrementalEqualsFull) {
   auto absorbed_w = Load(dir, MlaMode::kAbsorbed);
   auto materialized_w = Load(dir, MlaMode::kMaterialized);
   DeepSeekModel naive(*naive_w), absorbed(*absorbed_w), materialized(*materialized_w);
-  DeepSeekModel absorbed_latent_prefill(*absorbed_w, /*decompress_prefill=*/false);
-  DeepSeekModel materialized_latent_prefill(*materialized_w, /*decompress_prefill=*/false);
+  // Multi-token spans through the latent path too, and the decompress path in blocks
+  // of 4 tokens merged by log-sum-exp.
+  MlaSettings latent_prefill{MlaMode::kAbsorbed, /*decompress_prefill=*/false};
+  MlaSettings small_blocks{MlaMode::kNaive, true, /*decompress_block=*/4};
+  DeepSeekModel absorbed_latent_prefill(*absorbed_w, latent_prefill);
+  DeepSeekModel materialized_latent_prefill(*materialized_w, latent_prefill);
+  DeepSeekModel naive_small_blocks(*naive_w, small_blocks);
   const int64_t vocab = naive_w->config().vocab_size;
 
   for (int64_t P : {1, 6, 19}) {
@@ -141,6 +146,7 @@ TEST_P(ModelModes, ThreeModesAgreeAndIncrementalEqualsFull) {
     EXPECT_LE(RelativeError(PrefillThenDecode(absorbed_latent_prefill, tokens, P), reference), mc.tolerance);
     EXPECT_LE(RelativeError(PrefillThenDecode(materialized_latent_prefill, tokens, P), reference),
               mc.tolerance);
+    EXPECT_LE(RelativeError(PrefillThenDecode(naive_small_blocks, tokens, P), reference), mc.tolerance);
     // One forward over the whole sequence gives the same logits as prefill + decode.
     const int64_t n = static_cast<int64_t>(tokens.size());
     for (DeepSeekModel* m : {&naive, &absorbed, &materialized}) {

@@ -244,7 +244,9 @@ TEST(RouterRandom, MatchesBruteForceReference) {
     }
     EXPECT_EQ(failures, 0);
     EXPECT_LT(redrawn, kTokensPerCase / 10) << "too many near-ties redrawn";
-    if (biased) EXPECT_GT(bias_mattered, 0) << "the bias never changed the choice";
+    if (biased) {
+      EXPECT_GT(bias_mattered, 0) << "the bias never changed the choice";
+    }
     if (std::string(rc.topk_method) != "greedy" && rc.n_group > 1) {
       EXPECT_GT(groups_mattered, 0) << "the group limit never changed the choice";
     }

@@ -180,7 +180,9 @@ TEST_F(RandomCheckpointTest, ConfigJsonRoundTrips) {
 
 TEST_F(RandomCheckpointTest, EveryExpectedTensorInEachDtype) {
   const std::pair<CheckpointDType, const char*> dtypes[] = {
-      {CheckpointDType::kBf16, "bf16"}, {CheckpointDType::kF32, "f32"}, {CheckpointDType::kFp8, "fp8"}};
+      {CheckpointDType::kBf16, "bf16"},
+      {CheckpointDType::kF32, "f32"},
+      {CheckpointDType::kFp8, "fp8"}};
   for (const auto& [dtype, name] : dtypes) {
     SCOPED_TRACE(name);
     const ModelConfig config = Config("tiny", Overrides(dtype));
@@ -387,7 +389,8 @@ TEST_F(RandomCheckpointTest, TokenizerIsAValidByteLevelBpe) {
   const json tok_config = json::parse(ReadFile(dir + "/tokenizer_config.json"));
   EXPECT_EQ(tok_config["bos_token"], kBosToken);
   EXPECT_EQ(tok_config["eos_token"], kEosToken);
-  EXPECT_NE(tok_config["chat_template"].get<std::string>().find(kAssistantToken), std::string::npos);
+  const std::string chat_template = tok_config["chat_template"].get<std::string>();
+  EXPECT_NE(chat_template.find(kAssistantToken), std::string::npos);
 }
 
 TEST(MakeModelConfigTest, OverridesAndErrors) {

@@ -70,7 +70,8 @@ int RunMakeModel(const MakeModelArgs& args) {
 void AddMakeModelCommand(CLI::App& app) {
   auto args = std::make_shared<MakeModelArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "make-model", "Write a random-weight DeepSeek model directory (config, safetensors, tokenizer)");
+      "make-model",
+      "Write a random-weight DeepSeek model directory (config, safetensors, tokenizer)");
   cmd->add_option("--preset", args->preset, "tiny, v2-lite or r1")->required();
   cmd->add_option("--layers", args->layers, "Number of layers (default: the preset's)");
   cmd->add_option("--vocab", args->vocab, "Vocabulary size (default: the preset's)");

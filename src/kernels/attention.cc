@@ -41,6 +41,12 @@ void CausalAttention(const CausalAttentionParams& p) {
     for (int64_t i = 0; i < p.num_queries; ++i) {
       for (int64_t h = 0; h < p.heads; ++h) {
         const int64_t visible = std::min(p.first_position + i + 1, p.num_keys);
+        float* out = p.out + (i * p.heads + h) * p.value_dim;
+        if (visible <= 0) {  // a key block entirely after this query: an empty partial
+          std::fill(out, out + p.value_dim, 0.0f);
+          if (p.lse) p.lse[i * p.heads + h] = kNegInf;
+          continue;
+        }
         const float* q = p.q + (i * p.heads + h) * p.key_dim;
         scores.resize(visible);
         float max_score = kNegInf;
@@ -48,7 +54,6 @@ void CausalAttention(const CausalAttentionParams& p) {
           scores[t] = p.scale * Dot(q, p.k + t * key_stride + h * p.key_dim, p.key_dim);
           max_score = std::max(max_score, scores[t]);
         }
-        float* out = p.out + (i * p.heads + h) * p.value_dim;
         std::fill(out, out + p.value_dim, 0.0f);
         double sum = 0;
         for (int64_t t = 0; t < visible; ++t) {
@@ -160,6 +165,11 @@ void MergeAttentionPartials(const float* const* outs, const float* const* lses, 
       const float w = std::exp(lses[i][r] - max_lse);
       total += w;
       Axpy(w, outs[i] + r * dim, row.data(), dim);
+    }
+    if (total == 0) {  // no part saw a key
+      std::fill(out + r * dim, out + (r + 1) * dim, 0.0f);
+      lse[r] = kNegInf;
+      continue;
     }
     for (int64_t j = 0; j < dim; ++j) out[r * dim + j] = static_cast<float>(row[j] / total);
     lse[r] = max_lse + static_cast<float>(std::log(total));

@@ -8,8 +8,9 @@
 namespace latte {
 
 // Causal multi-head attention with separate per-head keys and values (prefill, and
-// the decompressed "naive" form). Query i sits at absolute position first_position + i
-// and sees keys [0, first_position + i].
+// the decompressed "naive" form). Query i sees keys [0, first_position + i]: with the
+// keys a block [k0, k1) of a longer sequence, pass first_position = position - k0
+// (it may be negative); a query that sees no key gets out = 0 and lse = -inf.
 struct CausalAttentionParams {
   const float* q = nullptr;  // q: [num_queries, heads, key_dim]
   const float* k = nullptr;  // k: [num_keys, heads, key_dim]
@@ -17,7 +18,7 @@ struct CausalAttentionParams {
   float* out = nullptr;      // out: [num_queries, heads, value_dim]
   float* lse = nullptr;      // lse: [num_queries, heads], may be null
   int64_t num_queries = 0;
-  int64_t num_keys = 0;      // >= first_position + num_queries
+  int64_t num_keys = 0;
   int64_t first_position = 0;
   int64_t heads = 0;
   int64_t key_dim = 0;
@@ -45,7 +46,8 @@ struct SharedKeyAttentionParams {
 void SharedKeyAttention(const SharedKeyAttentionParams& p);
 
 // Merges `parts` partial results for the same queries over disjoint key sets:
-// out_i: [n, dim] with lse_i: [n] → out: [n, dim], lse: [n] (out may alias outs[0]).
+// out_i: [n, dim] with lse_i: [n] → out: [n, dim], lse: [n] (out, lse may alias
+// outs[0], lses[0]). Parts with lse = -inf (no keys) contribute nothing.
 void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
                             int64_t n, int64_t dim, float* out, float* lse);
 

@@ -179,8 +179,9 @@ void MatmulOne(const float* x, int64_t m, int64_t ldx, const WeightView& w, floa
 
 // MatmulBatched splits over heads (one whole problem per thread) when each
 // problem is too small to split well: GEMV-sized m, or under this many
-// multiply-adds (128 heads x [128 x 512] at m=512 is 33.5M each: one oneDNN
-// call per thread beats two threads fighting over one 67 MFLOP problem).
+// multiply-adds (128 heads x [128 x 512] at m=512 is 33.5M each: a per-head
+// fork/join and per-call x conversion would be paid 128 times). Not yet tuned:
+// the bench machine was too loaded to separate the two strategies.
 constexpr int64_t kBatchSplitMaxMacs = int64_t{1} << 26;
 
 }  // namespace

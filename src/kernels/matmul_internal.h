@@ -12,10 +12,11 @@
 namespace latte::matmul_internal {
 
 // Below this many rows of x the product is memory-bound (the weight is read once
-// and each weight byte feeds < 8 FMAs), so a GEMV that streams the weight wins;
-// from here on oneDNN's blocked GEMM does. Measured on Zen 4 (2 threads,
-// 7168x1536 bf16): GEMV m=8 ~0.75 ms vs oneDNN ~0.35 ms; m=4 GEMV ~0.45 ms vs
-// oneDNN ~0.45 ms (bench/matmul_bench.cc, BM_Crossover).
+// and each weight byte feeds few FMAs), so the GEMV that streams the weight and
+// keeps x in f32 wins or ties; from here on oneDNN's blocked GEMM is faster.
+// Measured (bench/matmul_bench.cc, 7168x1536 bf16, 1 thread, on a loaded
+// 2-core Zen 4 VM, so rough): m=4 GEMV 2.01 ms vs oneDNN 1.96 ms; m=6 2.61 vs
+// 2.10; m=8 2.96 vs 2.29; m=16 4.64 vs 3.31. Ties go to the GEMV (exact f32 x).
 inline constexpr int64_t kGemmMinRows = 6;
 
 // Plain C++ for any m (GCC vectorises it at the x86-64 baseline). `threaded`:

@@ -8,8 +8,15 @@
 
 namespace latte {
 
-DeepSeekModel::DeepSeekModel(const ModelWeights& weights, bool decompress_prefill)
-    : w_(weights), mla_(weights.config(), MlaSettings{weights.mode(), decompress_prefill}) {}
+namespace {
+MlaSettings WithMode(MlaSettings settings, MlaMode mode) {
+  settings.mode = mode;
+  return settings;
+}
+}  // namespace
+
+DeepSeekModel::DeepSeekModel(const ModelWeights& weights, MlaSettings settings)
+    : w_(weights), mla_(weights.config(), WithMode(settings, weights.mode())) {}
 
 std::unique_ptr<LatentCache> DeepSeekModel::NewCache(int64_t capacity) const {
   return std::make_unique<LatentCache>(config().num_hidden_layers, config().LatentDim(), capacity);

@@ -23,8 +23,8 @@ enum class LogitRows {
 
 class DeepSeekModel {
  public:
-  // decompress_prefill: see MlaSettings. The weights' mode selects the MLA mode.
-  explicit DeepSeekModel(const ModelWeights& weights, bool decompress_prefill = true);
+  // settings.mode is ignored: the weights were prepared for one mode, which is used.
+  explicit DeepSeekModel(const ModelWeights& weights, MlaSettings settings = {});
 
   // A cache sized for `capacity` tokens of one sequence.
   std::unique_ptr<LatentCache> NewCache(int64_t capacity) const;

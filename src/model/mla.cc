@@ -178,35 +178,49 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
     for (int64_t h = 0; h < H; ++h) rope_.ApplyOne(q + (i * H + h) * qk + d_n, span.start + i);
   }
 
-  // Decompress every cached token: kv_dec: [S, H, d_n + d_v] = kv_b · c_kv(t).
+  // Decompress the cached tokens block by block — kv_dec: [block, H, d_n + d_v] =
+  // kv_b · c_kv(t) — and merge the blocks' partial attention by log-sum-exp, so a
+  // 32k-token context needs 2k tokens of decompressed K/V at a time, not all of them.
   const float* cache = span.cache->Rows(layer);
-  float* kv_dec = Grow(s.kv_dec, S * H * (d_n + d_v));
-  Matmul(cache, S, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
-  float* k = Grow(s.k, S * H * qk);   // k: [S, H, d_n + d_r], k_r shared by all heads
-  float* v = Grow(s.v, S * H * d_v);  // v: [S, H, d_v]
-  for (int64_t t = 0; t < S; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      const float* src = kv_dec + (t * H + h) * (d_n + d_v);
-      std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
-      std::memcpy(k + (t * H + h) * qk + d_n, cache + t * L + d_c, d_r * sizeof(float));
-      std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
+  const int64_t block = std::min<int64_t>(S, settings_.decompress_block);
+  float* kv_dec = Grow(s.kv_dec, block * H * (d_n + d_v));
+  float* k = Grow(s.k, block * H * qk);   // k: [block, H, d_n + d_r], k_r shared by all heads
+  float* v = Grow(s.v, block * H * d_v);  // v: [block, H, d_v]
+  float* o = Grow(s.o, n * H * d_v);      // o: [n, H·d_v], the merged result so far
+  float* lse = Grow(s.lse, n * H);
+  float* part = Grow(s.o_part, n * H * d_v);
+  float* part_lse = Grow(s.lse_part, n * H);
+  for (int64_t k0 = 0; k0 < S; k0 += block) {
+    const int64_t count = std::min(block, S - k0);
+    Matmul(cache + k0 * L, count, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
+    for (int64_t t = 0; t < count; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        const float* src = kv_dec + (t * H + h) * (d_n + d_v);
+        std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
+        std::memcpy(k + (t * H + h) * qk + d_n, cache + (k0 + t) * L + d_c, d_r * sizeof(float));
+        std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
+      }
+    }
+    CausalAttentionParams p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.out = k0 == 0 ? o : part;
+    p.lse = k0 == 0 ? lse : part_lse;
+    p.num_queries = n;
+    p.num_keys = count;
+    p.first_position = span.start - k0;
+    p.heads = H;
+    p.key_dim = qk;
+    p.value_dim = d_v;
+    p.scale = scale_;
+    CausalAttention(p);
+    if (k0 > 0) {
+      const float* outs[2] = {o, part};
+      const float* lses[2] = {lse, part_lse};
+      MergeAttentionPartials(outs, lses, 2, n * H, d_v, o, lse);
     }
   }
-
-  float* o = Grow(s.o, n * H * d_v);  // o: [n, H·d_v]
-  CausalAttentionParams p;
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.out = o;
-  p.num_queries = n;
-  p.num_keys = S;
-  p.first_position = span.start;
-  p.heads = H;
-  p.key_dim = qk;
-  p.value_dim = d_v;
-  p.scale = scale_;
-  CausalAttention(p);
   Matmul(o, n, w.o_proj, out);
 }
 

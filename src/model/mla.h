@@ -43,12 +43,16 @@ struct MlaSettings {
   // one decompression shared by many queries); false runs them through the latent
   // path too (used by tests to exercise it on many positions).
   bool decompress_prefill = true;
+  // Tokens decompressed at a time by the decompress path (blocks merged by
+  // log-sum-exp): 2048 × 128 heads × 256 values × 4 B = 268 MB of K/V at R1 shapes,
+  // however long the context.
+  int64_t decompress_block = 2048;
 };
 
 // Reused buffers, grown on demand and never shrunk: a steady decode step allocates nothing.
 struct MlaScratch {
   std::vector<float> c_q, kv, q, q_n, q_lat, q_r, query, o_lat, o_lat_h, o_h, o, kv_dec, k, v, rows_in,
-      rows_out;
+      rows_out, lse, o_part, lse_part;
   std::vector<int64_t> positions;
 };
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "model/mla_preparation.h"
 #include "model/tensor_specs.h"
 
 namespace latte {
@@ -164,7 +165,7 @@ class WeightLoader {
     LATTE_ASSIGN_OR_RETURN(a.kv_a_layernorm, Vector(s + "kv_a_layernorm.weight", &mem.attention));
     LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention));
     LATTE_ASSIGN_OR_RETURN(a.o_proj, Matrix(s + "o_proj.weight", &mem.attention));
-    PrepareMla(a);
+    PrepareMlaWeights(c, m_.mode_, m_.compute_dtype_, a, m_.owned_, m_.memory_);
 
     const std::string mlp = p + "mlp.";
     lw.is_moe = c.IsMoeLayer(layer);
@@ -279,100 +280,6 @@ class WeightLoader {
     }
     Done(*s);
     return static_cast<const void*>(dst);
-  }
-
-  // Splits kv_b_proj into w_uk_t / w_uv and, in materialized mode, forms the products.
-  void PrepareMla(MlaWeights& a) {
-    const ModelConfig& c = m_.config_;
-    const int64_t heads = c.num_attention_heads, d_n = c.qk_nope_head_dim, d_r = c.qk_rope_head_dim;
-    const int64_t d_v = c.v_head_dim, d_c = c.kv_lora_rank;
-    for (int64_t h = 0; h < heads; ++h) {
-      a.w_uv.push_back(a.kv_b_proj.RowBlock(h * (d_n + d_v) + d_n, d_v));
-      a.q_rope.push_back(a.q_b_proj.RowBlock(h * c.QkHeadDim() + d_n, d_r));
-    }
-    if (m_.mode_ == MlaMode::kNaive) return;
-
-    // w_uk_t: [H, d_c, d_n], exact copies of kv_b_proj's values, transposed so the
-    // bmm q_lat,h = W_UK,hᵀ · q_n,h reads contiguous rows.
-    const DType dt = m_.compute_dtype_;
-    const size_t esize = DTypeSize(dt);
-    std::byte* uk = NewBuffer(static_cast<size_t>(heads * d_c * d_n) * esize);
-    const auto* kvb = static_cast<const std::byte*>(a.kv_b_proj.data);
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t i = 0; i < d_n; ++i) {
-        const std::byte* src_row = kvb + static_cast<size_t>((h * (d_n + d_v) + i) * d_c) * esize;
-        for (int64_t col = 0; col < d_c; ++col) {
-          std::memcpy(uk + static_cast<size_t>((h * d_c + col) * d_n + i) * esize,
-                      src_row + static_cast<size_t>(col) * esize, esize);
-        }
-      }
-      a.w_uk_t.push_back(WeightView{dt, d_c, d_n, d_n, uk + static_cast<size_t>(h * d_c * d_n) * esize});
-    }
-    m_.memory_.attention_prepared += static_cast<size_t>(heads * d_c * d_n) * esize;
-    if (m_.mode_ == MlaMode::kMaterialized) Materialize(a);
-  }
-
-  // W_Q_UK,h = W_UK,hᵀ · q_b_nope,h and W_UV_O[:, h] = o_proj,h · W_UV,h, computed in
-  // f32 and stored in the compute precision (docs/mla.md, mode 3).
-  void Materialize(MlaWeights& a) {
-    const ModelConfig& c = m_.config_;
-    const int64_t heads = c.num_attention_heads, d_n = c.qk_nope_head_dim, d_v = c.v_head_dim;
-    const int64_t d_c = c.kv_lora_rank, d = c.hidden_size, d_in = a.q_b_proj.cols;
-
-    AlignedBuffer q_uk(static_cast<size_t>(heads * d_c * d_in) * sizeof(float));
-    std::vector<float> uk_t(d_c * d_n), q_nope_t(d_in * d_n);
-    for (int64_t h = 0; h < heads; ++h) {
-      CopyToF32(a.w_uk_t[h], uk_t.data());  // [d_c, d_n]
-      TransposeToF32(a.q_b_proj.RowBlock(h * c.QkHeadDim(), d_n), q_nope_t.data());  // [d_in, d_n]
-      Matmul(uk_t.data(), d_c, WeightView{DType::kF32, d_in, d_n, d_n, q_nope_t.data()},
-             q_uk.as<float>() + h * d_c * d_in);
-    }
-    a.w_q_uk = Store(std::move(q_uk), heads * d_c, d_in);
-
-    std::vector<float> o_proj(d * heads * d_v), uv_t(d_c * d_v);
-    CopyToF32(a.o_proj, o_proj.data());  // [d, H·d_v]
-    AlignedBuffer uv_o(static_cast<size_t>(d * heads * d_c) * sizeof(float));
-    for (int64_t h = 0; h < heads; ++h) {
-      TransposeToF32(a.w_uv[h], uv_t.data());  // [d_c, d_v]
-      Matmul(o_proj.data() + h * d_v, d, heads * d_v, WeightView{DType::kF32, d_c, d_v, d_v, uv_t.data()},
-             uv_o.as<float>() + h * d_c, heads * d_c);
-    }
-    a.w_uv_o = Store(std::move(uv_o), d, heads * d_c);
-  }
-
-  // Keeps an f32 product as a weight in the compute precision.
-  WeightView Store(AlignedBuffer f32, int64_t rows, int64_t cols) {
-    const size_t n = static_cast<size_t>(rows * cols);
-    WeightView v{m_.compute_dtype_, rows, cols, cols, nullptr};
-    if (m_.compute_dtype_ == DType::kF32) {
-      m_.owned_.push_back(std::move(f32));
-      v.data = m_.owned_.back().data();
-    } else {
-      bf16* out = reinterpret_cast<bf16*>(NewBuffer(n * sizeof(bf16)));
-      const float* in = f32.as<float>();
-#pragma omp parallel for schedule(static)
-      for (size_t i = 0; i < n; ++i) out[i] = F32ToBf16(in[i]);
-      v.data = out;
-    }
-    m_.memory_.materialized += v.Bytes();
-    return v;
-  }
-
-  static float At(const WeightView& w, int64_t r, int64_t c) {
-    const size_t i = static_cast<size_t>(r * w.ld + c);
-    return w.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(w.data)[i])
-                                   : static_cast<const float*>(w.data)[i];
-  }
-  static void CopyToF32(const WeightView& w, float* out) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < w.rows; ++r) {
-      for (int64_t c = 0; c < w.cols; ++c) out[r * w.cols + c] = At(w, r, c);
-    }
-  }
-  static void TransposeToF32(const WeightView& w, float* out) {  // out: [w.cols, w.rows]
-    for (int64_t r = 0; r < w.rows; ++r) {
-      for (int64_t c = 0; c < w.cols; ++c) out[c * w.rows + r] = At(w, r, c);
-    }
   }
 
   void Done(const TensorInfo& t) {

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what latte needs to build and test, from Debian 12's packages only.
+# Skips apt entirely when everything is already there.
+set -euo pipefail
+packages=(cmake g++ make libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
+          libomp-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

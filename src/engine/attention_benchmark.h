@@ -1,0 +1,47 @@
+// `latte bench attn`: one MLA layer at a model's shapes with random bf16 weights,
+// decoding B sequences of context C, in each mode. Reports time per step beside the
+// weight bytes and FLOPs the step needs, so the absorbed-vs-materialized claim of
+// docs/mla.md is measured rather than asserted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "model/mla_mode.h"
+
+namespace latte {
+
+struct AttentionBenchPoint {
+  MlaMode mode;
+  int64_t batch = 1;
+  int64_t context = 0;
+  double ms_per_step = 0;
+  int64_t steps = 0;
+  uint64_t weight_bytes = 0;  // weights one step reads (bf16)
+  uint64_t kv_bytes = 0;      // latent cache rows one step reads (f32 rows)
+  uint64_t flops = 0;         // projections + attention core, whole batch
+  double achieved_gbps = 0;   // (weight_bytes + kv_bytes) / time
+  double achieved_gflops = 0;
+};
+
+struct AttentionBenchOptions {
+  std::vector<MlaMode> modes;
+  std::vector<int64_t> batches;
+  std::vector<int64_t> contexts;
+  double min_seconds = 1.0;  // per point, after one warm-up step
+  int64_t max_steps = 50;
+  uint64_t seed = 1;
+};
+
+// Runs every (mode, batch, context) point, calling `report` after each.
+Status RunAttentionBenchmark(const ModelConfig& config, const AttentionBenchOptions& options,
+                             void (*report)(const AttentionBenchPoint&, void*), void* user);
+
+// The bytes and FLOPs of one decode step, from the shapes (also used by the tests).
+uint64_t AttentionWeightBytesPerStep(const ModelConfig& c, MlaMode mode);
+uint64_t AttentionFlopsPerStep(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t context);
+
+}  // namespace latte

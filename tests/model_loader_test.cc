@@ -1,0 +1,276 @@
+// Loading a model directory: errors that only the model knows (config keys, the
+// expected tensor set and shapes, fp8 scales), V3's extra MTP layer, and fp8
+// checkpoints against the same weights dequantized and saved as bf16. The
+// file-level checks (header, offsets, overlaps, shards) are in safetensors_test.cc.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/deepseek.h"
+#include "model/model_weights.h"
+#include "model/safetensors.h"
+#include "model/tensor_specs.h"
+#include "test_models.h"
+
+namespace latte {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing_models::MakeModel;
+using testing_models::TempRoot;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// A copy of model `src` at a fresh path; `mutate` edits the tensor list before it
+// is written (one safetensors file) and `edit_config` the config.json.
+struct TensorCopy {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+std::string CopyModel(const std::string& src, const std::string& name,
+                      const std::function<void(std::vector<TensorCopy>&)>& mutate,
+                      const std::function<void(json&)>& edit_config = nullptr) {
+  const std::string dst = TempRoot() + "/" + name;
+  fs::remove_all(dst);
+  fs::create_directories(dst);
+  json config = json::parse(ReadText(src + "/config.json"));
+  if (edit_config) edit_config(config);
+  WriteText(dst + "/config.json", config.dump(2));
+  auto ck = Checkpoint::Open(src);
+  EXPECT_TRUE(ck.ok()) << ck.status().message();
+  std::vector<TensorCopy> tensors;
+  for (const TensorInfo& t : ck->tensors()) {
+    tensors.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+  }
+  mutate(tensors);
+  SafetensorsWriter writer;
+  for (TensorCopy& t : tensors) writer.Add(t.name, t.dtype, t.shape, std::move(t.bytes));
+  const Status st = writer.Write(dst + "/model.safetensors");
+  EXPECT_TRUE(st.ok()) << st.message();
+  return dst;
+}
+
+std::string TinyBf16() { return MakeModel("tiny", MakeModelOverrides{}); }
+std::string TinyFp8() {
+  MakeModelOverrides o;
+  o.dtype = CheckpointDType::kFp8;
+  return MakeModel("tiny", o);
+}
+
+std::string LoadError(const std::string& dir) {
+  auto w = ModelWeights::Load(dir, LoadOptions{MlaMode::kAbsorbed, false});
+  EXPECT_FALSE(w.ok()) << "loaded a broken model from " << dir;
+  const std::string msg = w.ok() ? "" : w.status().message();
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "error is not one line: " << msg;
+  return msg;
+}
+
+TEST(ModelLoader, MissingConfigKeyNamesFileAndKey) {
+  const std::string dir = CopyModel(TinyBf16(), "no-key", [](auto&) {},
+                                    [](json& c) { c.erase("kv_lora_rank"); });
+  const std::string msg = LoadError(dir);
+  EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kv_lora_rank"), std::string::npos) << msg;
+}
+
+TEST(ModelLoader, MissingTensorNamesIt) {
+  const std::string name = "model.layers.1.self_attn.kv_b_proj.weight";
+  const std::string dir = CopyModel(TinyBf16(), "no-tensor", [&](std::vector<TensorCopy>& ts) {
+    std::erase_if(ts, [&](const TensorCopy& t) { return t.name == name; });
+  });
+  const std::string msg = LoadError(dir);
+  EXPECT_NE(msg.find("missing tensor \"" + name + "\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
+}
+
+TEST(ModelLoader, WrongShapeNamesTensorAndBothShapes) {
+  const std::string name = "model.layers.0.self_attn.q_b_proj.weight";
+  const std::string dir = CopyModel(TinyBf16(), "bad-shape", [&](std::vector<TensorCopy>& ts) {
+    for (auto& t : ts) {
+      if (t.name == name) std::swap(t.shape[0], t.shape[1]);  // same bytes, transposed shape
+    }
+  });
+  const std::string msg = LoadError(dir);
+  EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[48, 96]"), std::string::npos) << msg;  // stored
+  EXPECT_NE(msg.find("[96, 48]"), std::string::npos) << msg;  // [H·(d_n+d_r), d_cq] = [4·24, 48]
+}
+
+TEST(ModelLoader, WrongShapeOfNonSquareTensor) {
+  const std::string name = "model.layers.2.mlp.experts.3.up_proj.weight";
+  const std::string dir = CopyModel(TinyBf16(), "bad-shape2", [&](std::vector<TensorCopy>& ts) {
+    for (auto& t : ts) {
+      if (t.name == name) std::swap(t.shape[0], t.shape[1]);
+    }
+  });
+  const std::string msg = LoadError(dir);
+  EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[64, 32]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[32, 64]"), std::string::npos) << msg;
+}
+
+TEST(ModelLoader, ScaleInvOfWrongShapeNamesIt) {
+  const std::string name = "model.layers.0.self_attn.kv_b_proj.weight_scale_inv";
+  const std::string dir = CopyModel(TinyFp8(), "bad-scale", [&](std::vector<TensorCopy>& ts) {
+    for (auto& t : ts) {
+      if (t.name != name) continue;
+      const float scales[2] = {0.01f, 0.02f};
+      t.shape = {2, 1};
+      t.bytes.assign(reinterpret_cast<const uint8_t*>(scales), reinterpret_cast<const uint8_t*>(scales) + 8);
+    }
+  });
+  const std::string msg = LoadError(dir);
+  EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[2, 1]"), std::string::npos) << msg;
+}
+
+TEST(ModelLoader, MissingScaleInvNamesIt) {
+  const std::string name = "model.layers.1.self_attn.q_b_proj.weight_scale_inv";
+  const std::string dir = CopyModel(TinyFp8(), "no-scale", [&](std::vector<TensorCopy>& ts) {
+    std::erase_if(ts, [&](const TensorCopy& t) { return t.name == name; });
+  });
+  EXPECT_NE(LoadError(dir).find(name), std::string::npos);
+}
+
+TEST(ModelLoader, Fp8WithoutQuantizationConfigIsAnError) {
+  const std::string dir = CopyModel(TinyFp8(), "no-qconfig", [](auto&) {},
+                                    [](json& c) { c.erase("quantization_config"); });
+  EXPECT_NE(LoadError(dir).find("quantization_config"), std::string::npos);
+}
+
+TEST(ModelLoader, Fp8NormIsAnError) {
+  const std::string name = "model.layers.0.input_layernorm.weight";
+  const std::string dir = CopyModel(TinyBf16(), "fp8-norm", [&](std::vector<TensorCopy>& ts) {
+    for (auto& t : ts) {
+      if (t.name != name) continue;
+      t.dtype = DType::kF8E4M3;
+      t.bytes.resize(t.bytes.size() / 2);
+    }
+  });
+  EXPECT_NE(LoadError(dir).find(name), std::string::npos);
+}
+
+// Same bytes with three different CLI entry points: the process exits non-zero with one line.
+TEST(ModelLoader, CliReportsOneLineAndNonZeroExit) {
+  const std::string dir = CopyModel(TinyBf16(), "cli-bad", [](std::vector<TensorCopy>& ts) { ts.pop_back(); });
+  const std::string err = TempRoot() + "/cli-bad.err";
+  const std::string cmd = std::string(LATTE_BINARY) + " generate --model " + dir +
+                          " --prompt-ids 1,2 --max-tokens 2 >/dev/null 2>" + err;
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const std::string text = ReadText(err);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("missing tensor"), std::string::npos) << text;
+}
+
+std::vector<float> Logits(const std::string& dir, const std::vector<int32_t>& tokens) {
+  auto w = ModelWeights::Load(dir, LoadOptions{MlaMode::kAbsorbed, false});
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  if (!w.ok()) return {};
+  DeepSeekModel model(**w);
+  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
+  std::vector<float> logits;
+  const Status st = model.Forward(tokens, {SequenceSpan{cache.get(), 0, static_cast<int64_t>(tokens.size())}},
+                                  LogitRows::kAll, logits);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return logits;
+}
+
+// DeepSeek-V3 ships a multi-token-prediction layer as model.layers.61: present in
+// the files, not part of the model. Such tensors are skipped, not an error.
+TEST(ModelLoader, LayersPastNumHiddenLayersAreSkipped) {
+  const std::string src = TinyBf16();
+  const std::string dir = CopyModel(src, "with-mtp", [](std::vector<TensorCopy>& ts) {
+    std::vector<TensorCopy> extra;
+    for (const auto& t : ts) {
+      if (t.name.rfind("model.layers.0.", 0) == 0) {
+        TensorCopy copy = t;
+        copy.name = "model.layers.3." + t.name.substr(15);  // tiny has 3 layers: 0..2
+        extra.push_back(copy);
+      }
+    }
+    ts.insert(ts.end(), extra.begin(), extra.end());
+  });
+  const std::vector<int32_t> tokens = {5, 17, 300, 2, 99};
+  const std::vector<float> with_mtp = Logits(dir, tokens);
+  const std::vector<float> plain = Logits(src, tokens);
+  ASSERT_EQ(with_mtp.size(), plain.size());
+  EXPECT_EQ(with_mtp, plain);
+}
+
+// Writes the fp8 model's weights dequantized (fp8 value × its block's scale_inv) as bf16.
+std::string DequantizedCopy(const std::string& fp8_dir, const std::string& name) {
+  auto ck = Checkpoint::Open(fp8_dir);
+  EXPECT_TRUE(ck.ok());
+  json config = json::parse(ReadText(fp8_dir + "/config.json"));
+  const std::vector<int64_t> block = config["quantization_config"]["weight_block_size"];
+  return CopyModel(fp8_dir, name, [&](std::vector<TensorCopy>& ts) {
+    std::vector<TensorCopy> out;
+    for (const auto& t : ts) {
+      if (t.name.size() > 10 && t.name.substr(t.name.size() - 10) == "_scale_inv") continue;
+      if (t.dtype != DType::kF8E4M3) {
+        out.push_back(t);
+        continue;
+      }
+      const TensorInfo* scale = ck->Find(t.name + "_scale_inv");
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      const int64_t scale_cols = (cols + block[1] - 1) / block[1];
+      TensorCopy bf = {t.name, DType::kBF16, t.shape, std::vector<uint8_t>(rows * cols * 2)};
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          float s;
+          std::memcpy(&s, scale->data + 4 * ((r / block[0]) * scale_cols + c / block[1]), 4);
+          const bf16 v = F32ToBf16(Fp8E4M3ToF32(t.bytes[r * cols + c]) * s);
+          std::memcpy(&bf.bytes[2 * (r * cols + c)], &v, 2);
+        }
+      }
+      out.push_back(std::move(bf));
+    }
+    ts = std::move(out);
+  }, [](json& c) { c.erase("quantization_config"); });
+}
+
+TEST(ModelLoader, Fp8EqualsItsBf16Dequantization) {
+  MakeModelOverrides r1;
+  r1.num_hidden_layers = 2;
+  r1.vocab_size = 1024;
+  r1.dtype = CheckpointDType::kFp8;
+  for (const std::string& fp8 : {TinyFp8(), MakeModel("r1", r1)}) {
+    SCOPED_TRACE(fp8);
+    const std::string bf16_dir = DequantizedCopy(fp8, fs::path(fp8).filename().string() + "-dequantized");
+    const std::vector<int32_t> tokens = {1, 50, 7, 300, 12, 480, 3};
+    const std::vector<float> a = Logits(fp8, tokens);
+    const std::vector<float> b = Logits(bf16_dir, tokens);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    // Same bf16 weights either way, same kernels: the logits are identical.
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "at " << i;
+    double sum_sq = 0;
+    for (float v : a) sum_sq += double(v) * v;
+    EXPECT_GT(sum_sq, 0.01 * a.size());
+  }
+}
+
+}  // namespace
+}  // namespace latte
