@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "kernels/attention.h"
+#include "kernels/attention_internal.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/silu_mul.h"
@@ -764,6 +766,215 @@ TEST(KernelsMergeAttentionPartials, ThreeSplitsEqualOneShot) {
       std::vector<float> lse2(heads, NAN);
       MergeAttentionPartials(alias_outs, lses, 3, heads, kValueDim, alias.out.data(), lse2.data());
       ExpectAllNear(alias.out, out, 0.0, "merged in place into outs[0]");
+    }
+  }
+}
+
+
+// ---- SharedKeyAttention block kernels (attention_internal.h), each variant ----
+
+struct SharedKeyKernels {
+  const char* name;
+  decltype(&attention_internal::SharedKeyScoresPortable) scores;
+  decltype(&attention_internal::SharedKeySoftmaxPortable) softmax;
+  decltype(&attention_internal::SharedKeyAccumulatePortable) accumulate;
+};
+
+std::vector<SharedKeyKernels> SharedKeyKernelVariants() {
+  std::vector<SharedKeyKernels> v = {{"portable", attention_internal::SharedKeyScoresPortable,
+                                      attention_internal::SharedKeySoftmaxPortable,
+                                      attention_internal::SharedKeyAccumulatePortable}};
+  if (GetCpuFeatures().avx512f) {
+    v.push_back({"avx512", attention_internal::SharedKeyScoresAvx512,
+                 attention_internal::SharedKeySoftmaxAvx512,
+                 attention_internal::SharedKeyAccumulateAvx512});
+  }
+  return v;
+}
+
+struct BlockShape {
+  int64_t row_dim, value_dim;
+};
+constexpr BlockShape kBlockShapes[] = {{40, 32}, {72, 64}, {576, 512}, {33, 17}, {100, 79}};
+constexpr int64_t kBlockRows[] = {1, 2, 3, 4, 5, 15, 16, 17, 33, 63, 64};
+constexpr int64_t kBlockHeads[] = {1, 5, 128};
+constexpr int64_t kLd = attention_internal::kSharedKeyBlock;
+
+TEST(KernelsSharedKeyBlocks, ScoresMatchDouble) {
+  std::mt19937 rng(71);
+  const float scale = 0.3f;
+  for (const SharedKeyKernels& k : SharedKeyKernelVariants()) {
+    for (const BlockShape& s : kBlockShapes) {
+      for (int64_t heads : kBlockHeads) {
+        for (int64_t n : kBlockRows) {
+          SCOPED_TRACE(std::string(k.name) + " row_dim=" + std::to_string(s.row_dim) +
+                       " heads=" + std::to_string(heads) + " n=" + std::to_string(n));
+          const std::vector<float> q = RandomVector(heads * s.row_dim, rng);
+          const std::vector<float> rows = RandomVector(n * s.row_dim, rng);
+          std::vector<float> scores(heads * kLd, NAN);
+          k.scores(q.data(), heads, rows.data(), n, s.row_dim, scale, scores.data(), kLd);
+          size_t bad = 0;
+          for (int64_t h = 0; h < heads; ++h) {
+            for (int64_t t = 0; t < kLd; ++t) {
+              const float got = scores[h * kLd + t];
+              if (t >= n) {  // past the block: untouched
+                bad += !std::isnan(got);
+                continue;
+              }
+              double dot = 0, mag = 0;
+              for (int64_t j = 0; j < s.row_dim; ++j) {
+                const double x = double(q[h * s.row_dim + j]) * rows[t * s.row_dim + j];
+                dot += x;
+                mag += std::fabs(x);
+              }
+              // f32 accumulation error: well within 1e-5 of the sum of |terms|.
+              bad += !(std::fabs(got - scale * dot) <= 1e-5 * scale * mag + 1e-30);
+            }
+          }
+          EXPECT_EQ(bad, 0u);
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsSharedKeyBlocks, SoftmaxMatchesDouble) {
+  std::mt19937 rng(72);
+  for (const SharedKeyKernels& k : SharedKeyKernelVariants()) {
+    for (int64_t heads : kBlockHeads) {
+      for (int64_t n : kBlockRows) {
+        SCOPED_TRACE(std::string(k.name) + " heads=" + std::to_string(heads) + " n=" +
+                     std::to_string(n));
+        // First block (max = -inf, sum = 0), then a second one over the same state.
+        std::vector<float> max(heads, -std::numeric_limits<float>::infinity());
+        std::vector<float> sum(heads, 0.0f), rescale(heads, NAN);
+        std::vector<double> want_max(heads, -1e300), want_sum(heads, 0.0);
+        for (int pass = 0; pass < 2; ++pass) {
+          // Scores up to ±20 so exp spans a wide range; pass 1 shifts some heads up.
+          std::vector<float> scores = RandomVector(heads * kLd, rng, -20.0f, 20.0f);
+          if (pass == 1) {
+            for (int64_t h = 0; h < heads; h += 2) {
+              for (int64_t t = 0; t < n; ++t) scores[h * kLd + t] += 15.0f;
+            }
+          }
+          const std::vector<float> in = scores;
+          for (int64_t h = 0; h < heads; ++h) {
+            for (int64_t t = n; t < kLd; ++t) scores[h * kLd + t] = NAN;
+          }
+          k.softmax(scores.data(), kLd, heads, n, max.data(), sum.data(), rescale.data());
+          size_t bad = 0;
+          for (int64_t h = 0; h < heads; ++h) {
+            double m = want_max[h];
+            for (int64_t t = 0; t < n; ++t) m = std::max(m, double(in[h * kLd + t]));
+            const double r = std::exp(want_max[h] - m);
+            double block_sum = 0;
+            for (int64_t t = 0; t < n; ++t) {
+              const double e = std::exp(double(in[h * kLd + t]) - m);
+              block_sum += e;
+              // The f32 argument s - m is rounded (|s - m| <= 55: ~4e-6 abs), then exp.
+              bad += !(std::fabs(scores[h * kLd + t] - e) <= 1e-5 * e + 1e-30);
+            }
+            for (int64_t t = n; t < kLd; ++t) bad += !std::isnan(scores[h * kLd + t]);
+            want_sum[h] = want_sum[h] * r + block_sum;
+            want_max[h] = m;
+            bad += !(max[h] == static_cast<float>(m));
+            bad += !(std::fabs(rescale[h] - r) <= 1e-5 * r + 1e-30);
+            bad += !(std::fabs(sum[h] - want_sum[h]) <= 2e-5 * want_sum[h]);
+          }
+          EXPECT_EQ(bad, 0u) << "pass " << pass;
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsSharedKeyBlocks, AccumulateMatchesDouble) {
+  std::mt19937 rng(73);
+  for (const SharedKeyKernels& k : SharedKeyKernelVariants()) {
+    for (const BlockShape& s : kBlockShapes) {
+      for (int64_t heads : kBlockHeads) {
+        for (int64_t n : kBlockRows) {
+          for (bool with_rescale : {true, false}) {
+            SCOPED_TRACE(std::string(k.name) + " row_dim=" + std::to_string(s.row_dim) +
+                         " value_dim=" + std::to_string(s.value_dim) + " heads=" +
+                         std::to_string(heads) + " n=" + std::to_string(n) +
+                         " rescale=" + std::to_string(with_rescale));
+            const std::vector<float> p = RandomVector(heads * kLd, rng, 0.0f, 1.0f);
+            const std::vector<float> rows = RandomVector(n * s.row_dim, rng);
+            const std::vector<float> rescale = RandomVector(heads, rng, 0.0f, 1.0f);
+            const std::vector<float> acc0 = RandomVector(heads * s.value_dim, rng, -5.0f, 5.0f);
+            std::vector<float> acc = acc0;
+            k.accumulate(p.data(), kLd, heads, rows.data(), n, s.row_dim, s.value_dim,
+                         with_rescale ? rescale.data() : nullptr, acc.data());
+            size_t bad = 0;
+            for (int64_t h = 0; h < heads; ++h) {
+              const double r = with_rescale ? rescale[h] : 1.0;
+              for (int64_t j = 0; j < s.value_dim; ++j) {
+                double want = acc0[h * s.value_dim + j] * r;
+                double mag = std::fabs(want);
+                for (int64_t t = 0; t < n; ++t) {
+                  const double x = double(p[h * kLd + t]) * rows[t * s.row_dim + j];
+                  want += x;
+                  mag += std::fabs(x);
+                }
+                bad += !(std::fabs(acc[h * s.value_dim + j] - want) <= 1e-5 * mag + 1e-30);
+              }
+            }
+            EXPECT_EQ(bad, 0u);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Restores the detected CPU features when a test forces the portable kernels.
+class ScopedPortableKernels {
+ public:
+  explicit ScopedPortableKernels(bool portable) { SetPortableKernelsForTesting(portable); }
+  ~ScopedPortableKernels() { SetPortableKernelsForTesting(false); }
+};
+
+// At R1's widths (row_dim 576, value_dim 512), and at the tiny model-test widths:
+// the portable and dispatched (AVX-512 where available) paths both match the
+// double-precision reference, and each other.
+TEST(KernelsSharedKeyAttention, PortableAndDispatchedMatchReference) {
+  std::mt19937 rng(74);
+  ScopedOmpThreads scoped(2);
+  for (const BlockShape& s : {BlockShape{576, 512}, BlockShape{40, 32}}) {
+    for (int64_t num_rows : {1, 7, 130, 1000}) {
+      for (int64_t heads : {1, 5, 128}) {
+        SCOPED_TRACE("row_dim=" + std::to_string(s.row_dim) + " rows=" +
+                     std::to_string(num_rows) + " heads=" + std::to_string(heads));
+        const std::vector<float> q = RandomVector(heads * s.row_dim, rng);
+        const std::vector<float> rows = RandomVector(num_rows * s.row_dim, rng);
+        SharedKeyAttentionParams p;
+        p.q = q.data();
+        p.rows = rows.data();
+        p.num_rows = num_rows;
+        p.heads = heads;
+        p.row_dim = s.row_dim;
+        p.value_dim = s.value_dim;
+        p.scale = 1.0f / std::sqrt(float(s.row_dim)) * 3.0f;  // score std ~1.7
+        SharedResult want{std::vector<float>(heads * s.value_dim), std::vector<float>(heads)};
+        p.out = want.out.data();
+        p.lse = want.lse.data();
+        SharedKeyAttentionReference(p);
+        SharedResult got[2];
+        for (int portable = 0; portable < 2; ++portable) {
+          ScopedPortableKernels force(portable == 1);
+          got[portable] = {std::vector<float>(heads * s.value_dim, NAN),
+                           std::vector<float>(heads, NAN)};
+          p.out = got[portable].out.data();
+          p.lse = got[portable].lse.data();
+          SharedKeyAttention(p);
+          const std::string what = portable ? "portable" : "dispatched";
+          ExpectAllNear(got[portable].out, want.out, 2 * kAttnOutTol, what + " out");
+          ExpectAllNear(got[portable].lse, want.lse, 2 * kAttnLseTol, what + " lse");
+        }
+        ExpectAllNear(got[0].out, got[1].out, 2 * kAttnOutTol, "dispatched vs portable out");
+        ExpectAllNear(got[0].lse, got[1].lse, 2 * kAttnLseTol, "dispatched vs portable lse");
+      }
     }
   }
 }

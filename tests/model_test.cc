@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/cpu_features.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
 #include "test_models.h"
@@ -212,6 +213,27 @@ TEST(ModelErrors, ForwardRejectsBadTokensAndSpans) {
   EXPECT_NE(st.message().find("capacity"), std::string::npos) << st.message();
   st = model.Forward({1}, {SequenceSpan{cache.get(), 2, 1}}, LogitRows::kAll, logits);
   EXPECT_NE(st.message().find("cache holds 0"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace latte
+
+namespace latte {
+namespace {
+
+// The portable kernels (no AVX-512, no oneDNN bf16 GEMM) give the same model.
+TEST(ModelPortable, PortableKernelsMatchDispatchedKernels) {
+  const std::string dir = testing_models::MakeModel("tiny", MakeModelOverrides{});
+  auto w = ModelWeights::Load(dir, LoadOptions{MlaMode::kAbsorbed, false});
+  ASSERT_TRUE(w.ok());
+  const std::vector<int32_t> tokens = RandomTokens(24, w.value()->config().vocab_size, 77);
+  DeepSeekModel fast(*w.value());
+  const std::vector<float> expected = PrefillThenDecode(fast, tokens, 12);
+  SetPortableKernelsForTesting(true);
+  DeepSeekModel portable(*w.value());
+  const std::vector<float> got = PrefillThenDecode(portable, tokens, 12);
+  SetPortableKernelsForTesting(false);
+  EXPECT_LE(RelativeError(got, expected), kBf16Tolerance);
 }
 
 }  // namespace

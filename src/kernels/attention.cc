@@ -7,6 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "base/cpu_features.h"
+#include "kernels/attention_internal.h"
+
 namespace latte {
 namespace {
 
@@ -68,53 +71,155 @@ void CausalAttention(const CausalAttentionParams& p) {
   }
 }
 
+namespace attention_internal {
+
+// Portable block kernels: plain loops over the contiguous dimension with independent
+// partial sums, which GCC vectorises at the x86-64 baseline.
+
+void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, int64_t n,
+                             int64_t row_dim, float scale, float* scores, int64_t ld) {
+  constexpr int64_t kW = 8;  // partial sums per row
+  const int64_t full = row_dim / kW * kW;
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* qh = q + h * row_dim;
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {  // 4 rows per pass over q_h
+      const float* r0 = rows + t * row_dim;
+      const float* r1 = r0 + row_dim;
+      const float* r2 = r1 + row_dim;
+      const float* r3 = r2 + row_dim;
+      float part[4][kW] = {};
+      for (int64_t k = 0; k < full; k += kW) {
+        for (int64_t j = 0; j < kW; ++j) {
+          const float x = qh[k + j];
+          part[0][j] += x * r0[k + j];
+          part[1][j] += x * r1[k + j];
+          part[2][j] += x * r2[k + j];
+          part[3][j] += x * r3[k + j];
+        }
+      }
+      const float* rr[4] = {r0, r1, r2, r3};
+      for (int r = 0; r < 4; ++r) {
+        float acc = 0;
+        for (int64_t j = 0; j < kW; ++j) acc += part[r][j];
+        for (int64_t k = full; k < row_dim; ++k) acc += qh[k] * rr[r][k];
+        scores[h * ld + t + r] = scale * acc;
+      }
+    }
+    for (; t < n; ++t) {
+      const float* row = rows + t * row_dim;
+      float part[kW] = {};
+      for (int64_t k = 0; k < full; k += kW) {
+        for (int64_t j = 0; j < kW; ++j) part[j] += qh[k + j] * row[k + j];
+      }
+      float acc = 0;
+      for (int64_t j = 0; j < kW; ++j) acc += part[j];
+      for (int64_t k = full; k < row_dim; ++k) acc += qh[k] * row[k];
+      scores[h * ld + t] = scale * acc;
+    }
+  }
+}
+
+void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
+                              float* sum, float* rescale) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float* sc = scores + h * ld;
+    float block_max = kNegInf;
+    for (int64_t t = 0; t < n; ++t) block_max = std::max(block_max, sc[t]);
+    const float new_max = std::max(max[h], block_max);
+    const float r = std::exp(max[h] - new_max);  // 0 on the first block
+    float block_sum = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      sc[t] = std::exp(sc[t] - new_max);
+      block_sum += sc[t];
+    }
+    sum[h] = sum[h] * r + block_sum;
+    max[h] = new_max;
+    rescale[h] = r;
+  }
+}
+
+void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, const float* rows,
+                                 int64_t n, int64_t row_dim, int64_t value_dim,
+                                 const float* rescale, float* acc) {
+  // A 32-column slice of acc[h] stays in registers over the block's rows; column
+  // slices are the outer loop so the rows' slice (n x 128 B) stays in L1.
+  constexpr int64_t kCols = 32;
+  int64_t c = 0;
+  for (; c + kCols <= value_dim; c += kCols) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* out = acc + h * value_dim + c;
+      const float s = rescale ? rescale[h] : 1.0f;
+      float a[kCols];
+      for (int64_t j = 0; j < kCols; ++j) a[j] = out[j] * s;
+      for (int64_t t = 0; t < n; ++t) {
+        const float w = p[h * ld + t];
+        const float* row = rows + t * row_dim + c;
+        for (int64_t j = 0; j < kCols; ++j) a[j] += w * row[j];
+      }
+      for (int64_t j = 0; j < kCols; ++j) out[j] = a[j];
+    }
+  }
+  if (c == value_dim) return;
+  const int64_t rest = value_dim - c;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* out = acc + h * value_dim + c;
+    const float s = rescale ? rescale[h] : 1.0f;
+    float a[kCols];
+    for (int64_t j = 0; j < rest; ++j) a[j] = out[j] * s;
+    for (int64_t t = 0; t < n; ++t) {
+      const float w = p[h * ld + t];
+      const float* row = rows + t * row_dim + c;
+      for (int64_t j = 0; j < rest; ++j) a[j] += w * row[j];
+    }
+    for (int64_t j = 0; j < rest; ++j) out[j] = a[j];
+  }
+}
+
+}  // namespace attention_internal
+
 namespace {
+
+using attention_internal::kSharedKeyBlock;
 
 // Online-softmax state of all heads over one split of the rows.
 struct SharedKeySplit {
-  std::vector<float> acc;     // acc: [heads, value_dim], unnormalised
-  std::vector<float> max;     // max: [heads]
-  std::vector<float> sum;     // sum: [heads]
-  std::vector<float> scores;  // scores: [heads, kBlock]
+  std::vector<float> acc;      // acc: [heads, value_dim], unnormalised
+  std::vector<float> max;      // max: [heads]
+  std::vector<float> sum;      // sum: [heads]
+  std::vector<float> rescale;  // rescale: [heads], of the latest block
+  std::vector<float> scores;   // scores: [heads, kSharedKeyBlock]
 };
 
 // Rows are taken in blocks so the scores of one block for all heads stay in L1/L2
-// (128 heads × 64 rows × 4 B = 32 KiB) while each row is read once for every head.
-constexpr int64_t kBlock = 64;
-
-void RunSplit(const SharedKeyAttentionParams& p, int64_t begin, int64_t end, SharedKeySplit& s) {
+// (128 heads × 64 rows × 4 B = 32 KiB) while each row is read once for every head:
+// the block kernels (attention_internal.h) compute the block's scores of all heads,
+// the online-softmax step, then rescale acc and add the block's weighted rows to it.
+void RunSplit(const SharedKeyAttentionParams& p, int64_t begin, int64_t end, bool avx512,
+              SharedKeySplit& s) {
+  namespace ai = attention_internal;
   s.acc.assign(p.heads * p.value_dim, 0.0f);
   s.max.assign(p.heads, kNegInf);
   s.sum.assign(p.heads, 0.0f);
-  s.scores.resize(p.heads * kBlock);
-  for (int64_t block = begin; block < end; block += kBlock) {
-    const int64_t n = std::min(kBlock, end - block);
-    for (int64_t t = 0; t < n; ++t) {
-      const float* row = p.rows + (block + t) * p.row_dim;
-      for (int64_t h = 0; h < p.heads; ++h) {
-        s.scores[h * kBlock + t] = p.scale * Dot(p.q + h * p.row_dim, row, p.row_dim);
-      }
-    }
-    for (int64_t h = 0; h < p.heads; ++h) {
-      float* sc = &s.scores[h * kBlock];
-      float block_max = kNegInf;
-      for (int64_t t = 0; t < n; ++t) block_max = std::max(block_max, sc[t]);
-      const float new_max = std::max(s.max[h], block_max);
-      const float rescale = std::exp(s.max[h] - new_max);  // 0 on the first block
-      float block_sum = 0;
-      for (int64_t t = 0; t < n; ++t) {
-        sc[t] = std::exp(sc[t] - new_max);
-        block_sum += sc[t];
-      }
-      s.sum[h] = s.sum[h] * rescale + block_sum;
-      s.max[h] = new_max;
-      if (rescale != 1.0f) Scale(rescale, &s.acc[h * p.value_dim], p.value_dim);
-    }
-    for (int64_t t = 0; t < n; ++t) {
-      const float* row = p.rows + (block + t) * p.row_dim;
-      for (int64_t h = 0; h < p.heads; ++h) {
-        Axpy(s.scores[h * kBlock + t], row, &s.acc[h * p.value_dim], p.value_dim);
-      }
+  s.rescale.resize(p.heads);
+  s.scores.resize(p.heads * kSharedKeyBlock);
+  for (int64_t block = begin; block < end; block += kSharedKeyBlock) {
+    const int64_t n = std::min(kSharedKeyBlock, end - block);
+    const float* rows = p.rows + block * p.row_dim;
+    if (avx512) {
+      ai::SharedKeyScoresAvx512(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
+                                kSharedKeyBlock);
+      ai::SharedKeySoftmaxAvx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
+                                 s.sum.data(), s.rescale.data());
+      ai::SharedKeyAccumulateAvx512(s.scores.data(), kSharedKeyBlock, p.heads, rows, n,
+                                    p.row_dim, p.value_dim, s.rescale.data(), s.acc.data());
+    } else {
+      ai::SharedKeyScoresPortable(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
+                                  kSharedKeyBlock);
+      ai::SharedKeySoftmaxPortable(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
+                                   s.sum.data(), s.rescale.data());
+      ai::SharedKeyAccumulatePortable(s.scores.data(), kSharedKeyBlock, p.heads, rows, n,
+                                      p.row_dim, p.value_dim, s.rescale.data(), s.acc.data());
     }
   }
 }
@@ -128,11 +233,12 @@ void SharedKeyAttention(const SharedKeyAttentionParams& p) {
   thread_local std::vector<SharedKeySplit> states;
   if (static_cast<int64_t>(states.size()) < splits) states.resize(splits);
   std::vector<SharedKeySplit>& st = states;
+  const bool avx512 = GetCpuFeatures().avx512f;
 #pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
   for (int64_t i = 0; i < splits; ++i) {
     const int64_t begin = p.num_rows * i / splits;
     const int64_t end = p.num_rows * (i + 1) / splits;
-    RunSplit(p, begin, end, st[i]);
+    RunSplit(p, begin, end, avx512, st[i]);
   }
   // Combine: out_h = Σ_i e^{m_i} acc_i / Σ_i e^{m_i} sum_i, relative to the largest m_i.
   for (int64_t h = 0; h < p.heads; ++h) {

@@ -1,0 +1,273 @@
+// AVX-512 block kernels of SharedKeyAttention (absorbed-MLA decode attention).
+//
+// Per block of n <= 64 cache rows, for all heads:
+//  - scores: register tiles of 4 heads x 4 rows (16 zmm accumulators) over the
+//    row_dim-wide dot products: 8 loads per 16 FMAs; the 16 sums are reduced
+//    together by a transpose-add network (45 shuffles/adds per tile instead of
+//    16 separate horizontal reductions);
+//  - softmax: max, a vectorised exp and sums, 16 scores at a time;
+//  - values: tiles of 4 heads x 64 value columns (16 zmm accumulators) stay in
+//    registers over the block's rows, so acc is loaded (and rescaled) and stored
+//    once per block rather than once per row.
+// Widths that are not a multiple of 16 use masked loads/stores. The small loops over
+// a tile's heads/rows/vectors are fully unrolled so GCC keeps the accumulator arrays
+// in registers (otherwise it spills them to the stack every iteration).
+//
+// Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt); reached only through
+// attention.cc's dispatch after GetCpuFeatures().avx512f.
+// GCC 12's AVX-512 headers build some intrinsics (reduce_add, maskz loads) from
+// _mm512_undefined_*, which trips -Wuninitialized under -Werror: a false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/attention_internal.h"
+
+namespace latte::attention_internal {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline __mmask16 TailMask(int64_t count) {  // the low `count` lanes, count in [1, 16]
+  return static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// Lane k of the result = the sum of the 16 lanes of v[k].
+inline __m512 Reduce16(const __m512* v) {
+  __m512 a[8];
+  #pragma GCC unroll 16
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [v2i, v2i+1, v2i, v2i+1]
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 c[4];
+  #pragma GCC unroll 16
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: [v4i .. v4i+3]
+    const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
+    c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  __m512 d[2];
+  #pragma GCC unroll 16
+  for (int i = 0; i < 2; ++i) {  // 128-bit lanes: [c2i (L0+L1), c2i (L2+L3), c2i+1 .., ..]
+    d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// scores[h * ld + r] = scale · q[h] · rows[r] for h < H, r < R.
+template <int H, int R>
+inline void ScoresTile(const float* q, const float* rows, int64_t row_dim, float scale,
+                       float* scores, int64_t ld) {
+  __m512 acc[H][R];
+  #pragma GCC unroll 16
+  for (int h = 0; h < H; ++h) {
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[h][r] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 16 <= row_dim; k += 16) {
+    __m512 rv[R];
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) rv[r] = _mm512_loadu_ps(rows + r * row_dim + k);
+    #pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q + h * row_dim + k);
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[h][r] = _mm512_fmadd_ps(qv, rv[r], acc[h][r]);
+    }
+  }
+  if (k < row_dim) {
+    const __mmask16 m = TailMask(row_dim - k);
+    __m512 rv[R];
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) rv[r] = _mm512_maskz_loadu_ps(m, rows + r * row_dim + k);
+    #pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * row_dim + k);
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[h][r] = _mm512_fmadd_ps(qv, rv[r], acc[h][r]);
+    }
+  }
+  if constexpr (H == 4 && R == 4) {
+    const __m512 s = _mm512_mul_ps(Reduce16(&acc[0][0]), _mm512_set1_ps(scale));
+    _mm_storeu_ps(scores + 0 * ld, _mm512_extractf32x4_ps(s, 0));
+    _mm_storeu_ps(scores + 1 * ld, _mm512_extractf32x4_ps(s, 1));
+    _mm_storeu_ps(scores + 2 * ld, _mm512_extractf32x4_ps(s, 2));
+    _mm_storeu_ps(scores + 3 * ld, _mm512_extractf32x4_ps(s, 3));
+  } else {
+    #pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) scores[h * ld + r] = scale * _mm512_reduce_add_ps(acc[h][r]);
+    }
+  }
+}
+
+template <int H>
+inline void ScoresHeads(const float* q, const float* rows, int64_t n, int64_t row_dim,
+                        float scale, float* scores, int64_t ld) {
+  int64_t t = 0;
+  for (; t + 4 <= n; t += 4) ScoresTile<H, 4>(q, rows + t * row_dim, row_dim, scale, scores + t, ld);
+  switch (n - t) {
+    case 3: ScoresTile<H, 3>(q, rows + t * row_dim, row_dim, scale, scores + t, ld); break;
+    case 2: ScoresTile<H, 2>(q, rows + t * row_dim, row_dim, scale, scores + t, ld); break;
+    case 1: ScoresTile<H, 1>(q, rows + t * row_dim, row_dim, scale, scores + t, ld); break;
+    default: break;
+  }
+}
+
+// e^x for x <= 0 (Cephes expf: range reduction by ln 2, degree-6 polynomial,
+// scalef for 2^n, which also flushes very negative x to ~0). Max rel. error ~2 ulp.
+inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// acc[h * lda + v * 16 + i] = acc · rescale[h] + Σ_t p[h * ld + t] · rows[t * row_dim + v * 16 + i]
+// for h < H, v < V; the last vector is masked by `last`.
+template <int H, int V>
+inline void AccumulateTile(const float* p, int64_t ld, const float* rows, int64_t n,
+                           int64_t row_dim, const float* rescale, float* acc, int64_t lda,
+                           __mmask16 last) {
+  __m512 a[H][V];
+  #pragma GCC unroll 16
+  for (int h = 0; h < H; ++h) {
+    #pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 m = v == V - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      a[h][v] = _mm512_maskz_loadu_ps(m, acc + h * lda + v * 16);
+    }
+    if (rescale != nullptr) {
+      const __m512 s = _mm512_set1_ps(rescale[h]);
+      #pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) a[h][v] = _mm512_mul_ps(a[h][v], s);
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = rows + t * row_dim;
+    __m512 rv[V];
+    #pragma GCC unroll 16
+    for (int v = 0; v < V - 1; ++v) rv[v] = _mm512_loadu_ps(row + v * 16);
+    rv[V - 1] = _mm512_maskz_loadu_ps(last, row + (V - 1) * 16);
+    #pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      const __m512 w = _mm512_set1_ps(p[h * ld + t]);
+      #pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) a[h][v] = _mm512_fmadd_ps(w, rv[v], a[h][v]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int h = 0; h < H; ++h) {
+    #pragma GCC unroll 16
+    for (int v = 0; v < V - 1; ++v) _mm512_storeu_ps(acc + h * lda + v * 16, a[h][v]);
+    _mm512_mask_storeu_ps(acc + h * lda + (V - 1) * 16, last, a[h][V - 1]);
+  }
+}
+
+constexpr int kAccHeads = 4;  // heads per value tile
+constexpr int kAccVecs = 4;   // 16-float vectors per value tile
+
+// One column range (V vectors, the last masked by `last`) of acc for all heads. Column
+// ranges are the outer loop so the block's slice of rows (n x 64 floats, <= 16 KiB)
+// stays in L1 while every head tile reads it.
+template <int V>
+inline void AccumulateColumns(const float* p, int64_t ld, int64_t heads, const float* rows,
+                              int64_t n, int64_t row_dim, int64_t lda, const float* rescale,
+                              float* acc, __mmask16 last) {
+  int64_t h = 0;
+  for (; h + kAccHeads <= heads; h += kAccHeads) {
+    AccumulateTile<kAccHeads, V>(p + h * ld, ld, rows, n, row_dim,
+                                 rescale ? rescale + h : nullptr, acc + h * lda, lda, last);
+  }
+  const float* rs = rescale ? rescale + h : nullptr;
+  switch (heads - h) {
+    case 3: AccumulateTile<3, V>(p + h * ld, ld, rows, n, row_dim, rs, acc + h * lda, lda, last); break;
+    case 2: AccumulateTile<2, V>(p + h * ld, ld, rows, n, row_dim, rs, acc + h * lda, lda, last); break;
+    case 1: AccumulateTile<1, V>(p + h * ld, ld, rows, n, row_dim, rs, acc + h * lda, lda, last); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void SharedKeyScoresAvx512(const float* q, int64_t heads, const float* rows, int64_t n,
+                           int64_t row_dim, float scale, float* scores, int64_t ld) {
+  int64_t h = 0;
+  for (; h + 4 <= heads; h += 4) {
+    ScoresHeads<4>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld);
+  }
+  switch (heads - h) {
+    case 3: ScoresHeads<3>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld); break;
+    case 2: ScoresHeads<2>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld); break;
+    case 1: ScoresHeads<1>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld); break;
+    default: break;
+  }
+}
+
+void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
+                            float* sum, float* rescale) {
+  const __m512 neg_inf = _mm512_set1_ps(kNegInf);
+  for (int64_t h = 0; h < heads; ++h) {
+    float* sc = scores + h * ld;
+    __m512 vmax = neg_inf;
+    for (int64_t t = 0; t < n; t += 16) {
+      const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
+      vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, m, sc + t));
+    }
+    const float new_max = std::max(max[h], _mm512_reduce_max_ps(vmax));
+    const float r = std::exp(max[h] - new_max);  // 0 on the first block
+    const __m512 vnew = _mm512_set1_ps(new_max);
+    __m512 vsum = _mm512_setzero_ps();
+    for (int64_t t = 0; t < n; t += 16) {
+      const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
+      const __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + t), vnew));
+      _mm512_mask_storeu_ps(sc + t, m, e);
+      vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+    }
+    sum[h] = sum[h] * r + _mm512_reduce_add_ps(vsum);
+    max[h] = new_max;
+    rescale[h] = r;
+  }
+}
+
+void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const float* rows,
+                               int64_t n, int64_t row_dim, int64_t value_dim,
+                               const float* rescale, float* acc) {
+  constexpr int64_t kCols = kAccVecs * 16;
+  const __mmask16 full = static_cast<__mmask16>(0xFFFF);
+  int64_t c = 0;
+  for (; c + kCols <= value_dim; c += kCols) {
+    AccumulateColumns<kAccVecs>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c,
+                                full);
+  }
+  const int64_t rest = value_dim - c;
+  if (rest == 0) return;
+  const __mmask16 last = TailMask(rest - (rest - 1) / 16 * 16);
+  switch ((rest + 15) / 16) {
+    case 1: AccumulateColumns<1>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
+    case 2: AccumulateColumns<2>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
+    case 3: AccumulateColumns<3>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
+    case 4: AccumulateColumns<4>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
+    default: break;
+  }
+}
+
+}  // namespace latte::attention_internal
