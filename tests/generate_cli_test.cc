@@ -1,0 +1,94 @@
+// `latte generate` end to end: the ids it prints and the .npy it writes match an
+// in-process greedy run of the same model.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "base/npy.h"
+#include "engine/greedy_generate.h"
+#include "model/deepseek.h"
+#include "test_models.h"
+
+namespace latte {
+namespace {
+
+std::string RunCommand(const std::string& cmd, int* exit_code) {
+  std::string out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(GenerateCli, IdsAndLogitsFileMatchInProcessRun) {
+  const std::string dir = testing_models::MakeModel("tiny", MakeModelOverrides{});
+  const std::string npy = testing_models::TempRoot() + "/logits.npy";
+  const std::vector<int32_t> prompt = {3, 141, 59, 26, 5};
+  const int64_t max_tokens = 7;
+  for (const char* mode : {"absorbed", "materialized", "naive"}) {
+    SCOPED_TRACE(mode);
+    int code = 0;
+    const std::string out = RunCommand(std::string(LATTE_BINARY) + " generate --model " + dir +
+                                           " --prompt-ids 3,141,59,26,5 --max-tokens 7 --threads 2 --mla-mode " +
+                                           mode + " --logits-out " + npy + " 2>/dev/null",
+                                       &code);
+    ASSERT_EQ(code, 0) << out;
+
+    auto weights = ModelWeights::Load(dir, LoadOptions{*ParseMlaMode(mode), false});
+    ASSERT_TRUE(weights.ok());
+    DeepSeekModel model(*weights.value());
+    auto expected = GreedyGenerate(model, prompt, max_tokens, true);
+    ASSERT_TRUE(expected.ok());
+    std::string ids;
+    for (size_t i = 0; i < expected->tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(expected->tokens[i]);
+    EXPECT_EQ(out, ids + "\n");
+
+    std::vector<int64_t> shape;
+    auto logits = ReadNpyF32(npy, &shape);
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+    const int64_t vocab = weights.value()->config().vocab_size;
+    ASSERT_EQ(shape, (std::vector<int64_t>{static_cast<int64_t>(prompt.size()) + max_tokens - 1, vocab}));
+    ASSERT_EQ(logits->size(), expected->logits.size());
+    for (size_t i = 0; i < logits->size(); ++i) ASSERT_EQ((*logits)[i], expected->logits[i]) << i;
+    // Row P-1 predicts the first generated token, row P+i the token after generated i.
+    for (int64_t i = 0; i < max_tokens; ++i) {
+      const float* row = logits->data() + (prompt.size() - 1 + i) * vocab;
+      EXPECT_EQ(ArgMax(row, vocab), expected->tokens[i]);
+    }
+  }
+}
+
+TEST(GenerateCli, BadArgumentsAreOneLineErrors) {
+  const std::string dir = testing_models::MakeModel("tiny", MakeModelOverrides{});
+  for (const std::string args : {"--prompt-ids 1,x,3", "--prompt-ids 1,2 --mla-mode fast",
+                                 "--prompt-ids 1,99999", "--prompt-ids 1,2 --max-tokens 0"}) {
+    SCOPED_TRACE(args);
+    int code = 0;
+    const std::string err =
+        RunCommand(std::string(LATTE_BINARY) + " generate --model " + dir + " " + args + " 2>&1 >/dev/null", &code);
+    EXPECT_NE(code, 0);
+    // Exactly one error line, naming the command (load progress may precede it).
+    std::istringstream lines(err);
+    int error_lines = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("error") != std::string::npos) {
+        ++error_lines;
+        EXPECT_EQ(line.rfind("latte generate: error: ", 0), 0u) << line;
+      }
+    }
+    EXPECT_EQ(error_lines, 1) << err;
+    EXPECT_NE(err.find("error"), std::string::npos) << err;
+  }
+}
+
+}  // namespace
+}  // namespace latte
