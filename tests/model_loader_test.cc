@@ -219,6 +219,38 @@ TEST(ModelLoader, LayersPastNumHiddenLayersAreSkipped) {
   EXPECT_EQ(with_mtp, plain);
 }
 
+// An F16 checkpoint loads (converted to the bf16 compute precision) and gives the
+// logits of the bf16 checkpoint it was made from: bf16 → f16 is exact except for
+// values below f16's normal range (2^-14), which lose a few low bits.
+TEST(ModelLoader, F16CheckpointMatchesBf16) {
+  const std::string src = TinyBf16();
+  const std::string dir = CopyModel(src, "f16", [](std::vector<TensorCopy>& ts) {
+    for (auto& t : ts) {
+      if (t.dtype != DType::kBF16) continue;
+      std::vector<uint8_t> out(t.bytes.size());
+      for (size_t i = 0; i < t.bytes.size() / 2; ++i) {
+        bf16 v;
+        std::memcpy(&v, &t.bytes[2 * i], 2);
+        const uint16_t h = F32ToF16(Bf16ToF32(v));
+        std::memcpy(&out[2 * i], &h, 2);
+      }
+      t.dtype = DType::kF16;
+      t.bytes = std::move(out);
+    }
+  });
+  const std::vector<int32_t> tokens = {9, 8, 400, 33, 2, 71};
+  const std::vector<float> a = Logits(dir, tokens);
+  const std::vector<float> b = Logits(src, tokens);
+  ASSERT_EQ(a.size(), b.size());
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
+  }
+  EXPECT_LE(std::sqrt(diff / ref), 1e-3);
+  EXPECT_GT(ref, 0.01 * a.size());
+}
+
 // Writes the fp8 model's weights dequantized (fp8 value × its block's scale_inv) as bf16.
 std::string DequantizedCopy(const std::string& fp8_dir, const std::string& name) {
   auto ck = Checkpoint::Open(fp8_dir);
