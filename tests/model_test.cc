@@ -123,6 +123,7 @@ class ModelModes : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(ModelModes, ThreeModesAgreeAndIncrementalEqualsFull) {
   const ModelCase& mc = GetParam();
+  if (mc.preset == "r1" && testing_models::SkipLargeModels()) GTEST_SKIP() << "LATTE_SMALL_TESTS=1";
   const std::string dir = MakeModel(mc.preset, mc.overrides);
   auto naive_w = Load(dir, MlaMode::kNaive);
   auto absorbed_w = Load(dir, MlaMode::kAbsorbed);

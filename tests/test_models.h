@@ -12,6 +12,13 @@
 
 namespace latte::testing_models {
 
+// LATTE_SMALL_TESTS=1 skips the r1-shaped models (GBs of weights): for sanitizer
+// builds, where they would take most of an hour. CI runs them.
+inline bool SkipLargeModels() {
+  const char* v = std::getenv("LATTE_SMALL_TESTS");
+  return v != nullptr && std::string(v) == "1";
+}
+
 inline std::string TempRoot() {
   static const std::string root = [] {
     std::string tmpl = (std::filesystem::temp_directory_path() / "latte-test-XXXXXX").string();

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "engine/attention_benchmark.h"
+#include "kernels/memory_probe.h"
 #include "model/presets.h"
 
 namespace latte::cli {
@@ -24,15 +25,42 @@ struct AttnArgs {
   bool json = false;
 };
 
+struct PrintContext {
+  bool json = false;
+  double read_gbps = 0;  // the machine's read bandwidth, measured at the start of the run
+  std::vector<AttentionBenchPoint> points;
+};
+
+// materialized / absorbed time for every (batch, context) measured in both modes.
+void PrintRatios(const std::vector<AttentionBenchPoint>& points) {
+  bool header = false;
+  for (const AttentionBenchPoint& a : points) {
+    if (a.mode != MlaMode::kAbsorbed) continue;
+    for (const AttentionBenchPoint& m : points) {
+      if (m.mode != MlaMode::kMaterialized || m.batch != a.batch || m.context != a.context) continue;
+      if (!header) {
+        std::printf("\n%6s %8s %22s %22s %20s\n", "batch", "context", "time mat/abs", "weight bytes mat/abs",
+                    "FLOPs mat/abs");
+        header = true;
+      }
+      std::printf("%6lld %8lld %21.2fx %21.2fx %19.2fx\n", static_cast<long long>(a.batch),
+                  static_cast<long long>(a.context), m.ms_per_step / a.ms_per_step,
+                  double(m.weight_bytes) / a.weight_bytes, double(m.flops) / a.flops);
+    }
+  }
+}
+
 void PrintPoint(const AttentionBenchPoint& p, void* user) {
-  const bool json = *static_cast<const bool*>(user);
+  auto& ctx = *static_cast<PrintContext*>(user);
+  ctx.points.push_back(p);
+  const bool json = ctx.json;
   if (json) {
     nlohmann::json j = {{"mode", MlaModeName(p.mode)},   {"batch", p.batch},
                         {"context", p.context},          {"ms_per_step", p.ms_per_step},
                         {"steps", p.steps},              {"weight_bytes", p.weight_bytes},
                         {"kv_bytes", p.kv_bytes},        {"flops", p.flops},
                         {"achieved_gbps", p.achieved_gbps}, {"achieved_gflops", p.achieved_gflops},
-                        {"threads", omp_get_max_threads()}};
+                        {"threads", omp_get_max_threads()}, {"machine_read_gbps", ctx.read_gbps}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%-13s %6lld %8lld %11.3f %14.1f %12.1f %10.1f %10.1f\n",
@@ -66,15 +94,18 @@ Status RunAttn(const AttnArgs& args) {
   options.batches = args.batches;
   options.contexts = args.contexts;
   options.min_seconds = args.min_seconds;
+  PrintContext ctx{args.json, MeasureReadBandwidthGBps(), {}};
   if (!args.json) {
+    std::printf("machine read bandwidth (1 GiB, %d threads): %.1f GB/s\n", omp_get_max_threads(), ctx.read_gbps);
     std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, f32 latent cache, %d threads\n",
                 static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_attention_heads),
                 static_cast<long long>(config.kv_lora_rank), omp_get_max_threads());
     std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s\n", "mode", "batch", "context", "ms/step",
                 "weight MB/step", "GFLOP/step", "GB/s", "GFLOP/s");
   }
-  bool json = args.json;
-  return RunAttentionBenchmark(config, options, &PrintPoint, &json);
+  LATTE_RETURN_IF_ERROR(RunAttentionBenchmark(config, options, &PrintPoint, &ctx));
+  if (!args.json) PrintRatios(ctx.points);
+  return Status::Ok();
 }
 
 }  // namespace
