@@ -2,8 +2,12 @@
 # Installs what latte needs to build and test, from Debian 12's packages only.
 # Skips apt entirely when everything is already there.
 set -euo pipefail
-packages=(cmake g++ make libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
-          libomp-dev)
+packages=(cmake g++ make pkg-config libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+          libbenchmark-dev libomp-dev libpcre2-dev)
+# Node.js runs the reference tokenizer and template engine in tests (tests/npm/);
+# the machines ship one, Debian's packages are the fallback.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# The third-party references the tests compare against, at the lockfile's versions.
+(cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
 if [ "${SANITIZE:-0}" = 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLATTE_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$(nproc)"
