@@ -139,40 +139,43 @@ void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t 
   }
 }
 
+namespace {
+
+// One head's columns [c, c + width) of acc, held in a local array (registers when
+// kWidth is a compile-time constant) while the block's rows stream past.
+template <int64_t kWidth>
+void AccumulateSlice(const float* p_h, const float* rows, int64_t n, int64_t row_dim, int64_t c,
+                     int64_t width, float rescale, float* out) {
+  const int64_t w = kWidth > 0 ? kWidth : width;
+  float a[kWidth > 0 ? kWidth : 32];
+  for (int64_t j = 0; j < w; ++j) a[j] = out[j] * rescale;
+  for (int64_t t = 0; t < n; ++t) {
+    const float weight = p_h[t];
+    const float* row = rows + t * row_dim + c;
+    for (int64_t j = 0; j < w; ++j) a[j] += weight * row[j];
+  }
+  for (int64_t j = 0; j < w; ++j) out[j] = a[j];
+}
+
+}  // namespace
+
 void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, const float* rows,
                                  int64_t n, int64_t row_dim, int64_t value_dim,
                                  const float* rescale, float* acc) {
   // A 32-column slice of acc[h] stays in registers over the block's rows; column
   // slices are the outer loop so the rows' slice (n x 128 B) stays in L1.
   constexpr int64_t kCols = 32;
-  int64_t c = 0;
-  for (; c + kCols <= value_dim; c += kCols) {
+  for (int64_t c = 0; c < value_dim; c += kCols) {
+    const int64_t width = std::min(kCols, value_dim - c);
     for (int64_t h = 0; h < heads; ++h) {
       float* out = acc + h * value_dim + c;
       const float s = rescale ? rescale[h] : 1.0f;
-      float a[kCols];
-      for (int64_t j = 0; j < kCols; ++j) a[j] = out[j] * s;
-      for (int64_t t = 0; t < n; ++t) {
-        const float w = p[h * ld + t];
-        const float* row = rows + t * row_dim + c;
-        for (int64_t j = 0; j < kCols; ++j) a[j] += w * row[j];
+      if (width == kCols) {
+        AccumulateSlice<kCols>(p + h * ld, rows, n, row_dim, c, width, s, out);
+      } else {
+        AccumulateSlice<0>(p + h * ld, rows, n, row_dim, c, width, s, out);
       }
-      for (int64_t j = 0; j < kCols; ++j) out[j] = a[j];
     }
-  }
-  if (c == value_dim) return;
-  const int64_t rest = value_dim - c;
-  for (int64_t h = 0; h < heads; ++h) {
-    float* out = acc + h * value_dim + c;
-    const float s = rescale ? rescale[h] : 1.0f;
-    float a[kCols];
-    for (int64_t j = 0; j < rest; ++j) a[j] = out[j] * s;
-    for (int64_t t = 0; t < n; ++t) {
-      const float w = p[h * ld + t];
-      const float* row = rows + t * row_dim + c;
-      for (int64_t j = 0; j < rest; ++j) a[j] += w * row[j];
-    }
-    for (int64_t j = 0; j < rest; ++j) out[j] = a[j];
   }
 }
 
