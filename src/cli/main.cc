@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   latte::cli::AddMakeModelCommand(app);
   latte::cli::AddCalcCommand(app);
   latte::cli::AddBenchCommand(app);
+  latte::cli::AddTokenizeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -143,10 +143,17 @@ Result<std::string> TinyTokenizerJson(const ModelConfig& config) {
     if (!vocab.contains(left + right)) vocab[left + right] = ids.Next();
   }
 
+  // Each added token is also in model.vocab at its id, as in DeepSeek-V3's file:
+  // Hugging Face keeps an added token's declared id only when the vocab agrees,
+  // and renumbers it otherwise.
   ordered_json added = ordered_json::array();
-  added.push_back(AddedToken(bos, kBosToken));
-  added.push_back(AddedToken(eos, kEosToken));
-  for (const char* special : kExtraSpecials) added.push_back(AddedToken(ids.Next(), special));
+  auto add_special = [&](int64_t id, const char* text) {
+    added.push_back(AddedToken(id, text));
+    vocab[text] = id;
+  };
+  add_special(bos, kBosToken);
+  add_special(eos, kEosToken);
+  for (const char* special : kExtraSpecials) add_special(ids.Next(), special);
 
   ordered_json j;
   j["version"] = "1.0";
