@@ -1,11 +1,17 @@
-// latte generate: greedy generation from prompt ids, with prefill/decode speed.
+// latte generate: from prompt ids (greedy; ids out, optional logits file) or from
+// text (optionally through the chat template; sampled; text streamed to stdout).
 #include <cstdio>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "base/npy.h"
 #include "cli/commands.h"
 #include "engine/greedy_generate.h"
+#include "engine/text_generation.h"
 #include "model/deepseek.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace latte::cli {
 namespace {
@@ -13,6 +19,12 @@ namespace {
 struct GenerateArgs {
   std::string model;
   std::string prompt_ids;
+  std::string prompt;
+  bool chat = false;
+  std::string system;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
   int64_t max_tokens = 16;
   std::string mla_mode = "absorbed";
   int threads = 0;
@@ -37,24 +49,71 @@ Result<std::vector<int32_t>> ParseIds(const std::string& text) {
   return ids;
 }
 
+void ReportSpeed(size_t prompt_tokens, size_t generated, double prefill_seconds, double decode_seconds,
+                 const std::string& mode) {
+  std::fprintf(stderr, "prefill: %zu tokens, %.3f s, %.1f tok/s\n", prompt_tokens, prefill_seconds,
+               prompt_tokens / prefill_seconds);
+  if (generated > 1) {
+    std::fprintf(stderr, "decode: %zu tokens, %.3f s, %.2f tok/s (mla-mode %s)\n", generated - 1, decode_seconds,
+                 (generated - 1) / decode_seconds, mode.c_str());
+  }
+}
+
+// The prompt's ids: the text itself (no BOS: see text/tokenizer.h), or with --chat
+// the chat template rendered over [system,] user with the generation prompt (the
+// template writes BOS).
+Result<std::vector<int32_t>> TextPromptIds(const GenerateArgs& args, const Tokenizer& tokenizer) {
+  if (!args.chat) return tokenizer.Encode(args.prompt);
+  LATTE_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::FromTokenizerConfig(args.model + "/tokenizer_config.json"));
+  nlohmann::json messages = nlohmann::json::array();
+  if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
+  messages.push_back({{"role", "user"}, {"content", args.prompt}});
+  const nlohmann::json context = {{"messages", messages}, {"add_generation_prompt", true}};
+  LATTE_ASSIGN_OR_RETURN(std::string text, tmpl.Render(context));
+  return tokenizer.Encode(text);
+}
+
+Status RunTextGenerate(const GenerateArgs& args, DeepSeekModel& model) {
+  LATTE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromDirectory(args.model));
+  TextRequest request;
+  LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *tokenizer));
+  if (request.prompt.empty()) return Status::Error("--prompt encodes to no tokens");
+  request.sampling = args.sampling;
+  request.max_tokens = args.max_tokens;
+  request.stop = args.stop;
+  request.ignore_eos = args.ignore_eos;
+  LATTE_ASSIGN_OR_RETURN(TextResult r, GenerateText(model, *tokenizer, request, [](std::string_view piece) {
+                           std::fwrite(piece.data(), 1, piece.size(), stdout);
+                           std::fflush(stdout);
+                         }));
+  std::printf("\n");
+  std::fprintf(stderr, "finish_reason: %s\n", r.finish_reason.c_str());
+  ReportSpeed(request.prompt.size(), r.tokens.size(), r.prefill_seconds, r.decode_seconds, args.mla_mode);
+  return Status::Ok();
+}
+
 Status RunGenerate(const GenerateArgs& args) {
   SetThreads(args.threads);
   const auto mode = ParseMlaMode(args.mla_mode);
   if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive");
-  LATTE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(args.prompt_ids));
+  if (args.prompt_ids.empty() == args.prompt.empty()) {
+    return Status::Error("give exactly one of --prompt-ids and --prompt");
+  }
+  if (!args.prompt.empty() && !args.logits_out.empty()) return Status::Error("--logits-out needs --prompt-ids");
+  if (args.prompt.empty() && args.chat) return Status::Error("--chat needs --prompt");
+  LATTE_RETURN_IF_ERROR(args.sampling.Validate());
+  std::vector<int32_t> prompt;
+  if (!args.prompt_ids.empty()) {
+    LATTE_ASSIGN_OR_RETURN(prompt, ParseIds(args.prompt_ids));
+  }
   LATTE_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(args.model, LoadOptions{*mode, true}));
   DeepSeekModel model(*weights);
+  if (!args.prompt.empty()) return RunTextGenerate(args, model);
   LATTE_ASSIGN_OR_RETURN(GenerateResult r,
                          GreedyGenerate(model, prompt, args.max_tokens, !args.logits_out.empty()));
   for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", r.tokens[i]);
   std::printf("\n");
-  const double n = static_cast<double>(prompt.size());
-  std::fprintf(stderr, "prefill: %zu tokens, %.3f s, %.1f tok/s\n", prompt.size(), r.prefill_seconds,
-               n / r.prefill_seconds);
-  if (r.tokens.size() > 1) {
-    std::fprintf(stderr, "decode: %zu tokens, %.3f s, %.2f tok/s (mla-mode %s)\n", r.tokens.size() - 1,
-                 r.decode_seconds, (r.tokens.size() - 1) / r.decode_seconds, args.mla_mode.c_str());
-  }
+  ReportSpeed(prompt.size(), r.tokens.size(), r.prefill_seconds, r.decode_seconds, args.mla_mode);
   if (!args.logits_out.empty()) {
     const int64_t rows = static_cast<int64_t>(prompt.size() + r.tokens.size() - 1);
     LATTE_RETURN_IF_ERROR(WriteNpyF32(args.logits_out, {rows, model.config().vocab_size}, r.logits.data()));
@@ -68,7 +127,21 @@ void AddGenerateCommand(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from prompt token ids");
   cmd->add_option("--model", args->model, "Model directory (config.json + safetensors)")->required();
-  cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids")->required();
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids (greedy; ids printed)");
+  cmd->add_option("--prompt", args->prompt, "Prompt text (sampled; text streamed to stdout)");
+  cmd->add_flag("--chat", args->chat, "Wrap --prompt as a user turn with the model's chat template");
+  cmd->add_option("--system", args->system, "System message for --chat");
+  SamplingParams& sp = args->sampling;
+  cmd->add_option("--temperature", sp.temperature, "0: greedy")->capture_default_str();
+  cmd->add_option("--top-k", sp.top_k, "0 or -1: off")->capture_default_str();
+  cmd->add_option("--top-p", sp.top_p)->capture_default_str();
+  cmd->add_option("--min-p", sp.min_p)->capture_default_str();
+  cmd->add_option("--presence-penalty", sp.presence_penalty)->capture_default_str();
+  cmd->add_option("--frequency-penalty", sp.frequency_penalty)->capture_default_str();
+  cmd->add_option("--repetition-penalty", sp.repetition_penalty)->capture_default_str();
+  cmd->add_option("--seed", sp.seed, "Same seed, same tokens");
+  cmd->add_option("--stop", args->stop, "Stop string (repeatable, up to 4; not printed)");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS");
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--mla-mode", args->mla_mode, "absorbed | materialized | naive")->capture_default_str();
   cmd->add_option("--threads", args->threads, "Threads (0: every core)")->capture_default_str();
