@@ -78,7 +78,8 @@ Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vec
   for (const SequenceSpan& span : spans) span.cache->set_length(span.start + span.count);
 
   // Final norm and lm_head on the rows that need logits.
-  std::vector<int64_t> rows;
+  std::vector<int64_t>& rows = logit_rows_;
+  rows.clear();
   if (which == LogitRows::kAll) {
     for (int64_t t = 0; t < T; ++t) rows.push_back(t);
   } else {

@@ -44,6 +44,7 @@ class DeepSeekModel {
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;
   std::vector<float> hidden_, normed_, delta_, final_rows_;
+  std::vector<int64_t> logit_rows_;
 };
 
 }  // namespace latte

@@ -57,8 +57,10 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
   Matmul(x, T, w.kv_a_proj_with_mqa, kv);
   RmsNorm(kv, L, w.kv_a_layernorm.data(), T, d_c, eps, kv, L);
   int64_t* positions = Grow(s.positions, T);
-  std::vector<int64_t> latent_rows;
-  std::vector<const SequenceSpan*> latent_spans;
+  std::vector<int64_t>& latent_rows = s.latent_rows;
+  std::vector<const SequenceSpan*>& latent_spans = s.latent_spans;
+  latent_rows.clear();
+  latent_spans.clear();
   int64_t row = 0;
   for (const SequenceSpan& span : spans) {
     for (int64_t i = 0; i < span.count; ++i, ++row) {

@@ -54,6 +54,8 @@ struct MlaScratch {
   std::vector<float> c_q, kv, q, q_n, q_lat, q_r, query, o_lat, o_lat_h, o_h, o, kv_dec, k, v, rows_in,
       rows_out, lse, o_part, lse_part;
   std::vector<int64_t> positions;
+  std::vector<int64_t> latent_rows;                 // rows taking the latent path
+  std::vector<const SequenceSpan*> latent_spans;  // their spans
 };
 
 class MlaLayer {
