@@ -282,5 +282,43 @@ TEST(MatmulBatchedTest, LargeProblemsRunHeadsInTurn) {
   }
 }
 
+// MatmulMany: mixed shapes and m in one batch, big enough to run in parallel;
+// each product must equal Matmul() on it alone (bit for bit: every output row is
+// the same dot product whichever thread computes it).
+TEST(MatmulManyTest, MatchesMatmulOnEach) {
+  for (bool portable : {false, true}) {
+    SetPortableKernelsForTesting(portable);
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(portable ? "portable " : "fast ") + std::string(DTypeName(dtype)));
+      const int64_t shapes[][3] = {{1, 301, 257}, {1, 7, 33}, {3, 130, 512}, {1, 1, 1},
+                                   {2, 260, 129}, {8, 40, 64}, {1, 513, 128}};
+      std::vector<Problem> ps;
+      uint32_t seed = 20;
+      for (const auto& sh : shapes) ps.push_back(MakeProblem(sh[0], sh[1], sh[2], dtype, 1, seed++));
+      std::vector<std::vector<float>> y, y_one;
+      std::vector<matmul_internal::MatmulProblem> batch;
+      for (const Problem& p : ps) {
+        y.emplace_back(static_cast<size_t>(p.m * p.ldy), kSentinel);
+        y_one.emplace_back(static_cast<size_t>(p.m * p.ldy), kSentinel);
+      }
+      for (size_t i = 0; i < ps.size(); ++i) {
+        batch.push_back({ps[i].x.data(), ps[i].m, ps[i].ldx, ps[i].View(), y[i].data(),
+                         ps[i].ldy});
+      }
+      matmul_internal::MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const Problem& p = ps[i];
+        Matmul(p.x.data(), p.m, p.ldx, p.View(), y_one[i].data(), p.ldy);
+        const bool onednn_bf16 = dtype == DType::kBF16 && !portable &&
+                                 GetCpuFeatures().avx512f && p.m >= matmul_internal::kGemmMinRows;
+        ExpectClose(p.x.data(), p.m, p.ldx, p.View(), y[i].data(), p.ldy,
+                    onednn_bf16 ? kBf16XTol : kF32Tol);
+        for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << i << " " << j;
+      }
+    }
+  }
+  SetPortableKernelsForTesting(false);
+}
+
 }  // namespace
 }  // namespace latte

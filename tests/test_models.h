@@ -19,13 +19,32 @@ inline bool SkipLargeModels() {
   return v != nullptr && std::string(v) == "1";
 }
 
-inline std::string TempRoot() {
-  static const std::string root = [] {
+// A temp directory for this test process, removed with everything in it when the
+// process exits (the r1-shaped models are GBs: leaving them would fill the disk).
+class TempDirectory {
+ public:
+  TempDirectory() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "latte-test-XXXXXX").string();
     const char* dir = ::mkdtemp(tmpl.data());
-    return std::string(dir ? dir : "/tmp");
-  }();
-  return root;
+    if (dir == nullptr) {
+      ADD_FAILURE() << "mkdtemp failed for " << tmpl;
+      return;
+    }
+    path_ = dir;
+  }
+  ~TempDirectory() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string TempRoot() {
+  static const TempDirectory root;
+  return root.path();
 }
 
 // A model directory for (preset, overrides, dtype, seed), made on first use.

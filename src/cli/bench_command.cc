@@ -1,13 +1,18 @@
 // latte bench: measurements the project reports in docs/benchmarks.md.
-//   latte bench attn — one MLA layer's decode step in each mode (engine/attention_benchmark.h)
+//   latte bench attn    — one MLA layer's decode step in each mode (engine/attention_benchmark.h)
+//   latte bench machine — this machine's measured peaks (kernels/machine_probe.h)
+//   latte bench model   — whole-model pp / tg throughput against those peaks (engine/model_benchmark.h)
 #include <omp.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "engine/attention_benchmark.h"
+#include "engine/model_benchmark.h"
+#include "kernels/machine_probe.h"
 #include "kernels/memory_probe.h"
 #include "model/presets.h"
 
@@ -108,6 +113,145 @@ Status RunAttn(const AttnArgs& args) {
   return Status::Ok();
 }
 
+struct MachineArgs {
+  int threads = 0;
+  bool json = false;
+};
+
+nlohmann::json PeaksJson(const MachinePeaks& p) {
+  nlohmann::json j = {{"threads", p.threads},
+                      {"read_gbps", p.read_gbps},
+                      {"read_gbps_1thread", p.read_gbps_1thread},
+                      {"bf16_gflops", nullptr},
+                      {"f32_gflops", p.f32_gflops},
+                      {"f32_kernel", p.f32_kernel}};
+  if (p.bf16_gflops) j["bf16_gflops"] = *p.bf16_gflops;
+  return j;
+}
+
+void PrintPeaks(const MachinePeaks& p) {
+  std::printf("%-34s %12s\n", "probe", "peak");
+  std::printf("%-34s %9.1f GB/s\n", ("memory read, " + std::to_string(p.threads) + " threads").c_str(),
+              p.read_gbps);
+  std::printf("%-34s %9.1f GB/s\n", "memory read, 1 thread", p.read_gbps_1thread);
+  if (p.bf16_gflops) {
+    std::printf("%-34s %9.1f GFLOP/s\n", "bf16 dot (vdpbf16ps), all threads", *p.bf16_gflops);
+  } else {
+    std::printf("%-34s %12s\n", "bf16 dot (vdpbf16ps), all threads", "n/a");
+  }
+  std::printf("%-34s %9.1f GFLOP/s\n", ("f32 FMA (" + p.f32_kernel + "), all threads").c_str(), p.f32_gflops);
+}
+
+Status RunMachine(const MachineArgs& args) {
+  SetThreads(args.threads);
+  const MachinePeaks p = ProbeMachine();
+  if (args.json) {
+    std::printf("%s\n", PeaksJson(p).dump().c_str());
+  } else {
+    PrintPeaks(p);
+  }
+  return Status::Ok();
+}
+
+struct ModelArgs {
+  std::string model;
+  int64_t prompt = 512;
+  int64_t gen = 128;
+  int threads = 0;
+  int64_t repetitions = 5;
+  std::string mla_mode = "absorbed";
+  int64_t batch = 1;
+  bool json = false;
+};
+
+struct ModelPrintContext {
+  bool json = false;
+  int threads = 0;
+  std::string mla_mode;
+  MachinePeaks peaks;
+};
+
+// tg is bound by memory reads, pp by bf16 (f32 without AVX512_BF16) arithmetic.
+double Roofline(const ModelBenchResult& r, const MachinePeaks& p, bool* is_bandwidth) {
+  *is_bandwidth = r.test.rfind("tg", 0) == 0;
+  if (*is_bandwidth) return r.achieved_gbps / p.read_gbps;
+  const double peak = p.bf16_gflops ? *p.bf16_gflops : p.f32_gflops;
+  return r.achieved_gflops / peak;
+}
+
+void PrintModelResult(const ModelBenchResult& r, const ModelConfig& config, void* user) {
+  auto& ctx = *static_cast<ModelPrintContext*>(user);
+  bool bandwidth = false;
+  const double fraction = Roofline(r, ctx.peaks, &bandwidth);
+  if (ctx.json) {
+    nlohmann::json j = {{"test", r.test},
+                        {"batch", r.batch},
+                        {"threads", ctx.threads},
+                        {"mla_mode", ctx.mla_mode},
+                        {"tok_s_mean", r.tok_s_mean},
+                        {"tok_s_sd", r.tok_s_sd},
+                        {"runs", r.tok_s.size()},
+                        {"bytes_per_token", r.costs.Bytes()},
+                        {"weight_bytes_per_token", r.costs.weight_bytes},
+                        {"kv_bytes_per_token", r.costs.kv_bytes},
+                        {"flops_per_token", r.costs.flops},
+                        {"achieved_gbps", r.achieved_gbps},
+                        {"achieved_gflops", r.achieved_gflops},
+                        {"machine_read_gbps", ctx.peaks.read_gbps},
+                        {"machine_bf16_gflops", nullptr},
+                        {"machine_f32_gflops", ctx.peaks.f32_gflops},
+                        {"roofline", bandwidth ? "read_gbps" : (ctx.peaks.bf16_gflops ? "bf16_gflops" : "f32_gflops")},
+                        {"fraction_of_roofline", fraction}};
+    if (ctx.peaks.bf16_gflops) j["machine_bf16_gflops"] = *ctx.peaks.bf16_gflops;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    char figure[64];
+    std::snprintf(figure, sizeof(figure), "%.2f ± %.2f", r.tok_s_mean, r.tok_s_sd);
+    std::printf("| %-12s | %7d | %5lld | %-7s | %18s | %9.2f | %9.3f | %8.1f | %9.1f | %5.1f%% %-4s |\n",
+                ctx.mla_mode.c_str(), ctx.threads, static_cast<long long>(r.batch), r.test.c_str(), figure,
+                r.costs.Bytes() / 1e6, r.costs.flops / 1e9, r.achieved_gbps, r.achieved_gflops,
+                100.0 * fraction, bandwidth ? "BW" : "FLOP");
+  }
+  std::fflush(stdout);
+}
+
+Status RunModel(const ModelArgs& args) {
+  SetThreads(args.threads);
+  const auto mode = ParseMlaMode(args.mla_mode);
+  if (!mode) return Status::Error("--mla-mode \"" + args.mla_mode + "\": use absorbed, materialized or naive");
+  ModelBenchOptions options;
+  options.model_dir = args.model;
+  options.prompt = args.prompt;
+  options.gen = args.gen;
+  options.repetitions = args.repetitions;
+  options.batch = args.batch;
+  options.mode = *mode;
+  ModelPrintContext ctx;
+  ctx.json = args.json;
+  ctx.threads = omp_get_max_threads();
+  ctx.mla_mode = std::string(MlaModeName(*mode));
+  MachineProbeOptions probe;
+  probe.read_repeats = 3;
+  probe.compute_seconds = 0.2;
+  ctx.peaks = ProbeMachine(probe);
+  if (!args.json) {
+    std::printf("model %s, %d threads\n", args.model.c_str(), ctx.threads);
+    std::printf("machine (measured now): read %.1f GB/s, bf16 ", ctx.peaks.read_gbps);
+    if (ctx.peaks.bf16_gflops) {
+      std::printf("%.1f GFLOP/s", *ctx.peaks.bf16_gflops);
+    } else {
+      std::printf("n/a");
+    }
+    std::printf(", f32 FMA %.1f GFLOP/s\n", ctx.peaks.f32_gflops);
+    std::printf("| %-12s | %7s | %5s | %-7s | %18s | %9s | %9s | %8s | %9s | %11s |\n", "mla_mode", "threads",
+                "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline");
+    std::printf("| %.12s | %.7s | %.5s | %.7s | %.18s | %.9s | %.9s | %.8s | %.9s | %.11s |\n",
+                "------------", "-------", "-----", "-------", "------------------", "---------",
+                "---------", "--------", "---------", "-----------");
+  }
+  return RunModelBenchmark(options, &PrintModelResult, &ctx);
+}
+
 }  // namespace
 
 void AddBenchCommand(CLI::App& app) {
@@ -129,6 +273,38 @@ void AddBenchCommand(CLI::App& app) {
     const Status status = RunAttn(*attn);
     if (!status.ok()) {
       std::fprintf(stderr, "latte bench attn: error: %s\n", status.message().c_str());
+      ExitWith(1);
+    }
+  });
+
+  auto machine = std::make_shared<MachineArgs>();
+  CLI::App* mcmd = bench->add_subcommand("machine", "This machine's measured peaks: read GB/s, bf16 and f32 GFLOP/s");
+  mcmd->add_option("-t,--threads", machine->threads, "Threads (0: every core)")->capture_default_str();
+  mcmd->add_flag("--json", machine->json, "One JSON object");
+  mcmd->callback([machine] {
+    const Status status = RunMachine(*machine);
+    if (!status.ok()) {
+      std::fprintf(stderr, "latte bench machine: error: %s\n", status.message().c_str());
+      ExitWith(1);
+    }
+  });
+
+  auto model = std::make_shared<ModelArgs>();
+  CLI::App* bcmd = bench->add_subcommand("model", "Whole-model pp / tg throughput against the machine's peaks");
+  bcmd->add_option("--model", model->model, "Model directory")->required();
+  bcmd->add_option("-p,--prompt", model->prompt, "pp test: prompt tokens in one forward (0: skip)")
+      ->capture_default_str();
+  bcmd->add_option("-n,--gen", model->gen, "tg test: decode steps (0: skip)")->capture_default_str();
+  bcmd->add_option("-t,--threads", model->threads, "Threads (0: every core)")->capture_default_str();
+  bcmd->add_option("-r,--repetitions", model->repetitions, "Timed runs per test, after one warm-up run")
+      ->capture_default_str();
+  bcmd->add_option("--mla-mode", model->mla_mode, "absorbed | materialized | naive")->capture_default_str();
+  bcmd->add_option("--batch", model->batch, "tg: sequences decoding together")->capture_default_str();
+  bcmd->add_flag("--json", model->json, "One JSON object per test");
+  bcmd->callback([model] {
+    const Status status = RunModel(*model);
+    if (!status.ok()) {
+      std::fprintf(stderr, "latte bench model: error: %s\n", status.message().c_str());
       ExitWith(1);
     }
   });

@@ -190,6 +190,64 @@ void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* 
   MatmulOne(x, m, ldx, w, y, ldy, /*threaded=*/true);
 }
 
+void matmul_internal::MatmulMany(const MatmulProblem* p, int64_t count) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  // Rows of the GEMV-sized problems, end to end; cost of a row = its weight elements.
+  int64_t total = 0;
+  int64_t small = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (p[i].m <= 0 || p[i].w.rows <= 0) continue;
+    if (UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
+      MatmulOne(p[i].x, p[i].m, p[i].ldx, p[i].w, p[i].y, p[i].ldy, /*threaded=*/true);
+    } else {
+      total += p[i].w.rows * std::max<int64_t>(p[i].w.cols, 1);
+      ++small;
+    }
+  }
+  if (small == 0) return;
+  auto run_rows = [&](const MatmulProblem& q, int64_t r0, int64_t r1) {
+    if (r1 <= r0) return;
+    const WeightView block = q.w.RowBlock(r0, r1 - r0);
+    if (cpu.avx512f) {
+      GemvAvx512(q.x, q.m, q.ldx, block, q.y + r0, q.ldy, /*threaded=*/false);
+    } else {
+      MatmulPortable(q.x, q.m, q.ldx, block, q.y + r0, q.ldy, /*threaded=*/false);
+    }
+  };
+  // Same fork/join threshold as the single-problem GEMV.
+  const bool parallel = omp_get_max_threads() > 1 && total >= (int64_t{1} << 16);
+  if (!parallel) {
+    for (int64_t i = 0; i < count; ++i) {
+      if (p[i].m > 0 && p[i].w.rows > 0 && !UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
+        run_rows(p[i], 0, p[i].w.rows);
+      }
+    }
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads();
+    const int64_t t = omp_get_thread_num();
+    const int64_t lo = total * t / nt;
+    const int64_t hi = total * (t + 1) / nt;
+    // A row belongs to the thread whose [lo, hi) holds the row's first element.
+    int64_t off = 0;
+    for (int64_t i = 0; i < count && off < hi; ++i) {
+      const MatmulProblem& q = p[i];
+      if (q.m <= 0 || q.w.rows <= 0 || UseOneDnn(cpu, q.m, q.w.dtype)) continue;
+      const int64_t cols = std::max<int64_t>(q.w.cols, 1);
+      const int64_t cost = q.w.rows * cols;
+      if (off + cost > lo) {
+        auto first_row_at = [&](int64_t pos) {
+          return std::clamp<int64_t>((pos - off + cols - 1) / cols, 0, q.w.rows);
+        };
+        run_rows(q, lo > off ? first_row_at(lo) : 0, first_row_at(hi));
+      }
+      off += cost;
+    }
+  }
+}
+
 void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView* w,
                    int64_t batch, float* y, int64_t y_stride) {
   if (batch <= 0 || m <= 0) return;

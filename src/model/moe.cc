@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/silu_mul.h"
 
 namespace latte {
@@ -34,8 +35,11 @@ void MlpForward(const MlpWeights& w, const float* x, int64_t n, float* out, FfnS
   const int64_t width = w.gate_proj.rows;
   float* gate = Grow(s.gate, n * width);
   float* up = Grow(s.up, n * width);
-  Matmul(x, n, w.gate_proj, gate);
-  Matmul(x, n, w.up_proj, up);
+  // gate and up read the same x: one batch (one fork/join for both at decode).
+  const matmul_internal::MatmulProblem gate_up[2] = {
+      {x, n, w.gate_proj.cols, w.gate_proj, gate, width},
+      {x, n, w.up_proj.cols, w.up_proj, up, width}};
+  matmul_internal::MatmulMany(gate_up, 2);
   SiluMul(gate, up, n * width, gate);
   Matmul(gate, n, w.down_proj, out);
 }
@@ -112,24 +116,69 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
     }
   }
 
+  // The shared experts and every routed expert with rows run as two batches:
+  // all gate/up products, then (after one SiLU-mul over all of them) all down
+  // products, so a decode step pays two fork/joins for the whole MoE instead of
+  // three per expert. Each expert still runs once over its rows (weights read once)
+  // and the sum below keeps the old order: shared, then experts by id.
+  struct Part {
+    const MlpWeights* mlp;
+    int64_t expert;  // -1: shared
+    int64_t m, width;
+    const float* x;  // [m, d]
+    int64_t hidden;  // offset into gate/up
+    float* y;        // [m, d]
+  };
+  std::vector<Part> parts;
+  int64_t in_rows = 0, hidden_total = 0;
   if (w.shared) {
-    MlpForward(*w.shared, x, n, out, s);
-  } else {
-    std::fill(out, out + n * d, 0.0f);
+    parts.push_back({&*w.shared, -1, n, w.shared->gate_proj.rows, x, 0, out});
+    hidden_total += n * w.shared->gate_proj.rows;
   }
-  // Each expert runs once over the rows routed to it: its weights are read once per step.
   for (int64_t e = 0; e < E; ++e) {
-    const std::vector<int64_t>& rows = s.expert_rows[e];
-    const int64_t m = static_cast<int64_t>(rows.size());
+    const int64_t m = static_cast<int64_t>(s.expert_rows[e].size());
     if (m == 0) continue;
-    float* xin = Grow(s.rows_in, m * d);
-    for (int64_t i = 0; i < m; ++i) std::memcpy(xin + i * d, x + rows[i] * d, d * sizeof(float));
-    float* y = Grow(s.rows_out, m * d);
-    MlpForward(w.experts[e], xin, m, y, s);
-    for (int64_t i = 0; i < m; ++i) {
-      const float weight = s.expert_weights[e][i];
+    parts.push_back({&w.experts[e], e, m, w.experts[e].gate_proj.rows, nullptr, hidden_total,
+                     nullptr});
+    hidden_total += m * w.experts[e].gate_proj.rows;
+    in_rows += m;
+  }
+  float* xin = Grow(s.rows_in, in_rows * d);
+  float* yout = Grow(s.rows_out, in_rows * d);
+  float* gate = Grow(s.gate, hidden_total);
+  float* up = Grow(s.up, hidden_total);
+  int64_t row = 0;
+  for (Part& p : parts) {
+    if (p.expert < 0) continue;
+    const std::vector<int64_t>& rows = s.expert_rows[p.expert];
+    float* xe = xin + row * d;
+    for (int64_t i = 0; i < p.m; ++i) std::memcpy(xe + i * d, x + rows[i] * d, d * sizeof(float));
+    p.x = xe;
+    p.y = yout + row * d;
+    row += p.m;
+  }
+  std::vector<matmul_internal::MatmulProblem> problems;
+  problems.reserve(2 * parts.size());
+  for (const Part& p : parts) {
+    problems.push_back({p.x, p.m, d, p.mlp->gate_proj, gate + p.hidden, p.width});
+    problems.push_back({p.x, p.m, d, p.mlp->up_proj, up + p.hidden, p.width});
+  }
+  matmul_internal::MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
+  SiluMul(gate, up, hidden_total, gate);
+  problems.clear();
+  for (const Part& p : parts) {
+    problems.push_back({gate + p.hidden, p.m, p.width, p.mlp->down_proj, p.y, d});
+  }
+  matmul_internal::MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
+
+  if (!w.shared) std::fill(out, out + n * d, 0.0f);
+  for (const Part& p : parts) {
+    if (p.expert < 0) continue;
+    const std::vector<int64_t>& rows = s.expert_rows[p.expert];
+    for (int64_t i = 0; i < p.m; ++i) {
+      const float weight = s.expert_weights[p.expert][i];
       float* dst = out + rows[i] * d;
-      for (int64_t j = 0; j < d; ++j) dst[j] += weight * y[i * d + j];
+      for (int64_t j = 0; j < d; ++j) dst[j] += weight * p.y[i * d + j];
     }
   }
 }

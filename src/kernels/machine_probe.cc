@@ -1,0 +1,151 @@
+#include "kernels/machine_probe.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
+
+namespace latte {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// 12 independent accumulators per thread cover the instruction latency (4-6 cycles)
+// times the issue rate (1-2 per cycle) of the FMA and dot-product units.
+constexpr int kAccumulators = 12;
+
+// (_mm512_reduce_add_ps trips GCC 12's -Wuninitialized inside target-attributed code.)
+__attribute__((target("avx512f"))) float SumLanes(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float sum = 0;
+  for (float x : lanes) sum += x;
+  return sum;
+}
+
+// FLOPs of one iteration: kAccumulators instructions of 16 lanes; vdpbf16ps does
+// 2 multiply-adds per lane (4 FLOPs), vfmadd 1 (2 FLOPs).
+__attribute__((target("avx512f,avx512bf16"))) float Bf16Loop(int64_t iterations, float seed) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(seed * static_cast<float>(i));
+  // a, b: bf16 pairs of small values so the sums stay finite.
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80);  // 1.0, 1.0
+  const __m512bh b = (__m512bh)_mm512_set1_epi32(0x33d633d6);  // ~1e-7, ~1e-7
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  return SumLanes(sum);
+}
+
+__attribute__((target("avx512f"))) float FmaAvx512Loop(int64_t iterations, float seed) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(seed * static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f + seed * 1e-9f);
+  const __m512 b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  return SumLanes(sum);
+}
+
+// Baseline x86-64: the compiler keeps these 4-wide SSE registers (multiply + add).
+float FmaPortableLoop(int64_t iterations, float seed) {
+  constexpr int kLanes = 4 * kAccumulators;
+  float acc[kLanes];
+  for (int i = 0; i < kLanes; ++i) acc[i] = seed * static_cast<float>(i);
+  const float a = 0.999999f + seed * 1e-9f, b = 1e-7f;
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < kLanes; ++i) acc[i] = acc[i] * a + b;
+  }
+  float sum = 0;
+  for (int i = 0; i < kLanes; ++i) sum += acc[i];
+  return sum;
+}
+
+// Runs `loop` on every thread, growing the iteration count until one pass takes
+// `seconds`; returns the best GFLOP/s of three timed passes.
+double RunComputeProbe(float (*loop)(int64_t, float), double flops_per_iteration, double seconds) {
+  volatile float sink = 0;
+  int64_t iterations = 1 << 14;
+  for (;;) {  // calibrate on one thread
+    const auto t0 = Clock::now();
+    sink = sink + loop(iterations, 1.0f);
+    const double s = Seconds(t0);
+    if (s > seconds / 4 || iterations > (int64_t{1} << 40)) {
+      iterations = static_cast<int64_t>(iterations * std::max(1.0, seconds / 3 / std::max(s, 1e-9)));
+      break;
+    }
+    iterations *= 4;
+  }
+  const int threads = omp_get_max_threads();
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    float total = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel reduction(+ : total)
+    total += loop(iterations, 1.0f + static_cast<float>(omp_get_thread_num()) * 1e-3f);
+    const double s = Seconds(t0);
+    sink = sink + total;
+    best = std::max(best, flops_per_iteration * static_cast<double>(iterations) * threads / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads) {
+  const size_t n = bytes / sizeof(float);
+  AlignedBuffer buffer(n * sizeof(float));  // zero-filled: every page touched
+  const float* data = buffer.as<float>();
+  double best = 0;
+  volatile float sink = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    float total = 0;
+#pragma omp parallel for simd reduction(+ : total) schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; ++i) total += data[i];
+    const double seconds = Seconds(t0);
+    sink = sink + total;
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds / 1e9);
+  }
+  return best;
+}
+
+std::optional<double> MeasureBf16DotGflops(double seconds) {
+  if (!GetCpuFeatures().avx512_bf16) return std::nullopt;
+  return RunComputeProbe(&Bf16Loop, kAccumulators * 16.0 * 4.0, seconds);
+}
+
+double MeasureF32FmaGflops(double seconds, std::string* kernel) {
+  if (GetCpuFeatures().avx512f) {
+    if (kernel) *kernel = "avx512-fma";
+    return RunComputeProbe(&FmaAvx512Loop, kAccumulators * 16.0 * 2.0, seconds);
+  }
+  if (kernel) *kernel = "portable";
+  return RunComputeProbe(&FmaPortableLoop, kAccumulators * 4.0 * 2.0, seconds);
+}
+
+MachinePeaks ProbeMachine(const MachineProbeOptions& options) {
+  MachinePeaks p;
+  p.threads = omp_get_max_threads();
+  p.read_gbps = MeasureReadBandwidthGBpsThreads(options.read_bytes, options.read_repeats, p.threads);
+  p.read_gbps_1thread = MeasureReadBandwidthGBpsThreads(options.read_bytes / 4, options.read_repeats, 1);
+  p.bf16_gflops = MeasureBf16DotGflops(options.compute_seconds);
+  p.f32_gflops = MeasureF32FmaGflops(options.compute_seconds, &p.f32_kernel);
+  return p;
+}
+
+}  // namespace latte
