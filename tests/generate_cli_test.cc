@@ -12,22 +12,13 @@
 #include "base/npy.h"
 #include "engine/greedy_generate.h"
 #include "model/deepseek.h"
+#include "run_command.h"
 #include "test_models.h"
 
 namespace latte {
 namespace {
 
-std::string RunCommand(const std::string& cmd, int* exit_code) {
-  std::string out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using testing_process::RunCommand;
 
 TEST(GenerateCli, IdsAndLogitsFileMatchInProcessRun) {
   const std::string dir = testing_models::MakeModel("tiny", MakeModelOverrides{});

@@ -11,6 +11,7 @@
 #include "engine/greedy_generate.h"
 #include "engine/text_generation.h"
 #include "model/deepseek.h"
+#include "run_command.h"
 #include "test_models.h"
 #include "text/tokenizer.h"
 
@@ -135,14 +136,9 @@ TEST(TextGeneration, CliStreamsTheSameText) {
   Generate(request, &expected);
   const std::string cmd = std::string(LATTE_BINARY) + " generate --model " + Tiny().dir +
                           " --prompt 'abc def' --temperature 0.7 --seed 5 --max-tokens 25 --ignore-eos 2>/dev/null";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  int code = 0;
+  const std::string out = testing_process::RunCommand(cmd, &code);
+  ASSERT_EQ(code, 0);
   EXPECT_EQ(out, expected + "\n");
 }
 

