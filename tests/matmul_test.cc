@@ -296,7 +296,7 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
       uint32_t seed = 20;
       for (const auto& sh : shapes) ps.push_back(MakeProblem(sh[0], sh[1], sh[2], dtype, 1, seed++));
       std::vector<std::vector<float>> y, y_one;
-      std::vector<matmul_internal::MatmulProblem> batch;
+      std::vector<MatmulProblem> batch;
       for (const Problem& p : ps) {
         y.emplace_back(static_cast<size_t>(p.m * p.ldy), kSentinel);
         y_one.emplace_back(static_cast<size_t>(p.m * p.ldy), kSentinel);
@@ -305,7 +305,7 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
         batch.push_back({ps[i].x.data(), ps[i].m, ps[i].ldx, ps[i].View(), y[i].data(),
                          ps[i].ldy});
       }
-      matmul_internal::MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
+      MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
       for (size_t i = 0; i < ps.size(); ++i) {
         const Problem& p = ps[i];
         Matmul(p.x.data(), p.m, p.ldx, p.View(), y_one[i].data(), p.ldy);

@@ -190,7 +190,7 @@ void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* 
   MatmulOne(x, m, ldx, w, y, ldy, /*threaded=*/true);
 }
 
-void matmul_internal::MatmulMany(const MatmulProblem* p, int64_t count) {
+void MatmulMany(const MatmulProblem* p, int64_t count) {
   const CpuFeatures& cpu = GetCpuFeatures();
   // Rows of the GEMV-sized problems, end to end; cost of a row = its weight elements.
   int64_t total = 0;

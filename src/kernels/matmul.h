@@ -41,6 +41,25 @@ inline void Matmul(const float* x, int64_t m, const WeightView& w, float* y) {
 void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView* w,
                    int64_t batch, float* y, int64_t y_stride);
 
+// One product of a MatmulMany batch: y [m, w.rows] (row stride ldy) = x [m, w.cols]
+// (row stride ldx) · wᵀ.
+struct MatmulProblem {
+  const float* x = nullptr;
+  int64_t m = 0;
+  int64_t ldx = 0;
+  WeightView w;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+// Independent products of any shapes, same results as Matmul() on each in turn.
+// The GEMV-sized ones (m < kGemmMinRows) run in ONE parallel region: the rows of
+// all of them are laid end to end and split by weight bytes into one contiguous
+// range per thread, so a decode step's small projections (MoE experts' gate/up,
+// then their down) cost one fork/join instead of one each. Larger m (oneDNN) run
+// one at a time on all threads first. MoE decode uses it for its experts.
+void MatmulMany(const MatmulProblem* p, int64_t count);
+
 // The plain triple loop the fast paths are tested against (double accumulation).
 void MatmulReference(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                      int64_t ldy);

@@ -35,24 +35,6 @@ void GemvAvx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, flo
 // when `has_bf16`). Call only when GetCpuFeatures().avx512f.
 void ConvertToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16);
 
-// One product of a MatmulMany batch: y [m, w.rows] (row stride ldy) = x [m, w.cols]
-// (row stride ldx) · wᵀ.
-struct MatmulProblem {
-  const float* x = nullptr;
-  int64_t m = 0;
-  int64_t ldx = 0;
-  WeightView w;
-  float* y = nullptr;
-  int64_t ldy = 0;
-};
-
-// Independent products of any shapes, same results as Matmul() on each in turn.
-// The GEMV-sized ones (m < kGemmMinRows) run in ONE parallel region: the rows of
-// all of them are laid end to end and split by weight bytes into one contiguous
-// range per thread, so a decode step's small projections (MoE experts' gate/up,
-// then their down) cost one fork/join instead of one each. Larger m (oneDNN) run
-// one at a time on all threads first.
-void MatmulMany(const MatmulProblem* p, int64_t count);
 
 // oneDNN matmul (bf16 weights: x rounded to bf16, bf16 x bf16 -> f32; f32 weights:
 // sgemm). Primitives are cached per thread by shape. Returns false (and writes

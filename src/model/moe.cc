@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "kernels/matmul.h"
-#include "kernels/matmul_internal.h"
 #include "kernels/silu_mul.h"
 
 namespace latte {
@@ -36,10 +35,10 @@ void MlpForward(const MlpWeights& w, const float* x, int64_t n, float* out, FfnS
   float* gate = Grow(s.gate, n * width);
   float* up = Grow(s.up, n * width);
   // gate and up read the same x: one batch (one fork/join for both at decode).
-  const matmul_internal::MatmulProblem gate_up[2] = {
+  const MatmulProblem gate_up[2] = {
       {x, n, w.gate_proj.cols, w.gate_proj, gate, width},
       {x, n, w.up_proj.cols, w.up_proj, up, width}};
-  matmul_internal::MatmulMany(gate_up, 2);
+  MatmulMany(gate_up, 2);
   SiluMul(gate, up, n * width, gate);
   Matmul(gate, n, w.down_proj, out);
 }
@@ -157,19 +156,19 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
     p.y = yout + row * d;
     row += p.m;
   }
-  std::vector<matmul_internal::MatmulProblem> problems;
+  std::vector<MatmulProblem> problems;
   problems.reserve(2 * parts.size());
   for (const Part& p : parts) {
     problems.push_back({p.x, p.m, d, p.mlp->gate_proj, gate + p.hidden, p.width});
     problems.push_back({p.x, p.m, d, p.mlp->up_proj, up + p.hidden, p.width});
   }
-  matmul_internal::MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
+  MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
   SiluMul(gate, up, hidden_total, gate);
   problems.clear();
   for (const Part& p : parts) {
     problems.push_back({gate + p.hidden, p.m, p.width, p.mlp->down_proj, p.y, d});
   }
-  matmul_internal::MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
+  MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
 
   if (!w.shared) std::fill(out, out + n * d, 0.0f);
   for (const Part& p : parts) {
