@@ -23,20 +23,12 @@ WeightView WeightView::RowBlock(int64_t first, int64_t count) const {
   return v;
 }
 
-namespace {
-inline float WeightAt(const WeightView& w, int64_t r, int64_t c) {
-  const size_t i = static_cast<size_t>(r * w.ld + c);
-  return w.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(w.data)[i])
-                                 : static_cast<const float*>(w.data)[i];
-}
-}  // namespace
-
 void MatmulReference(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                      int64_t ldy) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t n = 0; n < w.rows; ++n) {
       double acc = 0;
-      for (int64_t k = 0; k < w.cols; ++k) acc += double(x[i * ldx + k]) * WeightAt(w, n, k);
+      for (int64_t k = 0; k < w.cols; ++k) acc += double(x[i * ldx + k]) * w.At(n, k);
       y[i * ldy + n] = static_cast<float>(acc);
     }
   }

@@ -24,6 +24,12 @@ struct WeightView {
   // Rows [first, first + count) of this matrix.
   WeightView RowBlock(int64_t first, int64_t count) const;
   size_t Bytes() const { return static_cast<size_t>(rows * cols) * DTypeSize(dtype); }
+  // Element (r, c) as f32; for set-up code and references, not hot loops.
+  float At(int64_t r, int64_t c) const {
+    const size_t i = static_cast<size_t>(r * ld + c);
+    return dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(data)[i])
+                                 : static_cast<const float*>(data)[i];
+  }
 };
 
 // y: [m, w.rows] (row stride ldy) = x: [m, w.cols] (row stride ldx) · wᵀ.

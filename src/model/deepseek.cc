@@ -54,11 +54,7 @@ Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vec
   delta_.resize(T * d);
   const WeightView& embed = w_.embed_tokens();
   for (int64_t t = 0; t < T; ++t) {
-    const WeightView row = embed.RowBlock(tokens[t], 1);
-    for (int64_t j = 0; j < d; ++j) {
-      hidden_[t * d + j] = row.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(row.data)[j])
-                                                     : static_cast<const float*>(row.data)[j];
-    }
+    for (int64_t j = 0; j < d; ++j) hidden_[t * d + j] = embed.At(tokens[t], j);
   }
 
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "base/scratch.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 
@@ -18,11 +19,6 @@ RopeFrequencies MakeRope(const ModelConfig& c) {
                                           y.beta_slow, y.mscale, y.mscale_all_dim});
 }
 
-template <typename T>
-T* Grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
-  return v.data();
-}
 
 }  // namespace
 

@@ -7,22 +7,16 @@
 namespace latte {
 namespace {
 
-float At(const WeightView& w, int64_t r, int64_t c) {
-  const size_t i = static_cast<size_t>(r * w.ld + c);
-  return w.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(w.data)[i])
-                                 : static_cast<const float*>(w.data)[i];
-}
-
 void CopyToF32(const WeightView& w, float* out) {  // out: [w.rows, w.cols]
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < w.rows; ++r) {
-    for (int64_t c = 0; c < w.cols; ++c) out[r * w.cols + c] = At(w, r, c);
+    for (int64_t c = 0; c < w.cols; ++c) out[r * w.cols + c] = w.At(r, c);
   }
 }
 
 void TransposeToF32(const WeightView& w, float* out) {  // out: [w.cols, w.rows]
   for (int64_t r = 0; r < w.rows; ++r) {
-    for (int64_t c = 0; c < w.cols; ++c) out[c * w.rows + r] = At(w, r, c);
+    for (int64_t c = 0; c < w.cols; ++c) out[c * w.rows + r] = w.At(r, c);
   }
 }
 

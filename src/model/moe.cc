@@ -5,17 +5,13 @@
 #include <cstring>
 #include <numeric>
 
+#include "base/scratch.h"
 #include "kernels/matmul.h"
 #include "kernels/silu_mul.h"
 
 namespace latte {
 namespace {
 
-template <typename T>
-T* Grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
-  return v.data();
-}
 
 // Indices of the k largest values (ties: lower index first), in descending order.
 std::vector<int64_t> TopK(const std::vector<float>& values, int64_t k) {
