@@ -20,7 +20,12 @@ Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<in
   const int64_t P = static_cast<int64_t>(prompt.size());
   auto cache = model.NewCache(P + max_tokens);
   GenerateResult result;
+  result.tokens.reserve(max_tokens);
+  if (keep_logits) result.logits.reserve((P + max_tokens - 1) * vocab);
   std::vector<float> logits;
+  // One step's token and span, rewritten in place: a decode step allocates nothing here.
+  std::vector<int32_t> step_token(1);
+  std::vector<SequenceSpan> step_span(1, SequenceSpan{cache.get(), 0, 1});
   using Clock = std::chrono::steady_clock;
 
   auto t0 = Clock::now();
@@ -32,9 +37,9 @@ Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<in
 
   t0 = Clock::now();
   for (int64_t step = 1; step < max_tokens; ++step) {
-    const int64_t position = P + step - 1;
-    LATTE_RETURN_IF_ERROR(model.Forward({result.tokens.back()}, {SequenceSpan{cache.get(), position, 1}},
-                                        LogitRows::kLastOfSpan, logits));
+    step_token[0] = result.tokens.back();
+    step_span[0].start = P + step - 1;
+    LATTE_RETURN_IF_ERROR(model.Forward(step_token, step_span, LogitRows::kLastOfSpan, logits));
     if (keep_logits) result.logits.insert(result.logits.end(), logits.begin(), logits.end());
     result.tokens.push_back(ArgMax(logits.data(), vocab));
   }

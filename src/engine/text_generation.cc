@@ -31,14 +31,20 @@ Result<TextResult> GenerateText(DeepSeekModel& model, const Tokenizer& tokenizer
 
   using Clock = std::chrono::steady_clock;
   std::vector<float> logits;
+  result.tokens.reserve(request.max_tokens);
+  result.sampled.reserve(request.max_tokens);
+  // One step's token and span, rewritten in place: a decode step allocates nothing here.
+  std::vector<int32_t> step_token(1);
+  std::vector<SequenceSpan> step_span(1, SequenceSpan{cache.get(), 0, 1});
   auto t0 = Clock::now();
   LATTE_RETURN_IF_ERROR(model.Forward(request.prompt, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kLastOfSpan, logits));
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   t0 = Clock::now();
   for (int64_t step = 0; step < request.max_tokens; ++step) {
     if (step > 0) {
-      LATTE_RETURN_IF_ERROR(model.Forward({result.tokens.back()}, {SequenceSpan{cache.get(), P + step - 1, 1}},
-                                          LogitRows::kLastOfSpan, logits));
+      step_token[0] = result.tokens.back();
+      step_span[0].start = P + step - 1;
+      LATTE_RETURN_IF_ERROR(model.Forward(step_token, step_span, LogitRows::kLastOfSpan, logits));
     }
     const SampledToken token = sampler.Sample(std::span<const float>(logits.data(), vocab), request.prompt,
                                               result.tokens);

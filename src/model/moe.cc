@@ -12,16 +12,30 @@
 namespace latte {
 namespace {
 
+// True when value a ranks before value b: larger first, ties to the lower index.
+inline bool RanksBefore(const float* v, int64_t a, int64_t b) {
+  return v[a] > v[b] || (v[a] == v[b] && a < b);
+}
 
-// Indices of the k largest values (ties: lower index first), in descending order.
-std::vector<int64_t> TopK(const std::vector<float>& values, int64_t k) {
-  std::vector<int64_t> idx(values.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
-    return values[a] > values[b] || (values[a] == values[b] && a < b);
-  });
-  idx.resize(k);
-  return idx;
+// order[0, k) = indices of the k largest of values[0, n), descending; order has room for n.
+void TopK(const float* values, int64_t n, int64_t k, int64_t* order) {
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n,
+                    [values](int64_t a, int64_t b) { return RanksBefore(values, a, b); });
+}
+
+// What a group of experts is ranked by: the sum of its top two (noaux_tc) or its max.
+float GroupScore(const float* members, int64_t n, bool sum_top2) {
+  float first = -INFINITY, second = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (members[i] > first) {
+      second = first;
+      first = members[i];
+    } else if (members[i] > second) {
+      second = members[i];
+    }
+  }
+  return sum_top2 && n > 1 ? first + second : first;
 }
 
 }  // namespace
@@ -41,45 +55,48 @@ void MlpForward(const MlpWeights& w, const float* x, int64_t n, float* out, FfnS
 
 void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
                 float* weights) {
+  RouterScratch scratch;
+  RouteToken(c, logits, score_bias, ids, weights, scratch);
+}
+
+void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
+                float* weights, RouterScratch& s) {
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
-  std::vector<float> scores(E);
+  float* scores = Grow(s.scores, E);
   if (c.scoring_func == "sigmoid") {
     for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
   } else {
     const float max_logit = *std::max_element(logits, logits + E);
     double sum = 0;
     for (int64_t e = 0; e < E; ++e) sum += (scores[e] = std::exp(logits[e] - max_logit));
-    for (float& v : scores) v = static_cast<float>(v / sum);
+    for (int64_t e = 0; e < E; ++e) scores[e] = static_cast<float>(scores[e] / sum);
   }
   // choice: what experts are ranked by (biased scores under noaux_tc).
-  std::vector<float> choice = scores;
+  float* choice = Grow(s.choice, E);
+  std::copy(scores, scores + E, choice);
   if (c.topk_method == "noaux_tc" && score_bias != nullptr) {
     for (int64_t e = 0; e < E; ++e) choice[e] += score_bias[e];
   }
+  int64_t* order = Grow(s.order, std::max(E, c.n_group));
   if (c.topk_method != "greedy" && c.n_group > 1) {
     const int64_t per_group = E / c.n_group;
-    std::vector<float> group_score(c.n_group);
+    float* group_score = Grow(s.group_score, c.n_group);
     for (int64_t g = 0; g < c.n_group; ++g) {
-      std::vector<float> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
-      if (c.topk_method == "noaux_tc") {
-        const std::vector<int64_t> top2 = TopK(members, std::min<int64_t>(2, per_group));
-        group_score[g] = 0;
-        for (int64_t i : top2) group_score[g] += members[i];
-      } else {
-        group_score[g] = *std::max_element(members.begin(), members.end());
-      }
+      group_score[g] = GroupScore(choice + g * per_group, per_group, c.topk_method == "noaux_tc");
     }
-    std::vector<bool> keep(c.n_group, false);
-    for (int64_t g : TopK(group_score, c.topk_group)) keep[g] = true;
+    TopK(group_score, c.n_group, c.topk_group, order);
+    char* keep = Grow(s.keep_group, c.n_group);
+    std::fill(keep, keep + c.n_group, 0);
+    for (int64_t i = 0; i < c.topk_group; ++i) keep[order[i]] = 1;
     for (int64_t e = 0; e < E; ++e) {
       if (!keep[e / per_group]) choice[e] = -INFINITY;
     }
   }
-  const std::vector<int64_t> chosen = TopK(choice, k);
+  TopK(choice, E, k, order);
   double sum = 0;
   for (int64_t i = 0; i < k; ++i) {
-    ids[i] = chosen[i];
-    weights[i] = scores[chosen[i]];
+    ids[i] = order[i];
+    weights[i] = scores[order[i]];
     sum += weights[i];
   }
   // Hugging Face adds 1e-20 to the denominator; kept for bit-level agreement.
@@ -104,7 +121,7 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   }
   for (int64_t t = 0; t < n; ++t) {
     RouteToken(c, logits + t * E, w.score_bias.empty() ? nullptr : w.score_bias.data(), ids + t * k,
-               weights + t * k);
+               weights + t * k, s.router);
     for (int64_t i = 0; i < k; ++i) {
       s.expert_rows[ids[t * k + i]].push_back(t);
       s.expert_weights[ids[t * k + i]].push_back(weights[t * k + i]);
@@ -116,15 +133,8 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   // products, so a decode step pays two fork/joins for the whole MoE instead of
   // three per expert. Each expert still runs once over its rows (weights read once)
   // and the sum below keeps the old order: shared, then experts by id.
-  struct Part {
-    const MlpWeights* mlp;
-    int64_t expert;  // -1: shared
-    int64_t m, width;
-    const float* x;  // [m, d]
-    int64_t hidden;  // offset into gate/up
-    float* y;        // [m, d]
-  };
-  std::vector<Part> parts;
+  std::vector<MoePart>& parts = s.parts;
+  parts.clear();
   int64_t in_rows = 0, hidden_total = 0;
   if (w.shared) {
     parts.push_back({&*w.shared, -1, n, w.shared->gate_proj.rows, x, 0, out});
@@ -143,7 +153,7 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   float* gate = Grow(s.gate, hidden_total);
   float* up = Grow(s.up, hidden_total);
   int64_t row = 0;
-  for (Part& p : parts) {
+  for (MoePart& p : parts) {
     if (p.expert < 0) continue;
     const std::vector<int64_t>& rows = s.expert_rows[p.expert];
     float* xe = xin + row * d;
@@ -152,22 +162,22 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
     p.y = yout + row * d;
     row += p.m;
   }
-  std::vector<MatmulProblem> problems;
-  problems.reserve(2 * parts.size());
-  for (const Part& p : parts) {
+  std::vector<MatmulProblem>& problems = s.problems;
+  problems.clear();
+  for (const MoePart& p : parts) {
     problems.push_back({p.x, p.m, d, p.mlp->gate_proj, gate + p.hidden, p.width});
     problems.push_back({p.x, p.m, d, p.mlp->up_proj, up + p.hidden, p.width});
   }
   MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
   SiluMul(gate, up, hidden_total, gate);
   problems.clear();
-  for (const Part& p : parts) {
+  for (const MoePart& p : parts) {
     problems.push_back({gate + p.hidden, p.m, p.width, p.mlp->down_proj, p.y, d});
   }
   MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
 
   if (!w.shared) std::fill(out, out + n * d, 0.0f);
-  for (const Part& p : parts) {
+  for (const MoePart& p : parts) {
     if (p.expert < 0) continue;
     const std::vector<int64_t>& rows = s.expert_rows[p.expert];
     for (int64_t i = 0; i < p.m; ++i) {
