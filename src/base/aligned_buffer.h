@@ -1,5 +1,6 @@
 // An owning, 64-byte aligned, zero-initialised byte buffer (one cache line,
 // one AVX-512 register): weights prepared at load and scratch live in these.
+// Buffers of 2 MiB and more are huge-page regions (base/huge_pages.h).
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,8 @@
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "base/huge_pages.h"
 
 namespace latte {
 
@@ -17,6 +20,11 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t bytes) : size_(bytes) {
     if (bytes == 0) return;
+    if (bytes >= kHugePageBytes) {
+      data_ = static_cast<std::byte*>(AllocateHugePageRegion(bytes));  // zero-filled
+      if (data_ == nullptr) throw std::bad_alloc();
+      return;
+    }
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
@@ -28,13 +36,13 @@ class AlignedBuffer {
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
     if (this != &other) {
-      std::free(data_);
+      Release();
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
     }
     return *this;
   }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { Release(); }
 
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
@@ -43,6 +51,13 @@ class AlignedBuffer {
   template <typename T> const T* as() const { return reinterpret_cast<const T*>(data_); }
 
  private:
+  void Release() {
+    if (size_ >= kHugePageBytes) {
+      FreeHugePageRegion(data_, size_);
+    } else {
+      std::free(data_);
+    }
+  }
   std::byte* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -5,41 +5,76 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-namespace latte {
+#include "base/huge_pages.h"
 
-Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(path + ": cannot open: " + std::strerror(errno));
+namespace latte {
+namespace {
+
+// Closes the descriptor on every return path.
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Result<const uint8_t*> Map(const std::string& path, int fd, size_t size) {
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) return Status::Error(path + ": cannot mmap: " + std::strerror(errno));
+  return static_cast<const uint8_t*>(p);
+}
+
+Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t size) {
+  auto* region = static_cast<uint8_t*>(AllocateHugePageRegion(size, /*zero_fill=*/false));
+  if (region == nullptr) {
+    return Status::Error(path + ": cannot allocate " + std::to_string(size) + " bytes to hold the file");
+  }
+  constexpr size_t kChunk = size_t{64} << 20;
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, region + done, std::min(kChunk, size - done), static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "the file shrank while being read";
+      FreeHugePageRegion(region, size);
+      return Status::Error(path + ": cannot read: " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return static_cast<const uint8_t*>(region);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, FileResidency residency) {
+  const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) return Status::Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::Error(path + ": cannot stat: " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::Error(path + ": not a regular file");
-  }
+  if (::fstat(file.fd, &st) != 0) return Status::Error(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
   const size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;
   if (size > 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return Status::Error(path + ": cannot mmap: " + std::strerror(err));
+    if (residency == FileResidency::kMapped) {
+      LATTE_ASSIGN_OR_RETURN(data, Map(path, file.fd, size));
+    } else {
+      LATTE_ASSIGN_OR_RETURN(data, ReadIntoHugePages(path, file.fd, size));
     }
-    data = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
-  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size, residency));
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ == nullptr) return;
+  if (residency_ == FileResidency::kMapped) {
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  } else {
+    FreeHugePageRegion(const_cast<uint8_t*>(data_), size_);
+  }
 }
 
 }  // namespace latte

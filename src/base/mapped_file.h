@@ -1,5 +1,10 @@
-// A read-only memory-mapped file. Weights stored in the compute precision are
-// used in place from the mapping, so loading a bf16 checkpoint copies nothing.
+// A read-only file's bytes in memory. Weights stored in the compute precision
+// are used in place from here, never converted or copied again.
+//   kHugePageCopy (the default): the file is read once into anonymous memory on
+//     2 MiB pages (base/huge_pages.h), which decode streams ~2x faster than 4 KiB
+//     page-cache pages on the project's VM. Costs a read of the file at open and
+//     the file's size in RAM besides the (reclaimable) page cache.
+//   kMapped: mmap, zero-copy; for models larger than RAM wants to hold twice.
 #pragma once
 
 #include <cstddef>
@@ -11,9 +16,12 @@
 
 namespace latte {
 
+enum class FileResidency { kHugePageCopy, kMapped };
+
 class MappedFile {
  public:
-  static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  static Result<std::shared_ptr<MappedFile>> Open(const std::string& path,
+                                                  FileResidency residency = FileResidency::kHugePageCopy);
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
@@ -21,13 +29,15 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  FileResidency residency() const { return residency_; }
 
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, size_t size, FileResidency residency)
+      : path_(std::move(path)), data_(data), size_(size), residency_(residency) {}
   std::string path_;
   const uint8_t* data_;
   size_t size_;
+  FileResidency residency_;
 };
 
 }  // namespace latte

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
@@ -106,10 +107,20 @@ double RunComputeProbe(float (*loop)(int64_t, float), double flops_per_iteration
 
 }  // namespace
 
-double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads) {
+double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads, bool huge_pages) {
   const size_t n = bytes / sizeof(float);
-  AlignedBuffer buffer(n * sizeof(float));  // zero-filled: every page touched
-  const float* data = buffer.as<float>();
+  // AlignedBuffer takes 2 MiB pages for a buffer this size; the small-page variant
+  // is plain heap memory (4 KiB pages where THP is on request only), touched here.
+  AlignedBuffer huge;
+  std::vector<float> small;
+  const float* data = nullptr;
+  if (huge_pages) {
+    huge = AlignedBuffer(n * sizeof(float));  // zero-filled: every page touched
+    data = huge.as<float>();
+  } else {
+    small.assign(n, 0.0f);
+    data = small.data();
+  }
   double best = 0;
   volatile float sink = 0;
   for (int r = 0; r < repeats; ++r) {
@@ -143,6 +154,8 @@ MachinePeaks ProbeMachine(const MachineProbeOptions& options) {
   p.threads = omp_get_max_threads();
   p.read_gbps = MeasureReadBandwidthGBpsThreads(options.read_bytes, options.read_repeats, p.threads);
   p.read_gbps_1thread = MeasureReadBandwidthGBpsThreads(options.read_bytes / 4, options.read_repeats, 1);
+  p.read_gbps_small_pages =
+      MeasureReadBandwidthGBpsThreads(options.read_bytes, options.read_repeats, p.threads, /*huge_pages=*/false);
   p.bf16_gflops = MeasureBf16DotGflops(options.compute_seconds);
   p.f32_gflops = MeasureF32FmaGflops(options.compute_seconds, &p.f32_kernel);
   return p;

@@ -1,6 +1,8 @@
 // `latte bench machine`: this machine's peaks, measured (never assumed) so every
 // speed figure latte prints can stand beside the roofline of the same run:
-//   memory read bandwidth with every thread and with one thread (the memory_probe loop),
+//   memory read bandwidth with every thread and with one thread, from memory on
+//     2 MiB pages as latte keeps its weights (base/huge_pages.h), and with every
+//     thread from 4 KiB pages (what a plain mmap of the checkpoint would give),
 //   bf16 dot-product GFLOP/s: a register-resident vdpbf16ps loop on every thread,
 //     run only when the CPU has AVX512_BF16 (else reported as absent),
 //   f32 FMA GFLOP/s: a register-resident AVX-512 FMA loop, or a portable
@@ -16,6 +18,7 @@ struct MachinePeaks {
   int threads = 0;
   double read_gbps = 0;           // every OpenMP thread, 1e9 bytes/s
   double read_gbps_1thread = 0;
+  double read_gbps_small_pages = 0;  // every thread, 4 KiB pages
   std::optional<double> bf16_gflops;  // nullopt: no AVX512_BF16 (or LATTE_ISA=portable)
   double f32_gflops = 0;
   std::string f32_kernel;         // "avx512-fma" or "portable"
@@ -30,7 +33,7 @@ struct MachineProbeOptions {
 MachinePeaks ProbeMachine(const MachineProbeOptions& options = {});
 
 // The pieces, for callers that want one.
-double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads);
+double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads, bool huge_pages = true);
 std::optional<double> MeasureBf16DotGflops(double seconds);
 double MeasureF32FmaGflops(double seconds, std::string* kernel = nullptr);
 

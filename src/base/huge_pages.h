@@ -1,0 +1,22 @@
+// Large buffers on transparent huge pages. Decode streams every weight once per
+// token; on 4 KiB pages that is a TLB miss (a nested page walk under a VM) every
+// 4 KiB, and on the project's VM a plain read of 4 KiB-page memory runs at about
+// half the speed of the same read from 2 MiB pages (/tmp measurements in
+// docs/benchmarks.md). Where the kernel offers THP only on request
+// (transparent_hugepage/enabled = madvise, Debian's default) these regions ask.
+#pragma once
+
+#include <cstddef>
+
+namespace latte {
+
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// 2 MiB aligned anonymous memory of at least `bytes`, advised MADV_HUGEPAGE.
+// zero_fill: touch (zero) every page now, so the huge pages are taken here and not
+// in the first timed step; false when the caller overwrites it all at once (the
+// kernel's fresh pages read as zero anyway). nullptr on failure.
+void* AllocateHugePageRegion(size_t bytes, bool zero_fill = true);
+void FreeHugePageRegion(void* p, size_t bytes);
+
+}  // namespace latte
