@@ -1,4 +1,5 @@
-// Matmul throughput: GEMV (m=1, memory-bound) in GB/s of weights read, GEMM
+// Matmul throughput: GEMV (m=1, memory-bound) in GB/s of weights read (fp8:
+// the e4m3 bytes plus the f32 block scales), GEMM
 // (m=512, compute-bound) in GFLOP/s, each for the portable and the fast
 // (dispatched) path, beside the machine's read bandwidth measured in the same
 // run (BM_ReadBandwidth). Rates use wall time: the kernels run on all OpenMP
@@ -28,7 +29,8 @@ float Random(uint64_t& s) {
 }
 
 struct Operands {
-  AlignedBuffer w;  // [n, k]
+  AlignedBuffer w;      // [n, k]
+  AlignedBuffer scale;  // fp8: [ceil(n / 128), ceil(k / 128)] f32 block scales
   std::vector<float> x, y;
   WeightView view;
 };
@@ -41,7 +43,10 @@ Operands MakeOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
     uint64_t s = 0x9e3779b97f4a7c15ull * (omp_get_thread_num() + 1);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n * k; ++i) {
-      if (dtype == DType::kBF16) {
+      if (dtype == DType::kF8E4M3) {
+        // Any code but the NaNs (0x7F, 0xFF): |value| <= 448, both signs.
+        o.w.as<uint8_t>()[i] = F32ToFp8E4M3(448.0f * Random(s));
+      } else if (dtype == DType::kBF16) {
         o.w.as<bf16>()[i] = F32ToBf16(Random(s));
       } else {
         o.w.as<float>()[i] = Random(s);
@@ -53,10 +58,16 @@ Operands MakeOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
   for (float& v : o.x) v = Random(s);
   o.y.resize(static_cast<size_t>(m * n));
   o.view = WeightView{dtype, n, k, k, o.w.data()};
+  if (dtype == DType::kF8E4M3) {
+    const int64_t scale_rows = (n + 127) / 128, scale_cols = (k + 127) / 128;
+    o.scale = AlignedBuffer(static_cast<size_t>(scale_rows * scale_cols) * sizeof(float));
+    for (int64_t i = 0; i < scale_rows * scale_cols; ++i) o.scale.as<float>()[i] = 1.0f / 448;
+    o.view = Fp8WeightView(n, k, k, o.w.as<uint8_t>(), o.scale.as<float>(), scale_cols);
+  }
   return o;
 }
 
-enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn };
+enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn, kGemvFp8Avx512, kFp8OneDnn };
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
   switch (path) {
@@ -64,11 +75,13 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
     case Path::kFast: Matmul(x, m, w, y); break;
     case Path::kGemvAvx512: matmul_internal::GemvAvx512(x, m, w.cols, w, y, w.rows); break;
     case Path::kOneDnn: matmul_internal::MatmulOneDnn(x, m, w.cols, w, y, w.rows); break;
+    case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(x, m, w.cols, w, y, w.rows); break;
+    case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(x, m, w.cols, w, y, w.rows); break;
   }
 }
 
 bool Unsupported(benchmark::State& state, Path path) {
-  if (path == Path::kGemvAvx512 && !GetCpuFeatures().avx512f) {
+  if ((path == Path::kGemvAvx512 || path == Path::kGemvFp8Avx512) && !GetCpuFeatures().avx512f) {
     state.SkipWithError("CPU lacks AVX-512");
     return true;
   }
@@ -102,8 +115,9 @@ void BM_MatmulGemv(benchmark::State& state) {
     Run(kPath, o.x.data(), m, o.view, o.y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(o.view.Bytes()) / 1e9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(o.view.Bytes() + o.view.ScaleBytes()) / 1e9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 template <Path kPath, DType kDType>
@@ -134,6 +148,15 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF32>)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// fp8 e4m3 with 128x128 block scales (1 byte a weight): the dense MLP's
+// 10944x2048 / 2048x10944, q_b at R1 size, the V2 lm_head.
+#define LATTE_GEMV_FP8_SHAPES(b)                                                         \
+  b->Args({2048, 2048, 1})->Args({10944, 2048, 1})->Args({2048, 10944, 1})               \
+      ->Args({24576, 1536, 1})->Args({102400, 2048, 1})->UseRealTime()                   \
+      ->Unit(benchmark::kMicrosecond)
+LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kF8E4M3>));
+LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF8E4M3>));
+
 // GEMV vs oneDNN by m, to place kGemmMinRows.
 BENCHMARK(BM_MatmulGemv<Path::kGemvAvx512, DType::kBF16>)
     ->ArgsProduct({{7168}, {1536}, {1, 2, 3, 4, 5, 6, 8, 12, 16}})
@@ -144,12 +167,23 @@ BENCHMARK(BM_MatmulGemv<Path::kOneDnn, DType::kBF16>)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// The same for fp8: the in-register GEMV against chunks dequantized for oneDNN.
+BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx512, DType::kF8E4M3>)
+    ->ArgsProduct({{7168}, {1536}, {1, 2, 4, 6, 8, 12, 16}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemv<Path::kFp8OneDnn, DType::kF8E4M3>)
+    ->ArgsProduct({{7168}, {1536}, {1, 2, 4, 6, 8, 12, 16}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // {n, k, m}: the dense MLP up/gate (10944x2048) and down (2048x10944) at m=512.
 #define LATTE_GEMM_SHAPES(b) \
   b->Args({10944, 2048, 512})->Args({2048, 10944, 512})->UseRealTime()->Unit(benchmark::kMillisecond)
 LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kFast, DType::kBF16>));
 LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kPortable, DType::kBF16>));
 LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kFast, DType::kF32>));
+LATTE_GEMM_SHAPES(BENCHMARK(BM_MatmulGemm<Path::kFast, DType::kF8E4M3>));
 
 // MLA's per-head products: 128 heads x [n, k] with m tokens, shared x (W_UK^T-like
 // [512 x 128]) and per-head x (W_UV-like [128 x 512]).

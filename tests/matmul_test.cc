@@ -1,6 +1,6 @@
 // Every matmul path (portable, AVX-512 GEMV, oneDNN, and the dispatching
-// Matmul / MatmulBatched) against MatmulReference on random data, for f32 and
-// bf16 weights, over odd shapes and strided views.
+// Matmul / MatmulBatched) against MatmulReference on random data, for f32, bf16
+// and fp8 e4m3 (block-scaled) weights, over odd shapes and strided views.
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@ namespace latte {
 namespace {
 
 using matmul_internal::GemvAvx512;
+using matmul_internal::GemvFp8Avx512;
 using matmul_internal::MatmulOneDnn;
 using matmul_internal::MatmulPortable;
 
@@ -31,6 +32,9 @@ constexpr double kF32Tol = 1e-5;
 // off by up to 2^-9 relative (3.9e-3 with both roundings), so the sum is off by
 // at most ~4e-3 of sum |x w|; 1e-2 leaves room for f32 accumulation.
 constexpr double kBf16XTol = 1e-2;
+// fp8 weights: the GEMV paths use the exact weight values (e4m3 × scale, exact in
+// f32 up to one rounding of the product) and f32 x, so kF32Tol holds; the oneDNN
+// path dequantizes to bf16 and rounds x to bf16, so kBf16XTol holds.
 // Unwritten-output sentinel: the kernels must not touch y between rows.
 constexpr float kSentinel = 12345.0f;
 
@@ -41,23 +45,55 @@ struct Problem {
   std::vector<float> x;      // [m, ldx]
   std::vector<float> w_f32;  // [n, ld] (f32 weights)
   std::vector<bf16> w_bf16;  // [n, ld] (bf16 weights)
+  std::vector<uint8_t> w_fp8 = {};  // [n, ld] e4m3 codes (fp8 weights)
+  std::vector<float> scales = {};   // [ceil(n / block_rows), scale_ld] (fp8 weights)
+  int64_t block_rows = 128, block_cols = 128, scale_ld = 0;
 
   WeightView View() const {
+    if (dtype == DType::kF8E4M3) {
+      return Fp8WeightView(n, k, ld, w_fp8.data(), scales.data(), scale_ld, block_rows,
+                           block_cols);
+    }
     const void* data = dtype == DType::kBF16 ? static_cast<const void*>(w_bf16.data())
                                              : static_cast<const void*>(w_f32.data());
     return WeightView{dtype, n, k, ld, data};
   }
 };
 
+// Every e4m3 code but the NaNs (0x7F, 0xFF): both signs, zero, the subnormals
+// 0x01..0x07 (2^-9..7·2^-9) and normals up to 448.
+uint8_t RandomFp8(std::mt19937& rng) {
+  for (;;) {
+    const uint8_t b = static_cast<uint8_t>(rng() & 0xFF);
+    if ((b & 0x7F) != 0x7F) return b;
+  }
+}
+
+void FillFp8(Problem& p, std::mt19937& rng) {
+  p.w_fp8.resize(static_cast<size_t>(p.n * p.ld));
+  for (uint8_t& b : p.w_fp8) b = RandomFp8(rng);
+  // One scale per block, 2^-12 .. 2^-4 times a random mantissa (the release's
+  // scale_inv are max|w| / 448, ~1e-4 .. 1e-2): a wrong block reads a wrong scale.
+  p.scale_ld = (p.ld + p.block_cols - 1) / p.block_cols;
+  p.scales.resize(static_cast<size_t>((p.n + p.block_rows - 1) / p.block_rows * p.scale_ld));
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exp2(-12, -4);
+  for (float& s : p.scales) s = std::ldexp(mant(rng), exp2(rng));
+}
+
 Problem MakeProblem(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad = 0,
-                    uint32_t seed = 1) {
+                    uint32_t seed = 1, int64_t block_rows = 128, int64_t block_cols = 128) {
   std::mt19937 rng(seed + static_cast<uint32_t>(m * 131 + n * 7 + k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   Problem p{m, n, k, k + pad, k + 2 * pad, n + 3 * pad, dtype, {}, {}, {}};
+  p.block_rows = block_rows;
+  p.block_cols = block_cols;
   p.x.resize(static_cast<size_t>(std::max<int64_t>(m, 1) * p.ldx));
   for (float& v : p.x) v = dist(rng);
   const size_t wsize = static_cast<size_t>(n * p.ld);
-  if (dtype == DType::kBF16) {
+  if (dtype == DType::kF8E4M3) {
+    FillFp8(p, rng);
+  } else if (dtype == DType::kBF16) {
     p.w_bf16.resize(wsize);
     for (bf16& v : p.w_bf16) v = F32ToBf16(dist(rng));
   } else {
@@ -67,11 +103,7 @@ Problem MakeProblem(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad = 
   return p;
 }
 
-float WeightAt(const WeightView& w, int64_t r, int64_t c) {
-  const size_t i = static_cast<size_t>(r * w.ld + c);
-  return w.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(w.data)[i])
-                                 : static_cast<const float*>(w.data)[i];
-}
+float WeightAt(const WeightView& w, int64_t r, int64_t c) { return w.At(r, c); }
 
 // Checks y [m, ldy] against the reference; the ldy padding must still hold kSentinel.
 // row_step > 1 checks every row_step-th row of x and the last (for big problems,
@@ -242,7 +274,7 @@ void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x,
   SCOPED_TRACE("batched m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
                std::to_string(k) + " batch=" + std::to_string(batch) +
                (shared_x ? " shared x " : " own x ") + std::string(DTypeName(dtype)));
-  const bool onednn_bf16 = dtype == DType::kBF16 && GetCpuFeatures().avx512f &&
+  const bool onednn_bf16 = dtype != DType::kF32 && GetCpuFeatures().avx512f &&
                            m >= matmul_internal::kGemmMinRows;
   const double tol = onednn_bf16 ? kBf16XTol : kF32Tol;
   Problem all = MakeProblem(1, n * batch, k, dtype, 0, 3);  // [batch * n, k]
@@ -265,7 +297,7 @@ void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x,
 TEST(MatmulBatchedTest, SmallProblemsSplitOverHeads) {
   for (bool portable : {false, true}) {
     SetPortableKernelsForTesting(portable);
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       for (bool shared : {true, false}) {
         for (int64_t m : {1, 3, 8, 16}) CheckBatched(m, 24, 40, 7, shared, dtype);
         CheckBatched(2, 1, 33, 3, shared, dtype);
@@ -277,7 +309,7 @@ TEST(MatmulBatchedTest, SmallProblemsSplitOverHeads) {
 
 TEST(MatmulBatchedTest, LargeProblemsRunHeadsInTurn) {
   // 512 * 128 * 1024 = 2^26 multiply-adds per head: at the split threshold.
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     for (bool shared : {true, false}) CheckBatched(512, 128, 1024, 2, shared, dtype);
   }
 }
@@ -288,7 +320,7 @@ TEST(MatmulBatchedTest, LargeProblemsRunHeadsInTurn) {
 TEST(MatmulManyTest, MatchesMatmulOnEach) {
   for (bool portable : {false, true}) {
     SetPortableKernelsForTesting(portable);
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       SCOPED_TRACE(std::string(portable ? "portable " : "fast ") + std::string(DTypeName(dtype)));
       const int64_t shapes[][3] = {{1, 301, 257}, {1, 7, 33}, {3, 130, 512}, {1, 1, 1},
                                    {2, 260, 129}, {8, 40, 64}, {1, 513, 128}};
@@ -309,11 +341,174 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
       for (size_t i = 0; i < ps.size(); ++i) {
         const Problem& p = ps[i];
         Matmul(p.x.data(), p.m, p.ldx, p.View(), y_one[i].data(), p.ldy);
-        const bool onednn_bf16 = dtype == DType::kBF16 && !portable &&
+        const bool onednn_bf16 = dtype != DType::kF32 && !portable &&
                                  GetCpuFeatures().avx512f && p.m >= matmul_internal::kGemmMinRows;
         ExpectClose(p.x.data(), p.m, p.ldx, p.View(), y[i].data(), p.ldy,
                     onednn_bf16 ? kBf16XTol : kF32Tol);
         for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << i << " " << j;
+      }
+    }
+  }
+  SetPortableKernelsForTesting(false);
+}
+
+// ---- fp8 e4m3 weights with block scales ----------------------------------------
+
+// Shapes for fp8: rows and cols not multiples of 16 or of the block, several
+// blocks each way, m on both sides of kGemmMinRows.
+struct Fp8Shape {
+  int64_t m, n, k, pad, block_rows, block_cols;
+};
+const Fp8Shape kFp8Shapes[] = {
+    {1, 300, 300, 0, 128, 128},  {2, 261, 1000, 3, 128, 128}, {3, 129, 257, 1, 128, 128},
+    {4, 37, 131, 0, 16, 32},     {5, 70, 77, 2, 16, 16},      {1, 45, 100, 0, 32, 48},
+    {6, 300, 300, 1, 128, 128},  {11, 133, 700, 0, 128, 128}, {3, 50, 90, 0, 16, 24},
+    {7, 40, 70, 0, 8, 24},       {1, 1, 1, 0, 128, 128},      {2, 9, 17, 0, 128, 128},
+};
+
+void CheckFp8Shapes(const Path& path, double tol) {
+  CheckAllShapes(path, DType::kF8E4M3, tol);
+  uint32_t seed = 40;
+  for (const Fp8Shape& s : kFp8Shapes) {
+    SCOPED_TRACE("blocks " + std::to_string(s.block_rows) + "x" + std::to_string(s.block_cols));
+    CheckPath(path, MakeProblem(s.m, s.n, s.k, DType::kF8E4M3, s.pad, seed++, s.block_rows,
+                                s.block_cols), tol);
+  }
+}
+
+TEST(MatmulFp8Test, ViewAtBytesAndRowBlocks) {
+  const Problem p = MakeProblem(1, 300, 200, DType::kF8E4M3, 3, 5);
+  const WeightView w = p.View();
+  EXPECT_EQ(w.Bytes(), size_t{300 * 200});
+  EXPECT_EQ(w.ScaleBytes(), size_t{3 * 2 * 4});  // [ceil(300/128), ceil(200/128)] f32
+  for (int64_t r : {0, 127, 128, 299}) {
+    for (int64_t c : {0, 127, 128, 199}) {
+      const float want = Fp8E4M3ToF32(p.w_fp8[r * p.ld + c]) *
+                         p.scales[(r / 128) * p.scale_ld + c / 128];
+      EXPECT_EQ(w.At(r, c), want) << r << " " << c;
+    }
+  }
+  // Blocks that start mid-block (like q_b_proj's rope rows at h·192 + 128), and
+  // a block of a block: every element reads its own block's scale.
+  for (const auto& [first, n] : {std::pair<int64_t, int64_t>{160, 40}, {100, 60}, {128, 64},
+                                  {255, 2}, {0, 300}}) {
+    const WeightView b = w.RowBlock(first, n);
+    const WeightView bb = b.RowBlock(n / 2, n - n / 2);
+    EXPECT_LT(b.scale_row0, 128);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < 200; c += 7) {
+        ASSERT_EQ(b.At(r, c), w.At(first + r, c)) << first << "+" << r << " " << c;
+        if (r >= n / 2) {
+          ASSERT_EQ(bb.At(r - n / 2, c), w.At(first + r, c));
+        }
+      }
+    }
+  }
+  const WeightView mid = w.RowBlock(100, 60);  // rows 100..159: two block rows
+  EXPECT_EQ(mid.Bytes(), size_t{60 * 200});
+  EXPECT_EQ(mid.ScaleBytes(), size_t{2 * 2 * 4});
+}
+
+TEST(MatmulFp8Test, Portable) { CheckFp8Shapes(kPortable, kF32Tol); }
+
+TEST(MatmulFp8Test, GemvAvx512) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  const Path gemv = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                       int64_t ldy) { GemvFp8Avx512(x, m, ldx, w, y, ldy); };
+  CheckFp8Shapes(gemv, kF32Tol);
+  // A big one, split over threads, with tails of the 4-row groups.
+  CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), kF32Tol);
+}
+
+// The e4m3 -> f16 bit trick is exact for every code: one weight of each value.
+TEST(MatmulFp8Test, EveryCodeDecodesExactly) {
+  for (bool portable : {false, true}) {
+    SetPortableKernelsForTesting(portable);
+    std::vector<uint8_t> codes;
+    for (int b = 0; b < 256; ++b) {
+      if ((b & 0x7F) != 0x7F) codes.push_back(static_cast<uint8_t>(b));
+    }
+    const int64_t n = static_cast<int64_t>(codes.size());
+    const float scale = 0.375f;
+    const WeightView w = Fp8WeightView(n, 1, 1, codes.data(), &scale, 1, 1 << 20, 128);
+    const float x = 1.0f;
+    std::vector<float> y(static_cast<size_t>(n));
+    Matmul(&x, 1, w, y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y[i], Fp8E4M3ToF32(codes[i]) * scale) << "code " << int(codes[i]);
+    }
+  }
+  SetPortableKernelsForTesting(false);
+}
+
+// Dequantization for the GEMM path gives exactly the load-time values:
+// bf16(e4m3 × scale), round to nearest even, portable and AVX-512 alike.
+TEST(MatmulFp8Test, DequantizeRowsMatchesScalar) {
+  const Problem p = MakeProblem(1, 300, 203, DType::kF8E4M3, 5, 21);
+  const WeightView w = p.View().RowBlock(37, 250);  // starts mid-block
+  const int64_t r0 = 90, r1 = 221;                  // crosses a block row
+  std::vector<bf16> want(static_cast<size_t>((r1 - r0) * w.cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t c = 0; c < w.cols; ++c) want[(r - r0) * w.cols + c] = F32ToBf16(w.At(r, c));
+  }
+  std::vector<bf16> got(want.size() + 1, 0xdead);
+  matmul_internal::DequantizeFp8Rows(w, r0, r1, got.data());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "portable " << i;
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  for (bool has_bf16 : {false, true}) {
+    if (has_bf16 && !GetCpuFeatures().avx512_bf16) continue;
+    std::fill(got.begin(), got.end(), bf16{0xdead});
+    matmul_internal::DequantizeFp8RowsAvx512(w, r0, r1, got.data(), has_bf16);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << has_bf16 << " " << i;
+    EXPECT_EQ(got.back(), 0xdead);
+  }
+}
+
+TEST(MatmulFp8Test, OneDnnChunks) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  const Path chunked = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                          int64_t ldy) {
+    ASSERT_TRUE(matmul_internal::MatmulFp8OneDnn(x, m, ldx, w, y, ldy));
+  };
+  for (int64_t m : {6, 9, 33}) CheckPath(chunked, MakeProblem(m, 300, 300, DType::kF8E4M3, 1), kBf16XTol);
+  // 8 MiB chunks of 2900-wide bf16 rows are 1440 rows: three chunks, the last short.
+  Problem p = MakeProblem(7, 3000, 2900, DType::kF8E4M3, 0, 3);
+  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
+  chunked(p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy);
+  ExpectClose(p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy, kBf16XTol, /*row_step=*/3);
+}
+
+TEST(MatmulFp8Test, DispatchDetectedAndPortable) {
+  SetPortableKernelsForTesting(false);
+  CheckFp8Shapes(kDispatch, GetCpuFeatures().avx512f ? kBf16XTol : kF32Tol);
+  SetPortableKernelsForTesting(true);
+  CheckFp8Shapes(kDispatch, kF32Tol);
+  SetPortableKernelsForTesting(false);
+}
+
+// Per-head row blocks that start mid-block, as q_b_proj's rope rows do (rows
+// h·24 + 16 .. h·24 + 24 of a matrix in 32-row blocks), through MatmulBatched
+// with a shared x and through Matmul on each, for m on both sides of the GEMM.
+TEST(MatmulFp8Test, MidBlockRowBlocksBatched) {
+  for (bool portable : {false, true}) {
+    SetPortableKernelsForTesting(portable);
+    const int64_t H = 9, k = 83;
+    const Problem all = MakeProblem(1, H * 24, k, DType::kF8E4M3, 0, 11, 32, 32);
+    std::vector<WeightView> heads;
+    for (int64_t h = 0; h < H; ++h) heads.push_back(all.View().RowBlock(h * 24 + 16, 8));
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 13}) {
+      SCOPED_TRACE("m=" + std::to_string(m) + (portable ? " portable" : ""));
+      const double tol = !portable && GetCpuFeatures().avx512f && m >= matmul_internal::kGemmMinRows
+                             ? kBf16XTol
+                             : kF32Tol;
+      const Problem xs = MakeProblem(m, 1, k, DType::kF32, 0, 12);
+      std::vector<float> y(static_cast<size_t>(H * m * 8), NAN);
+      MatmulBatched(xs.x.data(), 0, m, heads.data(), H, y.data(), m * 8);
+      for (int64_t h = 0; h < H; ++h) {
+        ExpectClose(xs.x.data(), m, k, heads[h], y.data() + h * m * 8, 8, tol);
+        std::vector<float> one(static_cast<size_t>(m * 8));
+        Matmul(xs.x.data(), m, heads[h], one.data());
+        ExpectClose(xs.x.data(), m, k, heads[h], one.data(), 8, tol);
       }
     }
   }

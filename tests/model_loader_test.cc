@@ -283,27 +283,179 @@ std::string DequantizedCopy(const std::string& fp8_dir, const std::string& name)
   }, [](json& c) { c.erase("quantization_config"); });
 }
 
-TEST(ModelLoader, Fp8EqualsItsBf16Dequantization) {
+std::unique_ptr<ModelWeights> LoadFp8(const std::string& dir, MlaMode mode, Fp8Weights fp8) {
+  LoadOptions o;
+  o.mode = mode;
+  o.progress = false;
+  o.fp8 = fp8;
+  auto w = ModelWeights::Load(dir, o);
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  return w.ok() ? std::move(w).value() : nullptr;
+}
+
+// Logits [tokens.size(), vocab]: the first P tokens in one forward (m = P: the
+// GEMM path), then the rest one at a time through the cache (m = 1: the GEMV path).
+std::vector<float> TeacherForced(const ModelWeights& w, const std::vector<int32_t>& tokens, int64_t P) {
+  DeepSeekModel model(w);
+  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
+  std::vector<float> all, logits;
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P);
+  Status st = model.Forward(prompt, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kAll, logits);
+  EXPECT_TRUE(st.ok()) << st.message();
+  all = logits;
+  for (int64_t pos = P; pos < static_cast<int64_t>(tokens.size()); ++pos) {
+    st = model.Forward({tokens[pos]}, {SequenceSpan{cache.get(), pos, 1}}, LogitRows::kLastOfSpan, logits);
+    EXPECT_TRUE(st.ok()) << st.message();
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+std::vector<std::string> Fp8Models() {
   MakeModelOverrides r1;
   r1.num_hidden_layers = 2;
   r1.vocab_size = 1024;
   r1.dtype = CheckpointDType::kFp8;
   std::vector<std::string> dirs = {TinyFp8()};
   if (!testing_models::SkipLargeModels()) dirs.push_back(MakeModel("r1", r1));
-  for (const std::string& fp8 : dirs) {
+  return dirs;
+}
+
+const std::vector<int32_t> kFp8Tokens = {1, 50, 7, 300, 12, 480, 3, 411, 64, 5, 200, 17};
+constexpr int64_t kFp8Prompt = 7;
+
+// Fp8Weights::kDequantizeBf16 (the old load path) gives the bf16 copy's weights
+// exactly, through the same kernels: the logits are identical.
+TEST(ModelLoader, Fp8DequantizedEqualsItsBf16Copy) {
+  for (const std::string& fp8 : Fp8Models()) {
     SCOPED_TRACE(fp8);
     const std::string bf16_dir = DequantizedCopy(fp8, fs::path(fp8).filename().string() + "-dequantized");
-    const std::vector<int32_t> tokens = {1, 50, 7, 300, 12, 480, 3};
-    const std::vector<float> a = Logits(fp8, tokens);
-    const std::vector<float> b = Logits(bf16_dir, tokens);
+    const auto wa = LoadFp8(fp8, MlaMode::kAbsorbed, Fp8Weights::kDequantizeBf16);
+    const auto wb = LoadFp8(bf16_dir, MlaMode::kAbsorbed, Fp8Weights::kKeep);
+    ASSERT_TRUE(wa && wb);
+    EXPECT_FALSE(wa->fp8_kept());
+    const std::vector<float> a = TeacherForced(*wa, kFp8Tokens, kFp8Prompt);
+    const std::vector<float> b = TeacherForced(*wb, kFp8Tokens, kFp8Prompt);
     ASSERT_EQ(a.size(), b.size());
     ASSERT_FALSE(a.empty());
-    // Same bf16 weights either way, same kernels: the logits are identical.
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "at " << i;
     double sum_sq = 0;
     for (float v : a) sum_sq += double(v) * v;
     EXPECT_GT(sum_sq, 0.01 * a.size());
   }
+}
+
+// Kept fp8 against its bf16 dequantization. The kept GEMV uses the exact weights
+// (e4m3 × scale) while the bf16 copy rounds each to bf16 (8 significant bits):
+// a relative perturbation of up to 2^-8 per weight, RMS 2^-8/√3 ≈ 2.3e-3, which
+// reaches each projection's output at about that size relative. The prefill GEMM
+// dequantizes to the very same bf16 values, so its rows differ only where an
+// expert sees fewer than kGemmMinRows tokens (GEMV) or through the cache. Across
+// ~5 projections a layer plus lm_head the independent errors add in quadrature:
+// ~2.3e-3·√(5·3 + 1) ≈ 9e-3 for the 3-layer tiny model; measured 2.3e-3 (tiny)
+// and 3.0e-3 (2-layer r1), both modes (the norms damp what the estimate adds up).
+// 2e-2 leaves ~7x headroom and still catches a wrong block scale (an O(1) error).
+constexpr double kFp8KeptTolerance = 2e-2;
+
+TEST(ModelLoader, Fp8KeptMatchesItsBf16Dequantization) {
+  for (const std::string& fp8 : Fp8Models()) {
+    SCOPED_TRACE(fp8);
+    const auto ref_w = LoadFp8(fp8, MlaMode::kAbsorbed, Fp8Weights::kDequantizeBf16);
+    ASSERT_TRUE(ref_w);
+    const std::vector<float> ref = TeacherForced(*ref_w, kFp8Tokens, kFp8Prompt);
+    const int64_t vocab = ref_w->config().vocab_size;
+    // Naive decompresses with kv_b_proj (bf16 either way) and attends over the
+    // full keys: its own rounding differences are within model_test's 1e-2.
+    for (MlaMode mode : {MlaMode::kAbsorbed, MlaMode::kMaterialized, MlaMode::kNaive}) {
+      SCOPED_TRACE(std::string(MlaModeName(mode)));
+      const auto kept = LoadFp8(fp8, mode, Fp8Weights::kKeep);
+      ASSERT_TRUE(kept);
+      ASSERT_TRUE(kept->fp8_kept());
+      const std::vector<float> got = TeacherForced(*kept, kFp8Tokens, kFp8Prompt);
+      ASSERT_EQ(got.size(), ref.size());
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i]));
+        diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+        norm += double(ref[i]) * ref[i];
+      }
+      const double rel = std::sqrt(diff / norm);
+      std::printf("[ fp8 keep vs bf16 ] %s %s: relative RMS difference %.2e\n",
+                  fs::path(fp8).filename().c_str(), std::string(MlaModeName(mode)).c_str(), rel);
+      EXPECT_LE(rel, kFp8KeptTolerance);
+      EXPECT_GT(norm, 0.01 * ref.size());
+      // Greedy ids: equal wherever the reference's top-1 margin exceeds twice the
+      // largest logit change of that row (then no change can swap the order).
+      int64_t checked = 0;
+      for (size_t row = 0; row * vocab < ref.size(); ++row) {
+        const float* r = ref.data() + row * vocab;
+        const float* g = got.data() + row * vocab;
+        double max_change = 0;
+        for (int64_t v = 0; v < vocab; ++v) max_change = std::max(max_change, std::fabs(double(g[v]) - r[v]));
+        const int64_t top = std::max_element(r, r + vocab) - r;
+        float second = -INFINITY;
+        for (int64_t v = 0; v < vocab; ++v) {
+          if (v != top) second = std::max(second, r[v]);
+        }
+        if (r[top] - second > 2 * max_change) {
+          ++checked;
+          EXPECT_EQ(std::max_element(g, g + vocab) - g, top) << "row " << row;
+        }
+      }
+      EXPECT_GE(checked, static_cast<int64_t>(kFp8Tokens.size()) / 2) << "margins too small to check ids";
+    }
+  }
+}
+
+// Kept fp8: every projection but kv_b_proj is an e4m3 view (no copy); the
+// memory report counts 1 byte per weight plus the f32 block scales.
+TEST(ModelLoader, Fp8KeptViewsAndMemory) {
+  const std::string fp8 = TinyFp8();
+  const auto kept = LoadFp8(fp8, MlaMode::kAbsorbed, Fp8Weights::kKeep);
+  const auto deq = LoadFp8(fp8, MlaMode::kAbsorbed, Fp8Weights::kDequantizeBf16);
+  ASSERT_TRUE(kept && deq);
+  auto ck = Checkpoint::Open(fp8);
+  ASSERT_TRUE(ck.ok());
+  size_t dense = 0;
+  for (const LayerWeights& lw : kept->layers()) {
+    const MlaWeights& a = lw.attn;
+    EXPECT_EQ(a.q_b_proj.dtype, DType::kF8E4M3);
+    EXPECT_EQ(a.kv_a_proj_with_mqa.dtype, DType::kF8E4M3);
+    EXPECT_EQ(a.o_proj.dtype, DType::kF8E4M3);
+    EXPECT_EQ(a.kv_b_proj.dtype, DType::kBF16);
+    EXPECT_EQ(a.w_uk_t.at(0).dtype, DType::kBF16);
+    EXPECT_EQ(a.q_rope.at(1).dtype, DType::kF8E4M3);
+    if (a.q_a_proj) {
+      EXPECT_EQ(a.q_a_proj->dtype, DType::kF8E4M3);
+    }
+    if (!lw.is_moe) {
+      for (const WeightView* v : {&lw.mlp.gate_proj, &lw.mlp.up_proj, &lw.mlp.down_proj}) {
+        EXPECT_EQ(v->dtype, DType::kF8E4M3);
+        dense += v->Bytes() + v->ScaleBytes();
+      }
+    } else {
+      EXPECT_EQ(lw.moe.experts.at(0).up_proj.dtype, DType::kF8E4M3);
+    }
+  }
+  // The views hold the file's e4m3 bytes as they are (views into the loaded
+  // checkpoint, not converted copies), and exactly its scale tensor's bytes.
+  const MlaWeights& a0 = kept->layers()[0].attn;
+  const TensorInfo* o = ck->Find("model.layers.0.self_attn.o_proj.weight");
+  ASSERT_NE(o, nullptr);
+  ASSERT_EQ(a0.o_proj.Bytes(), o->nbytes);
+  EXPECT_EQ(std::memcmp(a0.o_proj.data, o->data, o->nbytes), 0);
+  EXPECT_EQ(a0.o_proj.ScaleBytes(), ck->Find("model.layers.0.self_attn.o_proj.weight_scale_inv")->nbytes);
+  EXPECT_EQ(kept->memory().dense_mlp, dense);
+  EXPECT_LT(kept->memory().Total(), deq->memory().Total());
+  EXPECT_LT(kept->memory().experts, deq->memory().experts);
+  EXPECT_EQ(kept->memory().embeddings, deq->memory().embeddings);  // bf16 in the file
+}
+
+TEST(ModelLoader, Fp8WeightsNames) {
+  EXPECT_EQ(ParseFp8Weights("keep"), Fp8Weights::kKeep);
+  EXPECT_EQ(ParseFp8Weights("bf16"), Fp8Weights::kDequantizeBf16);
+  EXPECT_FALSE(ParseFp8Weights("fp8").has_value());
+  EXPECT_EQ(Fp8WeightsName(Fp8Weights::kKeep), "keep");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   int64_t max_tokens = 16;
   std::string mla_mode = "absorbed";
+  std::string fp8 = "keep";
   int threads = 0;
   std::string logits_out;
 };
@@ -96,6 +97,8 @@ Status RunGenerate(const GenerateArgs& args) {
   SetThreads(args.threads);
   const auto mode = ParseMlaMode(args.mla_mode);
   if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive");
+  const auto fp8 = ParseFp8Weights(args.fp8);
+  if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + args.fp8 + "\"");
   if (args.prompt_ids.empty() == args.prompt.empty()) {
     return Status::Error("give exactly one of --prompt-ids and --prompt");
   }
@@ -106,7 +109,10 @@ Status RunGenerate(const GenerateArgs& args) {
   if (!args.prompt_ids.empty()) {
     LATTE_ASSIGN_OR_RETURN(prompt, ParseIds(args.prompt_ids));
   }
-  LATTE_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(args.model, LoadOptions{*mode, true}));
+  LoadOptions load;
+  load.mode = *mode;
+  load.fp8 = *fp8;
+  LATTE_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(args.model, load));
   DeepSeekModel model(*weights);
   if (!args.prompt.empty()) return RunTextGenerate(args, model);
   LATTE_ASSIGN_OR_RETURN(GenerateResult r,
@@ -144,6 +150,10 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS");
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--mla-mode", args->mla_mode, "absorbed | materialized | naive")->capture_default_str();
+  cmd->add_option("--fp8", args->fp8,
+                  "fp8 checkpoints: keep (weights stay e4m3 with their block scales, converted in "
+                  "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_option("--logits-out", args->logits_out,
                   "Write float32 .npy of shape [P + N - 1, vocab_size]: logits at every position run");

@@ -1,8 +1,10 @@
 // Matmul dispatch and the portable kernel. The paths (matmul_internal.h):
-//   m <  kGemmMinRows: GEMV, AVX-512 (gemv_avx512.cc) or portable (below).
-//   m >= kGemmMinRows: oneDNN (matmul_onednn.cc). Without AVX-512 oneDNN 2.6
-//     has only a scalar reference bf16 matmul, so bf16 weights then take the
-//     portable kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from
+//   m <  kGemmMinRows: GEMV, AVX-512 (gemv_avx512.cc; fp8: gemv_fp8_avx512.cc)
+//     or portable (below; fp8: matmul_fp8.cc).
+//   m >= kGemmMinRows: oneDNN (matmul_onednn.cc; fp8 weights dequantized to bf16
+//     a chunk of rows at a time, matmul_fp8.cc). Without AVX-512 oneDNN 2.6
+//     has only a scalar reference bf16 matmul, so bf16 and fp8 weights then take
+//     the portable kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from
 //     cpuid, so it is safe on any x86-64 CPU).
 #include "kernels/matmul.h"
 
@@ -20,6 +22,12 @@ WeightView WeightView::RowBlock(int64_t first, int64_t count) const {
   WeightView v = *this;
   v.rows = count;
   v.data = static_cast<const uint8_t*>(data) + static_cast<size_t>(first * ld) * DTypeSize(dtype);
+  if (dtype == DType::kF8E4M3) {
+    // Re-anchor on the block row that holds the new row 0.
+    const int64_t r = scale_row0 + first;
+    v.scale = scale + (r / block_rows) * scale_ld;
+    v.scale_row0 = r % block_rows;
+  }
   return v;
 }
 
@@ -137,7 +145,9 @@ void Portable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float
 
 void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                     int64_t ldy, bool threaded) {
-  if (w.dtype == DType::kBF16) {
+  if (w.dtype == DType::kF8E4M3) {
+    MatmulFp8Portable(x, m, ldx, w, y, ldy, threaded);
+  } else if (w.dtype == DType::kBF16) {
     Portable<true>(x, m, ldx, w, y, ldy, threaded);
   } else {
     Portable<false>(x, m, ldx, w, y, ldy, threaded);
@@ -155,18 +165,30 @@ bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
   return m >= kGemmMinRows && (cpu.avx512f || dtype == DType::kF32);
 }
 
+// The GEMV-side kernel for the view's dtype.
+void Gemv(const CpuFeatures& cpu, const float* x, int64_t m, int64_t ldx, const WeightView& w,
+          float* y, int64_t ldy, bool threaded) {
+  if (!cpu.avx512f) {
+    MatmulPortable(x, m, ldx, w, y, ldy, threaded);
+  } else if (w.dtype == DType::kF8E4M3) {
+    GemvFp8Avx512(x, m, ldx, w, y, ldy, threaded);
+  } else {
+    GemvAvx512(x, m, ldx, w, y, ldy, threaded);
+  }
+}
+
 // One problem; `threaded` false when the caller already runs one per thread.
 void MatmulOne(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                int64_t ldy, bool threaded) {
   if (m <= 0 || w.rows <= 0) return;
   const CpuFeatures& cpu = GetCpuFeatures();
   // oneDNN inside an OpenMP region runs single-threaded on its own.
-  if (UseOneDnn(cpu, m, w.dtype) && MatmulOneDnn(x, m, ldx, w, y, ldy)) return;
-  if (cpu.avx512f) {
-    GemvAvx512(x, m, ldx, w, y, ldy, threaded);
-  } else {
-    MatmulPortable(x, m, ldx, w, y, ldy, threaded);
+  if (UseOneDnn(cpu, m, w.dtype)) {
+    const bool done = w.dtype == DType::kF8E4M3 ? MatmulFp8OneDnn(x, m, ldx, w, y, ldy)
+                                                : MatmulOneDnn(x, m, ldx, w, y, ldy);
+    if (done) return;
   }
+  Gemv(cpu, x, m, ldx, w, y, ldy, threaded);
 }
 
 // MatmulBatched splits over heads (one whole problem per thread) when each
@@ -199,12 +221,7 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   if (small == 0) return;
   auto run_rows = [&](const MatmulProblem& q, int64_t r0, int64_t r1) {
     if (r1 <= r0) return;
-    const WeightView block = q.w.RowBlock(r0, r1 - r0);
-    if (cpu.avx512f) {
-      GemvAvx512(q.x, q.m, q.ldx, block, q.y + r0, q.ldy, /*threaded=*/false);
-    } else {
-      MatmulPortable(q.x, q.m, q.ldx, block, q.y + r0, q.ldy, /*threaded=*/false);
-    }
+    Gemv(cpu, q.x, q.m, q.ldx, q.w.RowBlock(r0, r1 - r0), q.y + r0, q.ldy, /*threaded=*/false);
   };
   // Same fork/join threshold as the single-problem GEMV.
   const bool parallel = omp_get_max_threads() > 1 && total >= (int64_t{1} << 16);
@@ -255,9 +272,10 @@ void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView
     return;
   }
   // Big problems: heads in turn, each on all threads. With a shared x the
-  // bf16 rounding of x is done once for all heads.
+  // bf16 rounding of x is done once for all heads (not for fp8 weights: their
+  // chunked path rounds x per call).
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (x_stride == 0 && UseOneDnn(cpu, m, w[0].dtype) &&
+  if (x_stride == 0 && w[0].dtype != DType::kF8E4M3 && UseOneDnn(cpu, m, w[0].dtype) &&
       MatmulOneDnnSharedX(x, m, w, batch, y, y_stride)) {
     return;
   }

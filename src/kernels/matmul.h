@@ -1,8 +1,10 @@
-// y = x · wᵀ for f32 activations and f32 / bf16 weights: every projection in the
-// model is one of these. Large m (prefill, batched decode) goes to oneDNN's GEMM
-// (its bf16 path uses AVX512_BF16 where the CPU has it); small m (batch-1 decode,
-// memory-bound) to a GEMV that streams the weight once. A portable path serves
-// CPUs without AVX-512. Threads: OpenMP, sized by the caller (omp_set_num_threads).
+// y = x · wᵀ for f32 activations and f32 / bf16 / fp8-e4m3 weights: every
+// projection in the model is one of these. Large m (prefill, batched decode) goes
+// to oneDNN's GEMM (its bf16 path uses AVX512_BF16 where the CPU has it; fp8 is
+// dequantized to bf16 a bounded chunk of rows at a time); small m (batch-1
+// decode, memory-bound) to a GEMV that streams the weight once (fp8: one byte
+// per weight, converted in registers). A portable path serves CPUs without
+// AVX-512. Threads: OpenMP, sized by the caller (omp_set_num_threads).
 #pragma once
 
 #include <cstdint>
@@ -13,24 +15,66 @@ namespace latte {
 
 // A weight matrix [rows, cols] = [out_features, in_features], row-major with row
 // stride `ld` elements (ld >= cols), so a block of rows of a bigger matrix (one
-// head of kv_b_proj) is a view without a copy. dtype: kF32 or kBF16.
+// head of kv_b_proj) is a view without a copy. dtype: kF32, kBF16 or kF8E4M3.
+//
+// kF8E4M3 (the DeepSeek-V3 release format): `data` holds e4m3 bytes and `scale`
+// one f32 per block_rows x block_cols block; the value of element (r, c) is
+//   e4m3(r, c) × scale[((scale_row0 + r) / block_rows) · scale_ld + c / block_cols].
+// scale_row0 (< block_rows) is where row 0 of this view sits inside its first
+// block row, so a RowBlock that starts mid-block (rows 320..383 of a matrix in
+// 128-row blocks) keeps reading the right scales. Views always start at column 0
+// of the block grid. The fp8 fields are ignored for the other dtypes.
 struct WeightView {
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t ld = 0;
   const void* data = nullptr;
+  // kF8E4M3 only:
+  const float* scale = nullptr;  // [scale rows, scale_ld]: the block scales (scale_inv)
+  int64_t scale_ld = 0;          // scales per row of blocks (ceil(cols / block_cols) or more)
+  int64_t scale_row0 = 0;        // row 0's offset inside its block row, [0, block_rows)
+  int64_t block_rows = 128;      // the checkpoint's weight_block_size
+  int64_t block_cols = 128;
 
   // Rows [first, first + count) of this matrix.
   WeightView RowBlock(int64_t first, int64_t count) const;
+  // The weight bytes the view covers (fp8: the e4m3 bytes only, see ScaleBytes).
   size_t Bytes() const { return static_cast<size_t>(rows * cols) * DTypeSize(dtype); }
+  // The f32 block scales the view reads (0 unless fp8).
+  size_t ScaleBytes() const {
+    if (dtype != DType::kF8E4M3 || rows <= 0) return 0;
+    const int64_t block_rows_spanned = (scale_row0 + rows + block_rows - 1) / block_rows;
+    return static_cast<size_t>(block_rows_spanned * ((cols + block_cols - 1) / block_cols)) *
+           sizeof(float);
+  }
+  // Scale of the block holding element (r, c) (fp8 only).
+  float ScaleAt(int64_t r, int64_t c) const {
+    return scale[((scale_row0 + r) / block_rows) * scale_ld + c / block_cols];
+  }
   // Element (r, c) as f32; for set-up code and references, not hot loops.
   float At(int64_t r, int64_t c) const {
     const size_t i = static_cast<size_t>(r * ld + c);
-    return dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(data)[i])
-                                 : static_cast<const float*>(data)[i];
+    switch (dtype) {
+      case DType::kBF16: return Bf16ToF32(static_cast<const bf16*>(data)[i]);
+      case DType::kF8E4M3:
+        return Fp8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) * ScaleAt(r, c);
+      default: return static_cast<const float*>(data)[i];
+    }
   }
 };
+
+// An fp8 view: `data` e4m3 [rows, ld], `scale` f32 [ceil(rows / block_rows), scale_ld].
+inline WeightView Fp8WeightView(int64_t rows, int64_t cols, int64_t ld, const uint8_t* data,
+                                const float* scale, int64_t scale_ld, int64_t block_rows = 128,
+                                int64_t block_cols = 128) {
+  WeightView v{DType::kF8E4M3, rows, cols, ld, data};
+  v.scale = scale;
+  v.scale_ld = scale_ld;
+  v.block_rows = block_rows;
+  v.block_cols = block_cols;
+  return v;
+}
 
 // y: [m, w.rows] (row stride ldy) = x: [m, w.cols] (row stride ldx) · wᵀ.
 void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy);
@@ -43,7 +87,8 @@ inline void Matmul(const float* x, int64_t m, const WeightView& w, float* y) {
 // `batch` independent products, one per head:
 //   y + b*y_stride: [m, w[b].rows] = (x + b*x_stride): [m, w[b].cols] · w[b]ᵀ
 // x_stride may be 0 (every head reads the same x). Rows within one problem are
-// contiguous (ldx = w[b].cols, ldy = w[b].rows). All w[b] share shape and dtype.
+// contiguous (ldx = w[b].cols, ldy = w[b].rows). All w[b] share shape and dtype
+// (fp8 views may differ in scale pointers and scale_row0).
 void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView* w,
                    int64_t batch, float* y, int64_t y_stride);
 

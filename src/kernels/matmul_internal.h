@@ -2,7 +2,8 @@
 // benchmark can force each one. Not part of the kernel API: callers use matmul.h.
 //
 // Every entry point computes y: [m, w.rows] (row stride ldy) = x: [m, w.cols]
-// (row stride ldx) · wᵀ, with f32 accumulation, for w.dtype kF32 or kBF16.
+// (row stride ldx) · wᵀ, with f32 accumulation, for w.dtype kF32 or kBF16 (and
+// kF8E4M3 where a comment says so).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,8 @@ namespace latte::matmul_internal {
 // 2.10; m=8 2.96 vs 2.29; m=16 4.64 vs 3.31. Ties go to the GEMV (exact f32 x).
 inline constexpr int64_t kGemmMinRows = 6;
 
-// Plain C++ for any m (GCC vectorises it at the x86-64 baseline). `threaded`:
+// Plain C++ for any m and every dtype including fp8 (GCC vectorises it at the
+// x86-64 baseline). `threaded`:
 // spread output rows over the OpenMP team; false when the caller already runs
 // one problem per thread (MatmulBatched).
 void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
@@ -30,6 +32,33 @@ void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w,
 // Call only when GetCpuFeatures().avx512f.
 void GemvAvx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                 int64_t ldy, bool threaded = true);
+
+// The portable fp8 kernel MatmulPortable runs for kF8E4M3 views (matmul_fp8.cc).
+void MatmulFp8Portable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                       int64_t ldy, bool threaded);
+
+// AVX-512 GEMV for fp8 e4m3 weights with block scales, any m (meant for m <
+// kGemmMinRows): streams the e4m3 bytes once, converts them in registers exactly
+// and applies each block's scale once per row and block (gemv_fp8_avx512.cc).
+// Views whose block_cols is not a multiple of 16 go to MatmulPortable.
+// Call only when GetCpuFeatures().avx512f.
+void GemvFp8Avx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                   int64_t ldy, bool threaded = true);
+
+// Rows [r0, r1) of an fp8 view dequantized to bf16 (e4m3 × block scale, rounded
+// to nearest even, the same values the load-time dequantization gives):
+// out [r1 - r0, w.cols] row-major. Threads over rows unless already in a
+// parallel region. The AVX-512 variant needs GetCpuFeatures().avx512f.
+void DequantizeFp8Rows(const WeightView& w, int64_t r0, int64_t r1, bf16* out);
+void DequantizeFp8RowsAvx512(const WeightView& w, int64_t r0, int64_t r1, bf16* out,
+                             bool has_bf16);
+
+// Large-m product with an fp8 weight (matmul_fp8.cc): x is rounded to bf16 once,
+// then a bounded chunk of weight rows at a time (8 MiB of bf16, matmul_fp8.cc) is
+// dequantized into per-thread scratch and multiplied by oneDNN's bf16 GEMM, so a
+// 129280 x 7168 matrix is never dequantized whole. Same contract as MatmulOneDnn.
+bool MatmulFp8OneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                     int64_t ldy);
 
 // f32 -> bf16, round to nearest even. AVX-512 (needs avx512f; uses vcvtneps2bf16
 // when `has_bf16`). Call only when GetCpuFeatures().avx512f.
@@ -42,6 +71,11 @@ void ConvertToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16);
 // the caller falls back; the tests treat false as a failure on AVX-512 CPUs.
 bool MatmulOneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                   int64_t ldy);
+
+// oneDNN bf16 x bf16 -> f32 with x already rounded to bf16 (xb: [m, ldxb]);
+// w.dtype must be kBF16. Same contract as MatmulOneDnn.
+bool MatmulOneDnnBf16X(const bf16* xb, int64_t m, int64_t ldxb, const WeightView& w, float* y,
+                       int64_t ldy);
 
 // MatmulBatched with x_stride 0 on the oneDNN path: x [m, w[0].cols] is rounded
 // to bf16 once for all heads. Same contract as MatmulOneDnn.

@@ -147,6 +147,13 @@ bool MatmulOneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, f
   return Run(c, xb, m, w.cols, w, y, ldy);
 }
 
+bool MatmulOneDnnBf16X(const bf16* xb, int64_t m, int64_t ldxb, const WeightView& w, float* y,
+                       int64_t ldy) {
+  if (m <= 0 || w.rows <= 0) return true;
+  if (w.dtype != DType::kBF16) return false;
+  return Run(ThreadContext(), xb, m, ldxb, w, y, ldy);
+}
+
 bool MatmulOneDnnSharedX(const float* x, int64_t m, const WeightView* w, int64_t batch,
                          float* y, int64_t y_stride) {
   if (m <= 0 || batch <= 0 || w[0].rows <= 0) return true;

@@ -163,7 +163,8 @@ class WeightLoader {
     }
     LATTE_ASSIGN_OR_RETURN(a.kv_a_proj_with_mqa, Matrix(s + "kv_a_proj_with_mqa.weight", &mem.attention));
     LATTE_ASSIGN_OR_RETURN(a.kv_a_layernorm, Vector(s + "kv_a_layernorm.weight", &mem.attention));
-    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention));
+    // bf16 even from fp8: the per-head W_UKᵀ / W_UV batched products run on bf16.
+    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention, /*keep_fp8=*/false));
     LATTE_ASSIGN_OR_RETURN(a.o_proj, Matrix(s + "o_proj.weight", &mem.attention));
     PrepareMlaWeights(c, m_.mode_, m_.compute_dtype_, a, m_.owned_, m_.memory_);
 
@@ -194,8 +195,9 @@ class WeightLoader {
   }
 
   // A 2-D weight in the compute dtype: the mapping itself when the stored dtype is
-  // already the compute dtype, else a converted (fp8: dequantized) copy.
-  Result<WeightView> Matrix(const std::string& name, size_t* bucket) {
+  // already the compute dtype, else a converted (fp8: dequantized) copy. fp8 under
+  // Fp8Weights::kKeep (and keep_fp8): an e4m3 view into the mapping with f32 scales.
+  Result<WeightView> Matrix(const std::string& name, size_t* bucket, bool keep_fp8 = true) {
     const TensorInfo& t = *m_.checkpoint_->Find(name);
     const int64_t rows = t.shape[0];
     const int64_t cols = t.shape[1];
@@ -204,11 +206,20 @@ class WeightLoader {
     if (t.dtype == out) {
       view.data = t.data;
     } else if (t.dtype == DType::kF8E4M3) {
-      LATTE_ASSIGN_OR_RETURN(view.data, DequantizeFp8(t));
+      LATTE_ASSIGN_OR_RETURN(const TensorInfo* s, Fp8Scales(t));
+      if (keep_fp8 && options_.fp8 == Fp8Weights::kKeep) {
+        const Fp8Quantization& q = *m_.config_.quantization;
+        view = Fp8WeightView(rows, cols, cols, t.data, ScalesAsF32(*s), s->shape[1], q.block_rows,
+                             q.block_cols);
+        m_.fp8_kept_ = true;
+      } else {
+        view.data = DequantizeFp8(t, *s);
+      }
+      Done(*s);
     } else {
       view.data = Convert(t);
     }
-    *bucket += view.Bytes();
+    *bucket += view.Bytes() + view.ScaleBytes();
     Done(t);
     return view;
   }
@@ -247,8 +258,9 @@ class WeightLoader {
     return dst;
   }
 
-  // weight = fp8 value × scale_inv of its block (the V3/R1 release format).
-  Result<const void*> DequantizeFp8(const TensorInfo& t) {
+  // The scale_inv tensor of fp8 weight t, checked: quantization_config present,
+  // shape [ceil(rows / block_rows), ceil(cols / block_cols)], not itself fp8.
+  Result<const TensorInfo*> Fp8Scales(const TensorInfo& t) {
     const std::string where = FileName(t.file) + ": tensor \"" + t.name + "\"";
     if (!m_.config_.quantization) {
       return Status::Error(where + " is F8_E4M3 but config.json has no quantization_config");
@@ -266,20 +278,37 @@ class WeightLoader {
     if (s->dtype == DType::kF8E4M3) {
       return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" must be F32/BF16/F16, not F8_E4M3");
     }
+    return s;
+  }
+
+  // The scales as f32: the mapping itself when stored f32 and 4-byte aligned,
+  // else an owned converted copy (counted by the view's ScaleBytes()).
+  const float* ScalesAsF32(const TensorInfo& s) {
+    if (s.dtype == DType::kF32 && reinterpret_cast<uintptr_t>(s.data) % alignof(float) == 0) {
+      return reinterpret_cast<const float*>(s.data);
+    }
+    const size_t n = static_cast<size_t>(s.NumElements());
+    float* out = reinterpret_cast<float*>(NewBuffer(n * sizeof(float)));
+    for (size_t i = 0; i < n; ++i) out[i] = ElementToF32(s.dtype, s.data, i);
+    return out;
+  }
+
+  // weight = fp8 value × scale_inv of its block (the V3/R1 release format), as bf16.
+  const void* DequantizeFp8(const TensorInfo& t, const TensorInfo& s) {
+    const Fp8Quantization& q = *m_.config_.quantization;
     const int64_t rows = t.shape[0];
     const int64_t cols = t.shape[1];
-    const int64_t scale_cols = expected[1];
+    const int64_t scale_cols = s.shape[1];
     std::byte* dst = NewBuffer(static_cast<size_t>(rows * cols) * sizeof(bf16));
     bf16* out = reinterpret_cast<bf16*>(dst);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
-        const float scale = ElementToF32(s->dtype, s->data, (r / q.block_rows) * scale_cols + c / q.block_cols);
+        const float scale = ElementToF32(s.dtype, s.data, (r / q.block_rows) * scale_cols + c / q.block_cols);
         out[r * cols + c] = F32ToBf16(Fp8E4M3ToF32(t.data[r * cols + c]) * scale);
       }
     }
-    Done(*s);
-    return static_cast<const void*>(dst);
+    return dst;
   }
 
   void Done(const TensorInfo& t) {
@@ -300,12 +329,15 @@ class WeightLoader {
 
   void ReportMemory() const {
     const WeightMemory& w = m_.memory_;
+    const std::string dtype =
+        m_.fp8_kept_ ? "F8_E4M3 kept with f32 block scales, kv_b_proj and the rest " +
+                           std::string(DTypeName(m_.compute_dtype_))
+                     : std::string(DTypeName(m_.compute_dtype_));
     std::fprintf(stderr,
                  "weights (%s, mla-mode %s): attention %.3f GB, w_uk_t copies %.3f GB, "
                  "materialized W_Q_UK+W_UV_O %.3f GB, dense mlp %.3f GB, experts %.3f GB, "
                  "embeddings %.3f GB, total %.3f GB\n",
-                 std::string(DTypeName(m_.compute_dtype_)).c_str(),
-                 std::string(MlaModeName(m_.mode_)).c_str(), w.attention / 1e9, w.attention_prepared / 1e9,
+                 dtype.c_str(), std::string(MlaModeName(m_.mode_)).c_str(), w.attention / 1e9, w.attention_prepared / 1e9,
                  w.materialized / 1e9, w.dense_mlp / 1e9, w.experts / 1e9, w.embeddings / 1e9,
                  w.Total() / 1e9);
   }
@@ -320,6 +352,16 @@ class WeightLoader {
   size_t bytes_done_ = 0, total_bytes_ = 0, skipped_bytes_ = 0;
   std::chrono::steady_clock::time_point start_, last_report_;
 };
+
+std::optional<Fp8Weights> ParseFp8Weights(std::string_view name) {
+  if (name == "keep") return Fp8Weights::kKeep;
+  if (name == "bf16") return Fp8Weights::kDequantizeBf16;
+  return std::nullopt;
+}
+
+std::string_view Fp8WeightsName(Fp8Weights fp8) {
+  return fp8 == Fp8Weights::kKeep ? "keep" : "bf16";
+}
 
 Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
                                                          const LoadOptions& options) {

@@ -1,12 +1,17 @@
 // A loaded model: config, the mapped checkpoint, and every weight as a view in
-// its compute precision, prepared once at load (fp8 dequantized to bf16, kv_b_proj
-// split into w_uk_t / w_uv, and — in materialized mode only — the absorbed products).
+// its compute precision, prepared once at load (kv_b_proj split into w_uk_t /
+// w_uv, and — in materialized mode only — the absorbed products). fp8 checkpoints
+// keep their projections as e4m3 views into the mapping with f32 block scales
+// (the kernels convert in registers: ~1 byte per weight read per token), except
+// kv_b_proj, which is dequantized to bf16 for the per-head W_UKᵀ / W_UV products;
+// LoadOptions::fp8 = kDequantizeBf16 dequantizes every fp8 weight to bf16 instead.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -61,7 +66,7 @@ struct LayerWeights {
 
 // Resident bytes per component, for the load report and `latte bench`.
 struct WeightMemory {
-  size_t attention = 0;      // checkpoint attention projections (+ norms), in compute precision
+  size_t attention = 0;      // checkpoint attention projections (+ norms) as held (fp8: + f32 scales)
   size_t attention_prepared = 0;  // w_uk_t copies (and dequantized kv_b for fp8)
   size_t materialized = 0;   // W_Q_UK + W_UV_O
   size_t dense_mlp = 0;
@@ -72,9 +77,18 @@ struct WeightMemory {
   }
 };
 
+// What to do with F8_E4M3 weights (checkpoints with quantization_config).
+enum class Fp8Weights {
+  kKeep,            // e4m3 views into the checkpoint + f32 block scales (kv_b_proj: bf16)
+  kDequantizeBf16,  // every fp8 weight dequantized to bf16 at load (2 bytes per weight)
+};
+std::optional<Fp8Weights> ParseFp8Weights(std::string_view name);  // "keep" | "bf16"
+std::string_view Fp8WeightsName(Fp8Weights fp8);
+
 struct LoadOptions {
   MlaMode mode = MlaMode::kAbsorbed;
   bool progress = true;  // progress line and memory report on stderr
+  Fp8Weights fp8 = Fp8Weights::kKeep;
 };
 
 class ModelWeights {
@@ -84,6 +98,8 @@ class ModelWeights {
 
   const ModelConfig& config() const { return config_; }
   DType compute_dtype() const { return compute_dtype_; }  // kBF16 or kF32
+  // True when some projections are fp8 views (1 byte per weight + block scales).
+  bool fp8_kept() const { return fp8_kept_; }
   MlaMode mode() const { return mode_; }
   const WeightView& embed_tokens() const { return embed_tokens_; }  // [vocab, d]
   const WeightView& lm_head() const { return lm_head_; }            // [vocab, d]
@@ -95,6 +111,7 @@ class ModelWeights {
   friend class WeightLoader;
   ModelConfig config_;
   DType compute_dtype_ = DType::kBF16;
+  bool fp8_kept_ = false;
   MlaMode mode_ = MlaMode::kAbsorbed;
   std::unique_ptr<Checkpoint> checkpoint_;  // keeps the mappings alive
   std::vector<AlignedBuffer> owned_;        // converted / prepared weights
