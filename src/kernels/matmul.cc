@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
@@ -198,6 +199,26 @@ void MatmulOne(const float* x, int64_t m, int64_t ldx, const WeightView& w, floa
 // the bench machine was too loaded to separate the two strategies.
 constexpr int64_t kBatchSplitMaxMacs = int64_t{1} << 26;
 
+// The GEMM-sized problems of a MatmulMany batch. Several of them (a prefill's MoE
+// experts, ~50 rows each at pp512 on V2-Lite) run one per thread, largest first
+// (dynamic schedule): each GEMM is too small to split well over both cores, and a
+// whole GEMM per thread pays no per-GEMM fork/join. A single one gets every thread.
+void RunGemms(const MatmulProblem* p, std::vector<int64_t>& gemms) {
+  if (gemms.empty()) return;
+  auto run = [p](int64_t i, bool threaded) {
+    MatmulOne(p[i].x, p[i].m, p[i].ldx, p[i].w, p[i].y, p[i].ldy, threaded);
+  };
+  if (gemms.size() == 1 || omp_get_max_threads() == 1) {
+    for (int64_t i : gemms) run(i, /*threaded=*/true);
+    return;
+  }
+  auto cost = [p](int64_t i) { return p[i].m * p[i].w.rows * p[i].w.cols; };
+  std::stable_sort(gemms.begin(), gemms.end(), [&](int64_t a, int64_t b) { return cost(a) > cost(b); });
+  const int64_t n = static_cast<int64_t>(gemms.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t j = 0; j < n; ++j) run(gemms[j], /*threaded=*/false);
+}
+
 }  // namespace
 
 void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy) {
@@ -209,15 +230,18 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   // Rows of the GEMV-sized problems, end to end; cost of a row = its weight elements.
   int64_t total = 0;
   int64_t small = 0;
+  thread_local std::vector<int64_t> gemms;  // indices of the GEMM-sized problems
+  gemms.clear();
   for (int64_t i = 0; i < count; ++i) {
     if (p[i].m <= 0 || p[i].w.rows <= 0) continue;
     if (UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
-      MatmulOne(p[i].x, p[i].m, p[i].ldx, p[i].w, p[i].y, p[i].ldy, /*threaded=*/true);
+      gemms.push_back(i);
     } else {
       total += p[i].w.rows * std::max<int64_t>(p[i].w.cols, 1);
       ++small;
     }
   }
+  RunGemms(p, gemms);
   if (small == 0) return;
   auto run_rows = [&](const MatmulProblem& q, int64_t r0, int64_t r1) {
     if (r1 <= r0) return;
