@@ -25,12 +25,16 @@ TEST(GenerateCli, IdsAndLogitsFileMatchInProcessRun) {
   const std::string npy = testing_models::TempRoot() + "/logits.npy";
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 5};
   const int64_t max_tokens = 7;
-  for (const char* mode : {"absorbed", "materialized", "naive"}) {
-    SCOPED_TRACE(mode);
+  // --mmap serves the same bytes from the page cache: the in-process run below
+  // (default: a copy on huge pages) must match it bit for bit.
+  const std::pair<const char*, const char*> runs[] = {
+      {"absorbed", ""}, {"materialized", ""}, {"naive", ""}, {"absorbed", " --mmap"}};
+  for (const auto& [mode, extra] : runs) {
+    SCOPED_TRACE(std::string(mode) + extra);
     int code = 0;
     const std::string out = RunCommand(std::string(LATTE_BINARY) + " generate --model " + dir +
                                            " --prompt-ids 3,141,59,26,5 --max-tokens 7 --threads 2 --mla-mode " +
-                                           mode + " --logits-out " + npy + " 2>/dev/null",
+                                           mode + extra + " --logits-out " + npy + " 2>/dev/null",
                                        &code);
     ASSERT_EQ(code, 0) << out;
 

@@ -368,7 +368,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
   auto m = std::make_unique<ModelWeights>();
   m->mode_ = options.mode;
   LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
-  LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir, options.residency));
   m->checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));
   const std::string index = dir + "/model.safetensors.index.json";
   std::string source = std::filesystem::exists(index) ? FileName(index) : dir;

@@ -347,7 +347,7 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file) {
   return tensors;
 }
 
-Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
+Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency residency) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return Status::Error(dir + ": not a directory");
 
@@ -371,7 +371,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
       return Status::Error(index_path + ": shard " + Quote(shard) + " (holding tensor " +
                            Quote(first_tensor) + ") does not exist");
     }
-    LATTE_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+    LATTE_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path, residency));
     LATTE_ASSIGN_OR_RETURN(std::vector<TensorInfo> tensors, ReadSafetensorsHeader(*file));
     for (TensorInfo& t : tensors) {
       if (const TensorInfo* other = checkpoint.Find(t.name)) {
