@@ -72,14 +72,14 @@ constexpr double kFinalNorm = 64;
 
 TEST(ModelBenchCosts, DecodeBatch1AbsorbedMatchesHandCount) {
   const double context = 10, S = context + 1;
-  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, 2);
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, 2, 2);
   const double weights = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // 3 layers of attention + norms
                          + kDense * 2                                // layer 0
                          + 2 * ((3 + 1) * kExpert * 2 + kRouterValues * 4)  // layers 1-2: 3 routed + 1 shared
                          + kFinalNorm * 4 + kLmHead * 2 + kEmbedRow * 2;
   EXPECT_DOUBLE_EQ(weights, 318336);  // the same sum, added up by hand
   EXPECT_DOUBLE_EQ(t.weight_bytes, weights);
-  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * S * 40 * 4);  // f32 rows of d_c + d_r per layer
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * S * 40 * 2);  // bf16 rows of d_c + d_r per layer
   const double flops = 3 * (2 * kAttnAbsorbed + 2 * S * 4 * 40 + 2 * S * 4 * 32)  // projections + core
                        + 2 * kDense + 2 * (2 * 4 * kExpert + 2 * 8 * 64)           // MLP, experts + router
                        + 2 * kLmHead;
@@ -88,8 +88,8 @@ TEST(ModelBenchCosts, DecodeBatch1AbsorbedMatchesHandCount) {
 }
 
 TEST(ModelBenchCosts, DecodeMaterializedReadsTheProducts) {
-  const TokenCosts a = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, 2);
-  const TokenCosts m = DecodeCostsPerToken(Tiny(), MlaMode::kMaterialized, 1, 10, 2);
+  const TokenCosts a = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, 2, 2);
+  const TokenCosts m = DecodeCostsPerToken(Tiny(), MlaMode::kMaterialized, 1, 10, 2, 2);
   EXPECT_DOUBLE_EQ(m.weight_bytes - a.weight_bytes, 3 * (kAttnMaterialized - kAttnAbsorbed) * 2);
   EXPECT_DOUBLE_EQ(m.flops - a.flops, 3 * 2 * (kAttnMaterialized - kAttnAbsorbed));
   EXPECT_DOUBLE_EQ(m.kv_bytes, a.kv_bytes);
@@ -97,7 +97,7 @@ TEST(ModelBenchCosts, DecodeMaterializedReadsTheProducts) {
 
 TEST(ModelBenchCosts, DecodeBatchSharesTheWeightsOfAStep) {
   const int64_t B = 4;
-  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, B, 10, 2);
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, B, 10, 2, 2);
   const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 4));  // distinct experts 4 tokens touch
   EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 3, 4), experts);
   EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 3, 1), 3);
@@ -105,19 +105,19 @@ TEST(ModelBenchCosts, DecodeBatchSharesTheWeightsOfAStep) {
                       2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) + kFinalNorm * 4 + kLmHead * 2 +
                       B * kEmbedRow * 2;
   EXPECT_NEAR(t.weight_bytes, step / B, 1e-6);
-  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 11 * 40 * 4);  // per sequence: not shared
-  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, 2).flops);
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 11 * 40 * 2);  // per sequence: not shared
+  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, 2, 2).flops);
 }
 
 TEST(ModelBenchCosts, PrefillMatchesHandCount) {
   const double P = 8;
-  const TokenCosts t = PrefillCostsPerToken(Tiny(), 8, 2);
+  const TokenCosts t = PrefillCostsPerToken(Tiny(), 8, 2, 2);
   const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 8));
   const double forward = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // decompressed: q_a, kv_a, q_b, kv_b, o
                          + kDense * 2 + 2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) +
                          kFinalNorm * 4 + kLmHead * 2 + P * kEmbedRow * 2;
   EXPECT_NEAR(t.weight_bytes, forward / P, 1e-6);
-  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 40 * 4);
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 40 * 2);
   const double keys = (P + 1) / 2;
   const double flops = 3 * (2 * kAttnAbsorbed + keys * (2 * 4 * 24 + 2 * 4 * 16)) + 2 * kDense +
                        2 * (2 * 4 * kExpert + 2 * 8 * 64) + 2 * kLmHead / P;
@@ -175,6 +175,77 @@ TEST(BenchModelCommand, JsonLinesAreSane) {
     EXPECT_NEAR(j["achieved_gbps"].get<double>(),
                 j["bytes_per_token"].get<double>() * j["tok_s_mean"].get<double>() / 1e9,
                 1e-9 * j["achieved_gbps"].get<double>() + 1e-12);
+  }
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& out) {
+  std::istringstream lines(out);
+  std::string line;
+  std::vector<nlohmann::json> objects;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '{') objects.push_back(nlohmann::json::parse(line));
+  }
+  return objects;
+}
+
+// -d D: tg decodes after D tokens prefilled into each cache (600: two chunks of the
+// 512-token fill), and its per-token costs count the attention over them: the average
+// context is D + (n - 1) / 2 (without -d: the 16-token prompt, 16 + (n - 1) / 2).
+TEST(BenchModelCommand, DepthCountsTheCachedRowsInTheCosts) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult deep = RunLatte("bench model --model " + dir + " -p 0 -n 3 -r 1 -t 2 -d 600 --json");
+  ASSERT_EQ(deep.exit_code, 0) << deep.out;
+  const CommandResult shallow = RunLatte("bench model --model " + dir + " -p 0 -n 3 -r 1 -t 2 --json");
+  ASSERT_EQ(shallow.exit_code, 0) << shallow.out;
+  const std::vector<nlohmann::json> d = JsonLines(deep.out), s = JsonLines(shallow.out);
+  ASSERT_EQ(d.size(), 1u) << deep.out;
+  ASSERT_EQ(s.size(), 1u) << shallow.out;
+  EXPECT_EQ(d[0]["test"], "tg3@d600");
+  EXPECT_EQ(d[0]["depth"], 600);
+  EXPECT_EQ(s[0]["test"], "tg3");
+  EXPECT_EQ(s[0]["depth"], 0);
+  EXPECT_TRUE(PositiveFinite(d[0]["tok_s_mean"])) << d[0].dump();
+  // Tiny: 3 layers, bf16 rows of d_c + d_r = 40 values, H 4, d_c 32.
+  const double rows = 600 + 1 + 1;  // average context 601, plus the new token's own row
+  EXPECT_DOUBLE_EQ(d[0]["kv_bytes_per_token"].get<double>(), 3 * rows * 40 * 2);
+  EXPECT_DOUBLE_EQ(s[0]["kv_bytes_per_token"].get<double>(), 3 * (16 + 1 + 1) * 40 * 2);
+  EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>() - s[0]["flops_per_token"].get<double>(),
+                   3 * (601 - 17) * (2 * 4 * 40 + 2 * 4 * 32));
+  EXPECT_DOUBLE_EQ(d[0]["weight_bytes_per_token"].get<double>(), s[0]["weight_bytes_per_token"].get<double>());
+  const TokenCosts want = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 601, 2, 2);
+  EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>(), want.flops);
+  EXPECT_DOUBLE_EQ(d[0]["bytes_per_token"].get<double>(), want.Bytes());
+}
+
+TEST(BenchModelCommand, RejectsANegativeDepth) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult r = RunLatte("bench model --model " + dir + " -p 0 -n 2 -r 1 -d -5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("-d"), std::string::npos) << r.out;
+}
+
+// bench attn's core rows: the bf16 rows one step reads and the core's FLOPs, exactly,
+// beside the machine peaks measured in the same run.
+TEST(BenchAttnCommand, CoreRowsCountBytesAndFlops) {
+  const CommandResult r = RunLatte(
+      "bench attn --preset v2-lite --mode absorbed --batch 1 --batch 2 --context 100 --min-seconds 0 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<nlohmann::json> objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 4u) << r.out;  // absorbed x 2 batches, then core x 2
+  for (int i = 0; i < 4; ++i) {
+    const nlohmann::json& j = objects[i];
+    const double batch = j["batch"].get<double>();
+    EXPECT_EQ(j["mode"], i < 2 ? "absorbed" : "core") << j.dump();
+    // V2-Lite: 16 heads, rows of 576 bf16 values, d_c 512; 101 rows per sequence.
+    EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), batch * 101 * 576 * 2) << j.dump();
+    if (i >= 2) {
+      EXPECT_DOUBLE_EQ(j["flops"].get<double>(), batch * 101 * (2 * 16 * 576 + 2 * 16 * 512)) << j.dump();
+      for (const char* key : {"ms_per_step", "achieved_gbps", "achieved_gflops", "machine_read_gbps",
+                              "fraction_of_read_gbps", "fraction_of_flop_peak"}) {
+        EXPECT_TRUE(PositiveFinite(j[key])) << key << " in " << j.dump();
+      }
+      EXPECT_TRUE(j["roofline"] == "flops" || j["roofline"] == "read_gbps") << j.dump();
+    }
   }
 }
 

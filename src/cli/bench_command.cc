@@ -4,8 +4,10 @@
 //   latte bench model   — whole-model pp / tg throughput against those peaks (engine/model_benchmark.h)
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +15,6 @@
 #include "engine/attention_benchmark.h"
 #include "engine/model_benchmark.h"
 #include "kernels/machine_probe.h"
-#include "kernels/memory_probe.h"
 #include "model/presets.h"
 
 namespace latte::cli {
@@ -27,12 +28,13 @@ struct AttnArgs {
   std::vector<std::string> modes = {"absorbed", "materialized", "naive"};
   double min_seconds = 1.0;
   int threads = 0;
+  bool core = true;
   bool json = false;
 };
 
 struct PrintContext {
   bool json = false;
-  double read_gbps = 0;  // the machine's read bandwidth, measured at the start of the run
+  MachinePeaks peaks;  // measured at the start of the run
   std::vector<AttentionBenchPoint> points;
 };
 
@@ -65,13 +67,62 @@ void PrintPoint(const AttentionBenchPoint& p, void* user) {
                         {"steps", p.steps},              {"weight_bytes", p.weight_bytes},
                         {"kv_bytes", p.kv_bytes},        {"flops", p.flops},
                         {"achieved_gbps", p.achieved_gbps}, {"achieved_gflops", p.achieved_gflops},
-                        {"threads", omp_get_max_threads()}, {"machine_read_gbps", ctx.read_gbps}};
+                        {"threads", omp_get_max_threads()}, {"machine_read_gbps", ctx.peaks.read_gbps}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%-13s %6lld %8lld %11.3f %14.1f %12.1f %10.1f %10.1f\n",
                 std::string(MlaModeName(p.mode)).c_str(), static_cast<long long>(p.batch),
                 static_cast<long long>(p.context), p.ms_per_step, p.weight_bytes / 1e6, p.flops / 1e9,
                 p.achieved_gbps, p.achieved_gflops);
+  }
+  std::fflush(stdout);
+}
+
+// The core's roofline: it must read kv_bytes and do flops, so its time is at least
+// the larger of kv_bytes / read bandwidth and flops / bf16 peak (f32 FMA peak without
+// AVX512_BF16). Fractions of both peaks are printed, and which one binds.
+struct CoreRoofline {
+  double bytes_fraction = 0;  // achieved KV GB/s / machine read GB/s
+  double flops_fraction = 0;  // achieved GFLOP/s / machine bf16 (or f32) GFLOP/s
+  bool bytes_bind = false;    // the KV-bytes time exceeds the FLOP time at peak
+};
+
+CoreRoofline CoreFractions(const AttentionCorePoint& p, const MachinePeaks& peaks) {
+  const double flop_peak = peaks.bf16_gflops ? *peaks.bf16_gflops : peaks.f32_gflops;
+  CoreRoofline r;
+  r.bytes_fraction = p.achieved_gbps / peaks.read_gbps;
+  r.flops_fraction = p.achieved_gflops / flop_peak;
+  r.bytes_bind = p.kv_bytes / peaks.read_gbps > p.flops / flop_peak;
+  return r;
+}
+
+void PrintCorePoint(const AttentionCorePoint& p, void* user) {
+  const auto& ctx = *static_cast<PrintContext*>(user);
+  const CoreRoofline r = CoreFractions(p, ctx.peaks);
+  if (ctx.json) {
+    nlohmann::json j = {{"mode", "core"},
+                        {"batch", p.batch},
+                        {"context", p.context},
+                        {"ms_per_step", p.ms_per_step},
+                        {"steps", p.steps},
+                        {"kv_bytes", p.kv_bytes},
+                        {"flops", p.flops},
+                        {"achieved_gbps", p.achieved_gbps},
+                        {"achieved_gflops", p.achieved_gflops},
+                        {"threads", omp_get_max_threads()},
+                        {"machine_read_gbps", ctx.peaks.read_gbps},
+                        {"machine_bf16_gflops", nullptr},
+                        {"machine_f32_gflops", ctx.peaks.f32_gflops},
+                        {"fraction_of_read_gbps", r.bytes_fraction},
+                        {"fraction_of_flop_peak", r.flops_fraction},
+                        {"roofline", r.bytes_bind ? "read_gbps" : "flops"}};
+    if (ctx.peaks.bf16_gflops) j["machine_bf16_gflops"] = *ctx.peaks.bf16_gflops;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%6lld %8lld %11.3f %12.1f %12.2f %10.1f %10.1f %10.1f%% %10.1f%% %6s\n",
+                static_cast<long long>(p.batch), static_cast<long long>(p.context), p.ms_per_step,
+                p.kv_bytes / 1e6, p.flops / 1e9, p.achieved_gbps, p.achieved_gflops,
+                100.0 * r.flops_fraction, 100.0 * r.bytes_fraction, r.bytes_bind ? "bytes" : "FLOPs");
   }
   std::fflush(stdout);
 }
@@ -99,10 +150,20 @@ Status RunAttn(const AttnArgs& args) {
   options.batches = args.batches;
   options.contexts = args.contexts;
   options.min_seconds = args.min_seconds;
-  PrintContext ctx{args.json, MeasureReadBandwidthGBps(), {}};
+  MachineProbeOptions probe;
+  probe.read_repeats = 3;
+  probe.compute_seconds = 0.2;
+  PrintContext ctx{args.json, ProbeMachine(probe), {}};
   if (!args.json) {
-    std::printf("machine read bandwidth (1 GiB, %d threads): %.1f GB/s\n", omp_get_max_threads(), ctx.read_gbps);
-    std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, f32 latent cache, %d threads\n",
+    std::printf("machine (measured now, %d threads): read %.1f GB/s, bf16 ", omp_get_max_threads(),
+                ctx.peaks.read_gbps);
+    if (ctx.peaks.bf16_gflops) {
+      std::printf("%.1f GFLOP/s", *ctx.peaks.bf16_gflops);
+    } else {
+      std::printf("n/a");
+    }
+    std::printf(", f32 FMA %.1f GFLOP/s\n", ctx.peaks.f32_gflops);
+    std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, bf16 latent cache, %d threads\n",
                 static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_attention_heads),
                 static_cast<long long>(config.kv_lora_rank), omp_get_max_threads());
     std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s\n", "mode", "batch", "context", "ms/step",
@@ -110,7 +171,21 @@ Status RunAttn(const AttnArgs& args) {
   }
   LATTE_RETURN_IF_ERROR(RunAttentionBenchmark(config, options, &PrintPoint, &ctx));
   if (!args.json) PrintRatios(ctx.points);
-  return Status::Ok();
+  if (!args.core) return Status::Ok();
+  // The peak the core is held against: the larger of two probes, at the start and now
+  // (a probe that shares the cores with another job reads low; a peak cannot).
+  if (const std::optional<double> again = MeasureBf16DotGflops(0.2); again && ctx.peaks.bf16_gflops) {
+    ctx.peaks.bf16_gflops = std::max(*ctx.peaks.bf16_gflops, *again);
+  }
+  if (!args.json) {
+    if (ctx.peaks.bf16_gflops) std::printf("\nbf16 peak (larger of two probes): %.1f GFLOP/s\n", *ctx.peaks.bf16_gflops);
+    std::printf("attention core alone (absorbed/materialized decode: %lld heads over the bf16 latent rows, "
+                "split over %d threads by context)\n",
+                static_cast<long long>(config.num_attention_heads), omp_get_max_threads());
+    std::printf("%6s %8s %11s %12s %12s %10s %10s %11s %11s %6s\n", "batch", "context", "ms/step", "KV MB/step",
+                "GFLOP/step", "KV GB/s", "GFLOP/s", "FLOP peak", "read BW", "bound");
+  }
+  return RunAttentionCoreBenchmark(config, options, &PrintCorePoint, &ctx);
 }
 
 struct MachineArgs {
@@ -161,12 +236,14 @@ struct ModelArgs {
   int64_t repetitions = 5;
   std::string mla_mode = "absorbed";
   int64_t batch = 1;
+  int64_t depth = 0;
   bool json = false;
 };
 
 struct ModelPrintContext {
   bool json = false;
   int threads = 0;
+  int64_t depth = 0;
   std::string mla_mode;
   MachinePeaks peaks;
 };
@@ -186,6 +263,7 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& config, void
   if (ctx.json) {
     nlohmann::json j = {{"test", r.test},
                         {"batch", r.batch},
+                        {"depth", r.test.rfind("tg", 0) == 0 ? ctx.depth : 0},
                         {"threads", ctx.threads},
                         {"mla_mode", ctx.mla_mode},
                         {"tok_s_mean", r.tok_s_mean},
@@ -207,7 +285,7 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& config, void
   } else {
     char figure[64];
     std::snprintf(figure, sizeof(figure), "%.2f ± %.2f", r.tok_s_mean, r.tok_s_sd);
-    std::printf("| %-12s | %7d | %5lld | %-7s | %18s | %9.2f | %9.3f | %8.1f | %9.1f | %5.1f%% %-4s |\n",
+    std::printf("| %-12s | %7d | %5lld | %-11s | %18s | %9.2f | %9.3f | %8.1f | %9.1f | %5.1f%% %-4s |\n",
                 ctx.mla_mode.c_str(), ctx.threads, static_cast<long long>(r.batch), r.test.c_str(), figure,
                 r.costs.Bytes() / 1e6, r.costs.flops / 1e9, r.achieved_gbps, r.achieved_gflops,
                 100.0 * fraction, bandwidth ? "BW" : "FLOP");
@@ -225,10 +303,12 @@ Status RunModel(const ModelArgs& args) {
   options.gen = args.gen;
   options.repetitions = args.repetitions;
   options.batch = args.batch;
+  options.depth = args.depth;
   options.mode = *mode;
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();
+  ctx.depth = args.depth;
   ctx.mla_mode = std::string(MlaModeName(*mode));
   MachineProbeOptions probe;
   probe.read_repeats = 3;
@@ -243,10 +323,10 @@ Status RunModel(const ModelArgs& args) {
       std::printf("n/a");
     }
     std::printf(", f32 FMA %.1f GFLOP/s\n", ctx.peaks.f32_gflops);
-    std::printf("| %-12s | %7s | %5s | %-7s | %18s | %9s | %9s | %8s | %9s | %11s |\n", "mla_mode", "threads",
+    std::printf("| %-12s | %7s | %5s | %-11s | %18s | %9s | %9s | %8s | %9s | %11s |\n", "mla_mode", "threads",
                 "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline");
-    std::printf("| %.12s | %.7s | %.5s | %.7s | %.18s | %.9s | %.9s | %.8s | %.9s | %.11s |\n",
-                "------------", "-------", "-----", "-------", "------------------", "---------",
+    std::printf("| %.12s | %.7s | %.5s | %.11s | %.18s | %.9s | %.9s | %.8s | %.9s | %.11s |\n",
+                "------------", "-------", "-----", "-----------", "------------------", "---------",
                 "---------", "--------", "---------", "-----------");
   }
   return RunModelBenchmark(options, &PrintModelResult, &ctx);
@@ -268,6 +348,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--min-seconds", attn->min_seconds, "Time per point, after a warm-up step")
       ->capture_default_str();
   cmd->add_option("--threads", attn->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_flag("--core,!--no-core", attn->core,
+                "Also time the attention core alone against the machine's peaks (mode \"core\" in JSON)")
+      ->capture_default_str();
   cmd->add_flag("--json", attn->json, "One JSON object per line");
   cmd->callback([attn] {
     const Status status = RunAttn(*attn);
@@ -300,6 +383,10 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   bcmd->add_option("--mla-mode", model->mla_mode, "absorbed | materialized | naive")->capture_default_str();
   bcmd->add_option("--batch", model->batch, "tg: sequences decoding together")->capture_default_str();
+  bcmd->add_option("-d,--depth", model->depth,
+                   "tg: tokens already in each sequence's cache (prefilled in chunks of 512, untimed); "
+                   "0: a 16-token prompt")
+      ->capture_default_str();
   bcmd->add_flag("--json", model->json, "One JSON object per test");
   bcmd->callback([model] {
     const Status status = RunModel(*model);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "base/aligned_buffer.h"
+#include "kernels/attention.h"
 #include "model/latent_cache.h"
 #include "model/mla.h"
 #include "model/mla_preparation.h"
@@ -90,10 +91,93 @@ uint64_t AttentionFlopsPerStep(const ModelConfig& c, MlaMode mode, int64_t batch
   return per_token * static_cast<uint64_t>(batch);
 }
 
+uint64_t AttentionCoreKvBytes(const ModelConfig& c, int64_t batch, int64_t context) {
+  return static_cast<uint64_t>(batch) * (context + 1) * c.LatentDim() * sizeof(bf16);
+}
+
+uint64_t AttentionCoreFlops(const ModelConfig& c, int64_t batch, int64_t context) {
+  const uint64_t H = c.num_attention_heads, S = static_cast<uint64_t>(context) + 1;
+  return static_cast<uint64_t>(batch) * (2 * S * H * c.LatentDim() + 2 * S * H * c.kv_lora_rank);
+}
+
+namespace {
+
+// `batch` bf16 caches of one layer, each holding `context` random latent rows
+// (normalised scale ~1) and room for the step's own row.
+std::vector<std::unique_ptr<LatentCache>> RandomCaches(const ModelConfig& c, int64_t batch,
+                                                       int64_t context, std::mt19937& rng) {
+  const int64_t L = c.LatentDim();
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::unique_ptr<LatentCache>> caches;
+  std::vector<float> row(L);
+  for (int64_t b = 0; b < batch; ++b) {
+    caches.push_back(std::make_unique<LatentCache>(1, L, context + 1, DType::kBF16));
+    for (int64_t t = 0; t <= context; ++t) {
+      for (float& v : row) v = normal(rng);
+      caches.back()->Write(0, t, row.data());
+    }
+    caches.back()->set_length(context);
+  }
+  return caches;
+}
+
+}  // namespace
+
+Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptions& options,
+                                 void (*report)(const AttentionCorePoint&, void*), void* user) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t H = c.num_attention_heads, L = c.LatentDim(), d_c = c.kv_lora_rank;
+  std::mt19937 rng(static_cast<uint32_t>(options.seed));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t batch : options.batches) {
+    for (int64_t context : options.contexts) {
+      const std::vector<std::unique_ptr<LatentCache>> caches = RandomCaches(c, batch, context, rng);
+      std::vector<float> q(batch * H * L), out(batch * H * d_c);  // q: [B, H, L]; out: [B, H, d_c]
+      for (float& v : q) v = normal(rng);
+      const float scale = static_cast<float>(c.SoftmaxScale());
+      const auto step = [&] {
+        for (int64_t b = 0; b < batch; ++b) {
+          SharedKeyAttentionParams p;
+          p.q = q.data() + b * H * L;
+          p.rows = caches[b]->Rows(0);
+          p.rows_dtype = caches[b]->dtype();
+          p.out = out.data() + b * H * d_c;
+          p.num_rows = context + 1;
+          p.heads = H;
+          p.row_dim = L;
+          p.value_dim = d_c;
+          p.scale = scale;
+          SharedKeyAttention(p);
+        }
+      };
+      step();  // warm-up
+      int64_t steps = 0;
+      double elapsed = 0;
+      const auto t0 = Clock::now();
+      while (steps < 50 * options.max_steps && (steps == 0 || elapsed < options.min_seconds)) {
+        step();
+        ++steps;
+        elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      }
+      AttentionCorePoint p;
+      p.batch = batch;
+      p.context = context;
+      p.steps = steps;
+      p.ms_per_step = elapsed / steps * 1e3;
+      p.kv_bytes = AttentionCoreKvBytes(c, batch, context);
+      p.flops = AttentionCoreFlops(c, batch, context);
+      p.achieved_gbps = p.kv_bytes / (elapsed / steps) / 1e9;
+      p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
+      report(p, user);
+    }
+  }
+  return Status::Ok();
+}
+
 Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& options,
                              void (*report)(const AttentionBenchPoint&, void*), void* user) {
   using Clock = std::chrono::steady_clock;
-  const int64_t d = c.hidden_size, L = c.LatentDim();
+  const int64_t d = c.hidden_size;
   std::mt19937 rng(static_cast<uint32_t>(options.seed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (MlaMode mode : options.modes) {
@@ -103,16 +187,10 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
     MlaScratch scratch;
     for (int64_t batch : options.batches) {
       for (int64_t context : options.contexts) {
-        // Caches with `context` random latent rows each (normalised scale ~1).
-        std::vector<std::unique_ptr<LatentCache>> caches;
+        // bf16 caches (as a bf16 model's) with `context` random latent rows each.
+        const std::vector<std::unique_ptr<LatentCache>> caches = RandomCaches(c, batch, context, rng);
         std::vector<SequenceSpan> spans;
-        for (int64_t b = 0; b < batch; ++b) {
-          caches.push_back(std::make_unique<LatentCache>(1, L, context + 1));
-          float* rows = caches.back()->Row(0, 0);
-          for (int64_t i = 0; i < context * L; ++i) rows[i] = normal(rng);
-          caches.back()->set_length(context);
-          spans.push_back(SequenceSpan{caches.back().get(), context, 1});
-        }
+        for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{caches[b].get(), context, 1});
         std::vector<float> x(batch * d), out(batch * d);
         for (float& v : x) v = normal(rng);
         mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch);  // warm-up
@@ -131,7 +209,7 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
         p.steps = steps;
         p.ms_per_step = elapsed / steps * 1e3;
         p.weight_bytes = AttentionWeightBytesPerStep(c, mode);
-        p.kv_bytes = static_cast<uint64_t>(batch) * (context + 1) * L * sizeof(float);
+        p.kv_bytes = AttentionCoreKvBytes(c, batch, context);
         p.flops = AttentionFlopsPerStep(c, mode, batch, context);
         p.achieved_gbps = (p.weight_bytes + p.kv_bytes) / (elapsed / steps) / 1e9;
         p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;

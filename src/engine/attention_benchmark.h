@@ -21,7 +21,7 @@ struct AttentionBenchPoint {
   double ms_per_step = 0;
   int64_t steps = 0;
   uint64_t weight_bytes = 0;  // weights one step reads (bf16)
-  uint64_t kv_bytes = 0;      // latent cache rows one step reads (f32 rows)
+  uint64_t kv_bytes = 0;      // latent cache rows one step reads (bf16 rows)
   uint64_t flops = 0;         // projections + attention core, whole batch
   double achieved_gbps = 0;   // (weight_bytes + kv_bytes) / time
   double achieved_gflops = 0;
@@ -39,6 +39,29 @@ struct AttentionBenchOptions {
 // Runs every (mode, batch, context) point, calling `report` after each.
 Status RunAttentionBenchmark(const ModelConfig& config, const AttentionBenchOptions& options,
                              void (*report)(const AttentionBenchPoint&, void*), void* user);
+
+// The attention core alone, as absorbed and materialized decode run it: for each of B
+// sequences, SharedKeyAttention of H heads (random q) over its context + 1 bf16 latent
+// rows, split over the threads by context. Its costs are exact: every row read once
+// (kv_bytes) and 2·H·(d_c + d_r) + 2·H·d_c FLOPs per row.
+struct AttentionCorePoint {
+  int64_t batch = 1;
+  int64_t context = 0;
+  double ms_per_step = 0;
+  int64_t steps = 0;
+  uint64_t kv_bytes = 0;  // bf16 rows read per step, whole batch
+  uint64_t flops = 0;     // scores + weighted sums, whole batch
+  double achieved_gbps = 0;
+  double achieved_gflops = 0;
+};
+
+// Runs every (batch, context) point of `options` (modes are ignored).
+Status RunAttentionCoreBenchmark(const ModelConfig& config, const AttentionBenchOptions& options,
+                                 void (*report)(const AttentionCorePoint&, void*), void* user);
+
+// Bytes and FLOPs of the core for `batch` sequences of `context` cached tokens.
+uint64_t AttentionCoreKvBytes(const ModelConfig& c, int64_t batch, int64_t context);
+uint64_t AttentionCoreFlops(const ModelConfig& c, int64_t batch, int64_t context);
 
 // The bytes and FLOPs of one decode step, from the shapes (also used by the tests).
 uint64_t AttentionWeightBytesPerStep(const ModelConfig& c, MlaMode mode);

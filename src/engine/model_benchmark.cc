@@ -1,5 +1,6 @@
 #include "engine/model_benchmark.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -60,7 +61,7 @@ double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens
 }
 
 TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
-                               int64_t weight_value_bytes) {
+                               int64_t weight_value_bytes, int64_t kv_value_bytes) {
   const double wb = static_cast<double>(weight_value_bytes);
   const double d = c.hidden_size, H = c.num_attention_heads, d_c = c.kv_lora_rank;
   const double S = context + 1;  // the new token attends to itself too
@@ -81,12 +82,13 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
   flops += 2.0 * c.vocab_size * d;
   TokenCosts t;
   t.weight_bytes = step_bytes / static_cast<double>(batch);
-  t.kv_bytes = static_cast<double>(c.num_hidden_layers) * S * c.LatentDim() * kF32Bytes;
+  t.kv_bytes = static_cast<double>(c.num_hidden_layers) * S * c.LatentDim() * static_cast<double>(kv_value_bytes);
   t.flops = flops;
   return t;
 }
 
-TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t weight_value_bytes) {
+TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t weight_value_bytes,
+                                int64_t kv_value_bytes) {
   const double wb = static_cast<double>(weight_value_bytes);
   const double P = static_cast<double>(prompt);
   const double d = c.hidden_size, H = c.num_attention_heads;
@@ -101,7 +103,7 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t we
   flops += 2.0 * c.vocab_size * d / P;  // logits for the last row only
   TokenCosts t;
   t.weight_bytes = bytes / P;
-  t.kv_bytes = static_cast<double>(c.num_hidden_layers) * c.LatentDim() * kF32Bytes;
+  t.kv_bytes = static_cast<double>(c.num_hidden_layers) * c.LatentDim() * static_cast<double>(kv_value_bytes);
   t.flops = flops;
   return t;
 }
@@ -132,22 +134,52 @@ Result<double> RunPrefill(DeepSeekModel& model, int64_t P, uint64_t seed) {
   return static_cast<double>(P) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-Result<double> RunDecode(DeepSeekModel& model, int64_t prompt, int64_t steps, int64_t batch, uint64_t seed) {
+// B sequences with `prompt` tokens each in their caches (room for `steps` more), and
+// each one's first decode token (the argmax after its prompt). RunDecode restarts from
+// here every run.
+struct DecodeStart {
+  std::vector<std::unique_ptr<LatentCache>> caches;  // one per sequence
+  std::vector<int32_t> first;                        // [B]
+  int64_t prompt = 0;
+};
+
+// Fills a DecodeStart by prefill in chunks of `chunk` tokens (untimed). `model` may run
+// its prefill spans through the latent path (MlaSettings::decompress_prefill = false):
+// for deep fills its attention is the shared-key kernel, where the decompress path
+// re-decompresses the whole context for every chunk (minutes at 8k on two cores).
+Result<DecodeStart> FillCaches(DeepSeekModel& model, int64_t prompt, int64_t chunk, int64_t steps,
+                               int64_t batch, uint64_t seed) {
   const int64_t vocab = model.config().vocab_size;
-  std::vector<std::unique_ptr<LatentCache>> caches;
-  std::vector<int32_t> next(batch);
+  DecodeStart start;
+  start.prompt = prompt;
   std::vector<float> logits;
-  for (int64_t b = 0; b < batch; ++b) {  // the untimed prompts, one sequence at a time
-    caches.push_back(model.NewCache(prompt + steps));
+  for (int64_t b = 0; b < batch; ++b) {  // one sequence at a time
+    start.caches.push_back(model.NewCache(prompt + steps));
+    LatentCache* cache = start.caches.back().get();
     const std::vector<int32_t> ids = PromptIds(prompt, vocab, seed * 1000 + b);
-    LATTE_RETURN_IF_ERROR(
-        model.Forward(ids, {SequenceSpan{caches.back().get(), 0, prompt}}, LogitRows::kLastOfSpan, logits));
-    next[b] = ArgMax(logits.data(), vocab);
+    for (int64_t k0 = 0; k0 < prompt; k0 += chunk) {
+      const int64_t count = std::min(chunk, prompt - k0);
+      const std::vector<int32_t> part(ids.begin() + k0, ids.begin() + k0 + count);
+      LATTE_RETURN_IF_ERROR(
+          model.Forward(part, {SequenceSpan{cache, k0, count}}, LogitRows::kLastOfSpan, logits));
+    }
+    start.first.push_back(ArgMax(logits.data(), vocab));
   }
+  return start;
+}
+
+// `steps` timed decode steps of all B sequences from `start` (whose caches are rewound
+// to `start.prompt` tokens first: the rows past it are rewritten by the steps).
+Result<double> RunDecode(DeepSeekModel& model, DecodeStart& start, int64_t steps) {
+  const int64_t vocab = model.config().vocab_size;
+  const int64_t batch = static_cast<int64_t>(start.caches.size());
+  for (auto& cache : start.caches) cache->set_length(start.prompt);
+  std::vector<int32_t> next = start.first;
+  std::vector<float> logits;
   std::vector<SequenceSpan> spans(batch);
   const auto t0 = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    for (int64_t b = 0; b < batch; ++b) spans[b] = SequenceSpan{caches[b].get(), prompt + step, 1};
+    for (int64_t b = 0; b < batch; ++b) spans[b] = SequenceSpan{start.caches[b].get(), start.prompt + step, 1};
     LATTE_RETURN_IF_ERROR(model.Forward(next, spans, LogitRows::kLastOfSpan, logits));
     for (int64_t b = 0; b < batch; ++b) next[b] = ArgMax(logits.data() + b * vocab, vocab);
   }
@@ -174,6 +206,8 @@ Status RunModelBenchmark(const ModelBenchOptions& o,
   if (o.repetitions < 1) return Status::Error("-r must be at least 1");
   if (o.batch < 1 || o.batch > 1024) return Status::Error("--batch must be in [1, 1024]");
   if (o.tg_prompt < 1) return Status::Error("the tg prompt needs at least one token");
+  if (o.depth < 0) return Status::Error("-d must be >= 0");
+  if (o.depth_chunk < 1) return Status::Error("the depth fill needs chunks of at least one token");
   LoadOptions load;
   load.mode = o.mode;
   load.progress = o.progress;
@@ -181,13 +215,15 @@ Status RunModelBenchmark(const ModelBenchOptions& o,
   const ModelConfig& c = weights->config();
   const int64_t wb = weights->compute_dtype() == DType::kBF16 ? 2 : 4;
   DeepSeekModel model(*weights);
+  // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCache).
+  const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
 
   if (o.prompt > 0) {
     ModelBenchResult r;
     r.test = "pp" + std::to_string(o.prompt);
     r.batch = 1;
     r.tokens_per_run = o.prompt;
-    r.costs = PrefillCostsPerToken(c, o.prompt, wb);
+    r.costs = PrefillCostsPerToken(c, o.prompt, wb, kvb);
     for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
       LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, o.prompt, static_cast<uint64_t>(run) + 1));
       if (run > 0) r.tok_s.push_back(tok_s);
@@ -197,14 +233,19 @@ Status RunModelBenchmark(const ModelBenchOptions& o,
   }
   if (o.gen > 0) {
     ModelBenchResult r;
-    r.test = "tg" + std::to_string(o.gen);
+    const int64_t prompt = o.depth > 0 ? o.depth : o.tg_prompt;
+    r.test = "tg" + std::to_string(o.gen) + (o.depth > 0 ? "@d" + std::to_string(o.depth) : "");
     r.batch = o.batch;
     r.tokens_per_run = o.gen * o.batch;
-    const double average_context = static_cast<double>(o.tg_prompt) + static_cast<double>(o.gen - 1) / 2;
-    r.costs = DecodeCostsPerToken(c, o.mode, o.batch, average_context, wb);
-    for (int64_t run = 0; run <= o.repetitions; ++run) {
-      LATTE_ASSIGN_OR_RETURN(double tok_s,
-                             RunDecode(model, o.tg_prompt, o.gen, o.batch, static_cast<uint64_t>(run) + 1));
+    const double average_context = static_cast<double>(prompt) + static_cast<double>(o.gen - 1) / 2;
+    r.costs = DecodeCostsPerToken(c, o.mode, o.batch, average_context, wb, kvb);
+    // Deep fills prefill through the latent path (naive mode has none: it decompresses).
+    MlaSettings fill_settings;
+    fill_settings.decompress_prefill = o.depth == 0 || o.mode == MlaMode::kNaive;
+    DeepSeekModel filler(*weights, fill_settings);
+    LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, o.gen, o.batch, 1));
+    for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
+      LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, o.gen));
       if (run > 0) r.tok_s.push_back(tok_s);
     }
     Summarize(r);

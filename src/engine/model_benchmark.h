@@ -2,7 +2,9 @@
 //   pp<P>: one forward of P prompt tokens into a fresh cache (prefill: the latent
 //          path's decompress-prefill, as `generate` runs it);
 //   tg<N>: N decode steps after a short prompt, B sequences decoding together
-//          (each its own cache; the weights are read once per step for all B).
+//          (each its own cache; the weights are read once per step for all B);
+//   tg<N>@d<D>: the same after D tokens already in each cache (-d, the attention
+//          over the D cached rows is part of the step and of its costs).
 // Each figure is mean ± sd tok/s over R runs after one warm-up run, printed beside
 // the bytes and FLOPs per token computed from the config (below), so the achieved
 // GB/s and GFLOP/s can be set against the machine's measured peaks.
@@ -20,8 +22,8 @@ namespace latte {
 
 // Costs of one token, from the shapes. Weights are counted at their in-memory
 // precision (`weight_value_bytes`: 2 for bf16, 4 for f32); norms, the router and
-// e_score_correction_bias are f32 in memory; the latent cache is f32 rows of
-// LatentDim() values per token per layer.
+// e_score_correction_bias are f32 in memory; the latent cache is rows of LatentDim()
+// values per token per layer, `kv_value_bytes` each (2: bf16 rows, 4: f32 rows).
 struct TokenCosts {
   double weight_bytes = 0;  // weights read per token (a step's / B, a prefill's / P)
   double kv_bytes = 0;      // latent cache bytes read (decode) or written (prefill) per token
@@ -44,20 +46,26 @@ double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens
 // FLOPs per token: 2 per weight value a token multiplies (its own k experts), plus
 // the attention core over context + 1 rows.
 TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
-                               int64_t weight_value_bytes);
+                               int64_t weight_value_bytes, int64_t kv_value_bytes);
 
 // One prefill forward of `prompt` tokens into an empty cache, per token: the
 // attention runs decompressed (q_a, kv_a, q_b, kv_b, o_proj on every token, causal
 // core of 2·H·(d_n+d_r) + 2·H·d_v per (query, key) pair, (P+1)/2 keys on average),
 // MoE layers read the experts P tokens touch, lm_head runs on the last row only.
 // kv_bytes: the latent rows written.
-TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t weight_value_bytes);
+TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t weight_value_bytes,
+                                int64_t kv_value_bytes);
 
 struct ModelBenchOptions {
   std::string model_dir;
   int64_t prompt = 512;        // -p: pp test length (0: skip)
   int64_t gen = 128;           // -n: tg test length (0: skip)
-  int64_t tg_prompt = 16;      // the short prompt before the timed decode steps
+  int64_t tg_prompt = 16;      // the short prompt before the timed decode steps (depth 0)
+  // -d: tg decodes after `depth` tokens already in each sequence's cache (llama-bench's
+  // --n-depth), filled by prefill in chunks of `depth_chunk` outside the timed region,
+  // once: every run restarts from the same filled cache. 0: the tg_prompt prompt.
+  int64_t depth = 0;
+  int64_t depth_chunk = 512;
   int64_t repetitions = 5;     // -r, after one warm-up run
   int64_t batch = 1;           // sequences decoding together in tg
   MlaMode mode = MlaMode::kAbsorbed;
@@ -65,7 +73,7 @@ struct ModelBenchOptions {
 };
 
 struct ModelBenchResult {
-  std::string test;  // "pp512", "tg128"
+  std::string test;  // "pp512", "tg128", "tg128@d8192"
   int64_t batch = 1;
   int64_t tokens_per_run = 0;
   std::vector<double> tok_s;  // one per timed run

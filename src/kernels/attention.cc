@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "base/cpu_features.h"
 #include "kernels/attention_internal.h"
+#include "kernels/prefill_attention.h"
 
 namespace latte {
 namespace {
@@ -35,11 +37,17 @@ inline void Scale(float alpha, float* y, int64_t n) {
 }  // namespace
 
 void CausalAttention(const CausalAttentionParams& p) {
+  if (p.num_queries >= kPrefillAttentionMinQueries) {
+    PrefillAttention(p);
+    return;
+  }
   const int64_t key_stride = p.heads * p.key_dim;
   const int64_t value_stride = p.heads * p.value_dim;
 #pragma omp parallel
   {
-    std::vector<float> scores;  // [visible keys] of one (query, head)
+    // scores: [visible keys] of one (query, head); kept per thread so a decode step
+    // (the naive mode's one query) does not allocate.
+    thread_local std::vector<float> scores;
 #pragma omp for schedule(dynamic, 1) collapse(2)
     for (int64_t i = 0; i < p.num_queries; ++i) {
       for (int64_t h = 0; h < p.heads; ++h) {
@@ -179,11 +187,33 @@ void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, cons
   }
 }
 
+void Bf16ToF32Portable(const bf16* rows, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = Bf16ToF32(rows[i]);
+}
+
 }  // namespace attention_internal
 
 namespace {
 
 using attention_internal::kSharedKeyBlock;
+
+// `n` elements of v's storage starting at a 64-byte boundary (grown, never shrunk): the
+// vdpbf16ps kernels load whole 64-byte rows of q and of the paired rows, and a load
+// that straddles two cache lines costs two.
+bf16* Aligned64(std::vector<bf16>& v, size_t n) {
+  constexpr size_t kSlack = 64 / sizeof(bf16);
+  if (v.size() < n + kSlack) v.resize(n + kSlack);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(v.data());
+  return v.data() + ((64 - address % 64) % 64) / sizeof(bf16);
+}
+
+using attention_internal::SharedKeyPath;
+
+SharedKeyPath ChoosePath(DType rows_dtype) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (rows_dtype == DType::kBF16 && cpu.avx512_bf16) return SharedKeyPath::kAvx512Bf16;
+  return cpu.avx512f ? SharedKeyPath::kAvx512 : SharedKeyPath::kPortable;
+}
 
 // Online-softmax state of all heads over one split of the rows.
 struct SharedKeySplit {
@@ -192,23 +222,60 @@ struct SharedKeySplit {
   std::vector<float> sum;      // sum: [heads]
   std::vector<float> rescale;  // rescale: [heads], of the latest block
   std::vector<float> scores;   // scores: [heads, kSharedKeyBlock]
+  std::vector<float> rows_f32;  // rows_f32: [kSharedKeyBlock, row_dim], bf16 rows widened
+  std::vector<bf16> p;         // storage of the bf16 weights (vdpbf16ps path), see RunSplit
+  std::vector<bf16> pairs;     // storage of the paired rows (vdpbf16ps path), see RunSplit
 };
 
 // Rows are taken in blocks so the scores of one block for all heads stay in L1/L2
 // (128 heads × 64 rows × 4 B = 32 KiB) while each row is read once for every head:
 // the block kernels (attention_internal.h) compute the block's scores of all heads,
 // the online-softmax step, then rescale acc and add the block's weighted rows to it.
-void RunSplit(const SharedKeyAttentionParams& p, int64_t begin, int64_t end, bool avx512,
-              SharedKeySplit& s) {
+// q_bf16: q rounded to bf16 ([heads, row_dim]), used on the vdpbf16ps path only.
+void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t begin, int64_t end,
+              SharedKeyPath path, SharedKeySplit& s) {
   namespace ai = attention_internal;
   s.acc.assign(p.heads * p.value_dim, 0.0f);
   s.max.assign(p.heads, kNegInf);
   s.sum.assign(p.heads, 0.0f);
   s.rescale.resize(p.heads);
   s.scores.resize(p.heads * kSharedKeyBlock);
+  const bool bf16_rows = p.rows_dtype == DType::kBF16;
+  bf16* weights = nullptr;  // [heads, kSharedKeyBlock] (vdpbf16ps path)
+  bf16* pairs = nullptr;    // [kSharedKeyBlock / 2, value_dim, 2] (vdpbf16ps path)
+  if (path == SharedKeyPath::kAvx512Bf16) {
+    weights = Aligned64(s.p, p.heads * kSharedKeyBlock);
+    pairs = Aligned64(s.pairs, kSharedKeyBlock * p.value_dim);
+  } else if (bf16_rows) {
+    s.rows_f32.resize(kSharedKeyBlock * p.row_dim);
+  }
   for (int64_t block = begin; block < end; block += kSharedKeyBlock) {
     const int64_t n = std::min(kSharedKeyBlock, end - block);
-    const float* rows = p.rows + block * p.row_dim;
+    if (path == SharedKeyPath::kAvx512Bf16) {
+      const bf16* rows = static_cast<const bf16*>(p.rows) + block * p.row_dim;
+      const int64_t next_n = std::min(kSharedKeyBlock, end - block - n);  // 0 after the last block
+      ai::SharedKeyScoresBf16Dp(q_bf16, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
+                                kSharedKeyBlock, next_n > 0 ? rows + n * p.row_dim : nullptr, next_n);
+      ai::SharedKeySoftmaxBf16Avx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
+                                     s.sum.data(), s.rescale.data(), weights, kSharedKeyBlock);
+      ai::SharedKeyPairRowsAvx512(rows, n, p.row_dim, p.value_dim, pairs);
+      ai::SharedKeyAccumulateBf16Dp(weights, kSharedKeyBlock, p.heads, pairs, n,
+                                    p.value_dim, s.rescale.data(), s.acc.data());
+      continue;
+    }
+    const bool avx512 = path == SharedKeyPath::kAvx512;
+    const float* rows = nullptr;  // rows: [n, row_dim] f32
+    if (bf16_rows) {
+      const bf16* src = static_cast<const bf16*>(p.rows) + block * p.row_dim;
+      if (avx512) {
+        ai::Bf16ToF32Avx512(src, n * p.row_dim, s.rows_f32.data());
+      } else {
+        ai::Bf16ToF32Portable(src, n * p.row_dim, s.rows_f32.data());
+      }
+      rows = s.rows_f32.data();
+    } else {
+      rows = static_cast<const float*>(p.rows) + block * p.row_dim;
+    }
     if (avx512) {
       ai::SharedKeyScoresAvx512(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
                                 kSharedKeyBlock);
@@ -230,18 +297,27 @@ void RunSplit(const SharedKeyAttentionParams& p, int64_t begin, int64_t end, boo
 }  // namespace
 
 void SharedKeyAttention(const SharedKeyAttentionParams& p) {
+  attention_internal::SharedKeyAttentionOnPath(p, ChoosePath(p.rows_dtype));
+}
+
+void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath path) {
   // Short contexts are not worth a split: below 256 rows per thread, one split.
   const int64_t max_splits = std::max<int64_t>(1, p.num_rows / 256);
   const int64_t splits = std::min<int64_t>(omp_get_max_threads(), max_splits);
   thread_local std::vector<SharedKeySplit> states;
+  thread_local std::vector<bf16> q_storage;  // holds q_rounded
   if (static_cast<int64_t>(states.size()) < splits) states.resize(splits);
   std::vector<SharedKeySplit>& st = states;
-  const bool avx512 = GetCpuFeatures().avx512f;
+  bf16* q_rounded = nullptr;  // q_rounded: [heads, row_dim], the vdpbf16ps path's q
+  if (path == SharedKeyPath::kAvx512Bf16) {
+    q_rounded = Aligned64(q_storage, p.heads * p.row_dim);
+    attention_internal::RoundToBf16Avx512(p.q, p.heads * p.row_dim, q_rounded);
+  }
 #pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
   for (int64_t i = 0; i < splits; ++i) {
     const int64_t begin = p.num_rows * i / splits;
     const int64_t end = p.num_rows * (i + 1) / splits;
-    RunSplit(p, begin, end, avx512, st[i]);
+    RunSplit(p, q_rounded, begin, end, path, st[i]);
   }
   // Combine: out_h = Σ_i e^{m_i} acc_i / Σ_i e^{m_i} sum_i, relative to the largest m_i.
   for (int64_t h = 0; h < p.heads; ++h) {
@@ -313,13 +389,18 @@ void CausalAttentionReference(const CausalAttentionParams& p) {
 }
 
 void SharedKeyAttentionReference(const SharedKeyAttentionParams& p) {
+  const auto row = [&p](int64_t t, int64_t j) -> double {
+    const int64_t i = t * p.row_dim + j;
+    return p.rows_dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(p.rows)[i])
+                                        : static_cast<const float*>(p.rows)[i];
+  };
   for (int64_t h = 0; h < p.heads; ++h) {
     std::vector<double> s(p.num_rows);
     double m = -1e300;
     for (int64_t t = 0; t < p.num_rows; ++t) {
       double dot = 0;
       for (int64_t j = 0; j < p.row_dim; ++j) {
-        dot += double(p.q[h * p.row_dim + j]) * p.rows[t * p.row_dim + j];
+        dot += double(p.q[h * p.row_dim + j]) * row(t, j);
       }
       s[t] = dot * p.scale;
       m = std::max(m, s[t]);
@@ -328,7 +409,7 @@ void SharedKeyAttentionReference(const SharedKeyAttentionParams& p) {
     for (auto& x : s) z += (x = std::exp(x - m));
     for (int64_t j = 0; j < p.value_dim; ++j) {
       double acc = 0;
-      for (int64_t t = 0; t < p.num_rows; ++t) acc += s[t] * p.rows[t * p.row_dim + j];
+      for (int64_t t = 0; t < p.num_rows; ++t) acc += s[t] * row(t, j);
       p.out[h * p.value_dim + j] = static_cast<float>(acc / z);
     }
     if (p.lse) p.lse[h] = static_cast<float>(m + std::log(z));

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "base/dtype.h"
+
 namespace latte {
 
 // Causal multi-head attention with separate per-head keys and values (prefill, and
@@ -32,9 +34,16 @@ void CausalAttention(const CausalAttentionParams& p);
 // out_h = Σ_t softmax(score_h)(t) · row(t)[0:value_dim] (the value is a prefix of the row).
 // Every row is read once for all heads. The context is split over threads, each split
 // producing a partial (output, lse) that is merged exactly.
+//
+// Rows are f32 or bf16. With bf16 rows on a CPU with AVX512_BF16 the dot products run
+// on vdpbf16ps: q and the softmax weights are rounded to bf16 for them (relative
+// error <= 2^-8 per value; the weights' sum is taken over the rounded weights, so out_h
+// stays a convex combination of rows), accumulation is f32. Elsewhere bf16 rows are
+// widened to f32 and the f32 kernels run.
 struct SharedKeyAttentionParams {
   const float* q = nullptr;     // q: [heads, row_dim]
-  const float* rows = nullptr;  // rows: [num_rows, row_dim] (row stride row_dim)
+  const void* rows = nullptr;   // rows: [num_rows, row_dim] of rows_dtype (row stride row_dim)
+  DType rows_dtype = DType::kF32;  // kF32 or kBF16
   float* out = nullptr;         // out: [heads, value_dim]
   float* lse = nullptr;         // lse: [heads], may be null
   int64_t num_rows = 0;

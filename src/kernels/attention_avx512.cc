@@ -25,41 +25,11 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/attention_avx512_inl.h"
 #include "kernels/attention_internal.h"
 
 namespace latte::attention_internal {
 namespace {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-inline __mmask16 TailMask(int64_t count) {  // the low `count` lanes, count in [1, 16]
-  return static_cast<__mmask16>((1u << count) - 1u);
-}
-
-// Lane k of the result = the sum of the 16 lanes of v[k].
-inline __m512 Reduce16(const __m512* v) {
-  __m512 a[8];
-  #pragma GCC unroll 16
-  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [v2i, v2i+1, v2i, v2i+1]
-    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  }
-  __m512 c[4];
-  #pragma GCC unroll 16
-  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: [v4i .. v4i+3]
-    const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
-    c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-  }
-  __m512 d[2];
-  #pragma GCC unroll 16
-  for (int i = 0; i < 2; ++i) {  // 128-bit lanes: [c2i (L0+L1), c2i (L2+L3), c2i+1 .., ..]
-    d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
 
 // scores[h * ld + r] = scale · q[h] · rows[r] for h < H, r < R.
 template <int H, int R>
@@ -121,24 +91,6 @@ inline void ScoresHeads(const float* q, const float* rows, int64_t n, int64_t ro
     case 1: ScoresTile<H, 1>(q, rows + t * row_dim, row_dim, scale, scores + t, ld); break;
     default: break;
   }
-}
-
-// e^x for x <= 0 (Cephes expf: range reduction by ln 2, degree-6 polynomial,
-// scalef for 2^n, which also flushes very negative x to ~0). Max rel. error ~2 ulp.
-inline __m512 Exp(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
 }
 
 // acc[h * lda + v * 16 + i] = acc · rescale[h] + Σ_t p[h * ld + t] · rows[t * row_dim + v * 16 + i]
@@ -267,6 +219,19 @@ void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const 
     case 3: AccumulateColumns<3>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
     case 4: AccumulateColumns<4>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
     default: break;
+  }
+}
+
+void Bf16ToF32Avx512(const bf16* rows, int64_t count, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + i));
+    _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
+  }
+  if (i < count) {
+    const __mmask16 m = TailMask(count - i);
+    const __m256i v = _mm256_maskz_loadu_epi16(m, rows + i);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
   }
 }
 

@@ -7,9 +7,24 @@
 
 #include <cstdint>
 
+#include "base/dtype.h"
+#include "kernels/attention.h"
+
 namespace latte::attention_internal {
 
 inline constexpr int64_t kSharedKeyBlock = 64;
+
+// The block kernels a SharedKeyAttention call runs; SharedKeyAttention picks one from
+// the CPU (GetCpuFeatures) and the rows' dtype.
+enum class SharedKeyPath {
+  kPortable,    // plain loops; bf16 rows widened to f32 per block
+  kAvx512,      // f32 FMA; bf16 rows widened to f32 per block (AVX-512 without BF16)
+  kAvx512Bf16,  // bf16 rows only: vdpbf16ps, q and the weights rounded to bf16
+};
+
+// SharedKeyAttention on a given path (for tests: every path the CPU can run, whatever
+// the dispatch would pick). kAvx512* need the CPU features they name.
+void SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath path);
 
 // scores[h * ld + t] = scale · q[h] · rows[t] over row_dim values, h < heads, t < n.
 // q: [heads, row_dim].
@@ -35,5 +50,44 @@ void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, cons
 void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const float* rows,
                                int64_t n, int64_t row_dim, int64_t value_dim,
                                const float* rescale, float* acc);
+
+// ---- bf16 rows ----
+
+// out[i] = rows[i] widened to f32, i < count (bf16 rows on the f32 kernels' paths).
+void Bf16ToF32Portable(const bf16* rows, int64_t count, float* out);
+void Bf16ToF32Avx512(const bf16* rows, int64_t count, float* out);
+
+// The vdpbf16ps path (AVX512_BF16), per block of n <= kSharedKeyBlock bf16 rows.
+//
+// scores[h * ld + t] = scale · q[h] · rows[t] over row_dim values, h < heads, t < n,
+// with q: [heads, row_dim] already rounded to bf16. next_rows (may be null): the next
+// block's next_n rows, prefetched into cache meanwhile (the rows stream from memory
+// once per step: without the prefetch the first head tile waits on every line).
+void SharedKeyScoresBf16Dp(const bf16* q, int64_t heads, const bf16* rows, int64_t n,
+                           int64_t row_dim, float scale, float* scores, int64_t ld,
+                           const bf16* next_rows = nullptr, int64_t next_n = 0);
+
+// The online-softmax step of SharedKeySoftmax* (same max, sum, rescale), except that
+// the weights go to p[h * ldp + t], t < n, rounded to bf16 (and p[h * ldp + n] = 0 when
+// n is odd, so pairs are complete; ldp even), scores are left as they are, and sum[h]
+// adds the rounded weights, not the f32 ones: acc / sum is then exactly the average of
+// the rows under the weights the dot products used.
+void SharedKeySoftmaxBf16Avx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
+                                float* sum, float* rescale, bf16* p, int64_t ldp);
+
+// vdpbf16ps sums pairs of products, so the value side pairs consecutive rows:
+// pairs[u * 2 * value_dim + 2 * j + i] = rows[(2u + i) * row_dim + j] for j < value_dim,
+// u < ceil(n / 2), i in {0, 1}; the missing row of an odd n reads as 0.
+void SharedKeyPairRowsAvx512(const bf16* rows, int64_t n, int64_t row_dim, int64_t value_dim,
+                             bf16* pairs);
+
+// acc[h, j] = acc[h, j] · rescale[h] + Σ_{t < n} p[h * ldp + t] · rows[t, j], h < heads,
+// j < value_dim, from the bf16 weights and the paired rows above; acc: [heads, value_dim].
+// rescale may be null (no rescaling).
+void SharedKeyAccumulateBf16Dp(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs,
+                               int64_t n, int64_t value_dim, const float* rescale, float* acc);
+
+// q: [count] rounded to bf16 (round to nearest even).
+void RoundToBf16Avx512(const float* q, int64_t count, bf16* out);
 
 }  // namespace latte::attention_internal

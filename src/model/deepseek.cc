@@ -19,7 +19,9 @@ DeepSeekModel::DeepSeekModel(const ModelWeights& weights, MlaSettings settings)
     : w_(weights), mla_(weights.config(), WithMode(settings, weights.mode())) {}
 
 std::unique_ptr<LatentCache> DeepSeekModel::NewCache(int64_t capacity) const {
-  return std::make_unique<LatentCache>(config().num_hidden_layers, config().LatentDim(), capacity);
+  // Rows in the compute precision: bf16 for bf16 / fp8 checkpoints, f32 for f32 ones.
+  return std::make_unique<LatentCache>(config().num_hidden_layers, config().LatentDim(), capacity,
+                                       w_.compute_dtype());
 }
 
 Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vector<SequenceSpan>& spans,

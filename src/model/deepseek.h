@@ -26,7 +26,8 @@ class DeepSeekModel {
   // settings.mode is ignored: the weights were prepared for one mode, which is used.
   explicit DeepSeekModel(const ModelWeights& weights, MlaSettings settings = {});
 
-  // A cache sized for `capacity` tokens of one sequence.
+  // A cache sized for `capacity` tokens of one sequence, rows in the weights' compute
+  // dtype (bf16, or f32 for f32 checkpoints).
   std::unique_ptr<LatentCache> NewCache(int64_t capacity) const;
 
   // tokens: the ids of every span, concatenated in span order ([T]).

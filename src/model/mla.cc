@@ -62,7 +62,7 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
     for (int64_t i = 0; i < span.count; ++i, ++row) {
       positions[row] = span.start + i;
       rope_.ApplyOne(kv + row * L + d_c, positions[row]);
-      std::memcpy(span.cache->Row(layer, positions[row]), kv + row * L, L * sizeof(float));
+      span.cache->Write(layer, positions[row], kv + row * L);  // rounded to the cache dtype once
       if (UsesLatentPath(span)) {
         latent_rows.push_back(row);
         latent_spans.push_back(&span);
@@ -131,6 +131,7 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
     SharedKeyAttentionParams p;
     p.q = query + r * H * L;
     p.rows = row_span[r]->cache->Rows(layer);
+    p.rows_dtype = row_span[r]->cache->dtype();
     p.out = o_lat + r * H * d_c;
     p.num_rows = position + 1;
     p.heads = H;
@@ -179,8 +180,8 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   // Decompress the cached tokens block by block — kv_dec: [block, H, d_n + d_v] =
   // kv_b · c_kv(t) — and merge the blocks' partial attention by log-sum-exp, so a
   // 32k-token context needs 2k tokens of decompressed K/V at a time, not all of them.
-  const float* cache = span.cache->Rows(layer);
   const int64_t block = std::min<int64_t>(S, settings_.decompress_block);
+  float* cache_rows = Grow(s.cache_rows, block * L);  // cache_rows: [block, L], widened to f32
   float* kv_dec = Grow(s.kv_dec, block * H * (d_n + d_v));
   float* k = Grow(s.k, block * H * qk);   // k: [block, H, d_n + d_r], k_r shared by all heads
   float* v = Grow(s.v, block * H * d_v);  // v: [block, H, d_v]
@@ -190,12 +191,13 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   float* part_lse = Grow(s.lse_part, n * H);
   for (int64_t k0 = 0; k0 < S; k0 += block) {
     const int64_t count = std::min(block, S - k0);
-    Matmul(cache + k0 * L, count, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
+    span.cache->ReadF32(layer, k0, count, cache_rows);
+    Matmul(cache_rows, count, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
     for (int64_t t = 0; t < count; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const float* src = kv_dec + (t * H + h) * (d_n + d_v);
         std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
-        std::memcpy(k + (t * H + h) * qk + d_n, cache + (k0 + t) * L + d_c, d_r * sizeof(float));
+        std::memcpy(k + (t * H + h) * qk + d_n, cache_rows + t * L + d_c, d_r * sizeof(float));
         std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
       }
     }

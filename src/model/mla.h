@@ -13,7 +13,7 @@
 // Common to every mode, for each new token:
 //   c_q  = rmsnorm(q_a_proj · x)            (or c_q = x with a plain q_proj)
 //   kv   = kv_a_proj_with_mqa · x;  c_kv = rmsnorm(kv[:d_c]);  k_r = rope(kv[d_c:])
-//   cache row ← c_kv | k_r
+//   cache row ← c_kv | k_r   (rounded once to the cache's dtype: bf16 for bf16 models)
 //
 // Decompress (naive mode always; absorbed/materialized for multi-token prefill spans):
 //   q = q_b · c_q, rope(q_r);  k_n, v = kv_b · c_kv(t) for every cached t
@@ -52,7 +52,7 @@ struct MlaSettings {
 // Reused buffers, grown on demand and never shrunk: a steady decode step allocates nothing.
 struct MlaScratch {
   std::vector<float> c_q, kv, q, q_n, q_lat, q_r, query, o_lat, o_lat_h, o_h, o, kv_dec, k, v, rows_in,
-      rows_out, lse, o_part, lse_part;
+      rows_out, lse, o_part, lse_part, cache_rows;
   std::vector<int64_t> positions;
   std::vector<int64_t> latent_rows;                 // rows taking the latent path
   std::vector<const SequenceSpan*> latent_spans;  // their spans
