@@ -72,7 +72,7 @@ constexpr double kFinalNorm = 64;
 
 TEST(ModelBenchCosts, DecodeBatch1AbsorbedMatchesHandCount) {
   const double context = 10, S = context + 1;
-  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, 2, 2);
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, WeightValueBytes::Uniform(2), 2);
   const double weights = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // 3 layers of attention + norms
                          + kDense * 2                                // layer 0
                          + 2 * ((3 + 1) * kExpert * 2 + kRouterValues * 4)  // layers 1-2: 3 routed + 1 shared
@@ -87,9 +87,24 @@ TEST(ModelBenchCosts, DecodeBatch1AbsorbedMatchesHandCount) {
   EXPECT_DOUBLE_EQ(t.flops, flops);
 }
 
+// Kept fp8: the projections and MLP / expert matrices at ~1 byte, W_UK / W_UV
+// (from kv_b_proj, bf16) and the embeddings at 2.
+TEST(ModelBenchCosts, DecodeFp8KeptCountsEachKindAtItsWidth) {
+  const double context = 10;
+  const WeightValueBytes fp8{1.25, 2, 2};  // 1.25: any width other than 2 shows where it lands
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, fp8, 2);
+  const double kv_b = 4 * 32 * 32;  // W_UK^T copy + W_UV per layer
+  const double weights = 3 * ((kAttnAbsorbed - kv_b) * 1.25 + kv_b * 2 + kNormValues * 4) + kDense * 1.25 +
+                         2 * ((3 + 1) * kExpert * 1.25 + kRouterValues * 4) + kFinalNorm * 4 + kLmHead * 2 +
+                         kEmbedRow * 2;
+  EXPECT_DOUBLE_EQ(t.weight_bytes, weights);
+  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context,
+                                                WeightValueBytes::Uniform(2), 2).flops);
+}
+
 TEST(ModelBenchCosts, DecodeMaterializedReadsTheProducts) {
-  const TokenCosts a = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, 2, 2);
-  const TokenCosts m = DecodeCostsPerToken(Tiny(), MlaMode::kMaterialized, 1, 10, 2, 2);
+  const TokenCosts a = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2);
+  const TokenCosts m = DecodeCostsPerToken(Tiny(), MlaMode::kMaterialized, 1, 10, WeightValueBytes::Uniform(2), 2);
   EXPECT_DOUBLE_EQ(m.weight_bytes - a.weight_bytes, 3 * (kAttnMaterialized - kAttnAbsorbed) * 2);
   EXPECT_DOUBLE_EQ(m.flops - a.flops, 3 * 2 * (kAttnMaterialized - kAttnAbsorbed));
   EXPECT_DOUBLE_EQ(m.kv_bytes, a.kv_bytes);
@@ -97,7 +112,7 @@ TEST(ModelBenchCosts, DecodeMaterializedReadsTheProducts) {
 
 TEST(ModelBenchCosts, DecodeBatchSharesTheWeightsOfAStep) {
   const int64_t B = 4;
-  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, B, 10, 2, 2);
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, B, 10, WeightValueBytes::Uniform(2), 2);
   const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 4));  // distinct experts 4 tokens touch
   EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 3, 4), experts);
   EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 3, 1), 3);
@@ -106,12 +121,12 @@ TEST(ModelBenchCosts, DecodeBatchSharesTheWeightsOfAStep) {
                       B * kEmbedRow * 2;
   EXPECT_NEAR(t.weight_bytes, step / B, 1e-6);
   EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 11 * 40 * 2);  // per sequence: not shared
-  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, 2, 2).flops);
+  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2).flops);
 }
 
 TEST(ModelBenchCosts, PrefillMatchesHandCount) {
   const double P = 8;
-  const TokenCosts t = PrefillCostsPerToken(Tiny(), 8, 2, 2);
+  const TokenCosts t = PrefillCostsPerToken(Tiny(), 8, WeightValueBytes::Uniform(2), 2);
   const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 8));
   const double forward = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // decompressed: q_a, kv_a, q_b, kv_b, o
                          + kDense * 2 + 2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) +
@@ -212,7 +227,7 @@ TEST(BenchModelCommand, DepthCountsTheCachedRowsInTheCosts) {
   EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>() - s[0]["flops_per_token"].get<double>(),
                    3 * (601 - 17) * (2 * 4 * 40 + 2 * 4 * 32));
   EXPECT_DOUBLE_EQ(d[0]["weight_bytes_per_token"].get<double>(), s[0]["weight_bytes_per_token"].get<double>());
-  const TokenCosts want = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 601, 2, 2);
+  const TokenCosts want = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 601, WeightValueBytes::Uniform(2), 2);
   EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>(), want.flops);
   EXPECT_DOUBLE_EQ(d[0]["bytes_per_token"].get<double>(), want.Bytes());
 }

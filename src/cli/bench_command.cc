@@ -197,6 +197,7 @@ nlohmann::json PeaksJson(const MachinePeaks& p) {
   nlohmann::json j = {{"threads", p.threads},
                       {"read_gbps", p.read_gbps},
                       {"read_gbps_1thread", p.read_gbps_1thread},
+                      {"read_gbps_small_pages", p.read_gbps_small_pages},
                       {"bf16_gflops", nullptr},
                       {"f32_gflops", p.f32_gflops},
                       {"f32_kernel", p.f32_kernel}};
@@ -209,6 +210,7 @@ void PrintPeaks(const MachinePeaks& p) {
   std::printf("%-34s %9.1f GB/s\n", ("memory read, " + std::to_string(p.threads) + " threads").c_str(),
               p.read_gbps);
   std::printf("%-34s %9.1f GB/s\n", "memory read, 1 thread", p.read_gbps_1thread);
+  std::printf("%-34s %9.1f GB/s\n", "memory read, 4 KiB pages", p.read_gbps_small_pages);
   if (p.bf16_gflops) {
     std::printf("%-34s %9.1f GFLOP/s\n", "bf16 dot (vdpbf16ps), all threads", *p.bf16_gflops);
   } else {
@@ -237,6 +239,8 @@ struct ModelArgs {
   std::string mla_mode = "absorbed";
   int64_t batch = 1;
   int64_t depth = 0;
+  std::string fp8 = "keep";
+  bool mmap = false;
   bool json = false;
 };
 
@@ -305,6 +309,10 @@ Status RunModel(const ModelArgs& args) {
   options.batch = args.batch;
   options.depth = args.depth;
   options.mode = *mode;
+  const auto fp8 = ParseFp8Weights(args.fp8);
+  if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + args.fp8 + "\"");
+  options.fp8 = *fp8;
+  if (args.mmap) options.residency = FileResidency::kMapped;
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();
@@ -315,8 +323,10 @@ Status RunModel(const ModelArgs& args) {
   probe.compute_seconds = 0.2;
   ctx.peaks = ProbeMachine(probe);
   if (!args.json) {
-    std::printf("model %s, %d threads\n", args.model.c_str(), ctx.threads);
-    std::printf("machine (measured now): read %.1f GB/s, bf16 ", ctx.peaks.read_gbps);
+    std::printf("model %s, %d threads, weights %s%s\n", args.model.c_str(), ctx.threads,
+                args.mmap ? "mmapped" : "on 2 MiB pages", *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
+    std::printf("machine (measured now): read %.1f GB/s (4 KiB pages: %.1f), bf16 ", ctx.peaks.read_gbps,
+                ctx.peaks.read_gbps_small_pages);
     if (ctx.peaks.bf16_gflops) {
       std::printf("%.1f GFLOP/s", *ctx.peaks.bf16_gflops);
     } else {
@@ -387,6 +397,9 @@ void AddBenchCommand(CLI::App& app) {
                    "tg: tokens already in each sequence's cache (prefilled in chunks of 512, untimed); "
                    "0: a 16-token prompt")
       ->capture_default_str();
+  bcmd->add_option("--fp8", model->fp8, "fp8 checkpoints: keep (e4m3 in memory) | bf16 (dequantized at load)")
+      ->capture_default_str();
+  bcmd->add_flag("--mmap", model->mmap, "Weights from an mmap of the checkpoint instead of a copy on 2 MiB pages");
   bcmd->add_flag("--json", model->json, "One JSON object per test");
   bcmd->callback([model] {
     const Status status = RunModel(*model);

@@ -21,6 +21,23 @@ double AttentionParams(const ModelConfig& c, MlaMode mode) {
   return static_cast<double>(AttentionWeightBytesPerStep(c, mode) / sizeof(bf16));
 }
 
+// Of those, the values derived from kv_b_proj at load (held in WeightValueBytes::kv_b):
+// W_UK and W_UV (absorbed; kv_b_proj itself in naive), or W_Q_UK and W_UV_O (materialized).
+double KvbDerivedParams(const ModelConfig& c, MlaMode mode) {
+  const double H = c.num_attention_heads, d_c = c.kv_lora_rank;
+  if (mode == MlaMode::kMaterialized) {
+    const double d_cq = c.q_lora_rank ? static_cast<double>(*c.q_lora_rank) : static_cast<double>(c.hidden_size);
+    return H * d_c * d_cq + static_cast<double>(c.hidden_size) * H * d_c;
+  }
+  return H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
+}
+
+// Bytes one layer's attention projections read: kv_b-derived values at wb.kv_b, the rest at wb.matrices.
+double AttentionBytes(const ModelConfig& c, MlaMode mode, const WeightValueBytes& wb) {
+  const double kv_b = KvbDerivedParams(c, mode);
+  return (AttentionParams(c, mode) - kv_b) * wb.matrices + kv_b * wb.kv_b;
+}
+
 // RMSNorm weights of one layer: input, post-attention, q_a (when q_lora_rank), kv_a.
 double LayerNormValues(const ModelConfig& c) {
   return 2.0 * c.hidden_size + (c.q_lora_rank ? *c.q_lora_rank : 0) + c.kv_lora_rank;
@@ -44,7 +61,7 @@ double FfnFlops(const ModelConfig& c, int64_t layer) {
 }
 
 // FFN weight bytes one forward over `tokens` tokens reads in `layer`.
-double FfnBytes(const ModelConfig& c, int64_t layer, int64_t tokens, double wb) {
+double FfnBytes(const ModelConfig& c, int64_t layer, int64_t tokens, double wb) {  // wb: matrices
   const double d = c.hidden_size;
   if (!c.IsMoeLayer(layer)) return 3.0 * d * c.intermediate_size * wb;
   const double experts = ExpectedExpertsTouched(c.n_routed_experts, c.num_experts_per_tok, tokens);
@@ -61,14 +78,13 @@ double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens
 }
 
 TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
-                               int64_t weight_value_bytes, int64_t kv_value_bytes) {
-  const double wb = static_cast<double>(weight_value_bytes);
+                               const WeightValueBytes& wb, int64_t kv_value_bytes) {
   const double d = c.hidden_size, H = c.num_attention_heads, d_c = c.kv_lora_rank;
   const double S = context + 1;  // the new token attends to itself too
   const double att = AttentionParams(c, mode);
   double step_bytes = 0, flops = 0;
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    step_bytes += att * wb + LayerNormValues(c) * kF32Bytes + FfnBytes(c, layer, batch, wb);
+    step_bytes += AttentionBytes(c, mode, wb) + LayerNormValues(c) * kF32Bytes + FfnBytes(c, layer, batch, wb.matrices);
     flops += 2.0 * att + FfnFlops(c, layer);
     if (mode == MlaMode::kNaive) {
       const double kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
@@ -77,8 +93,8 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
       flops += 2.0 * S * H * c.LatentDim() + 2.0 * S * H * d_c;  // scores over c_kv|k_r, values over c_kv
     }
   }
-  step_bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb;  // final norm, lm_head
-  step_bytes += static_cast<double>(batch) * d * wb;                          // embedding rows
+  step_bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings;  // final norm, lm_head
+  step_bytes += static_cast<double>(batch) * d * wb.embeddings;                          // embedding rows
   flops += 2.0 * c.vocab_size * d;
   TokenCosts t;
   t.weight_bytes = step_bytes / static_cast<double>(batch);
@@ -87,25 +103,49 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
   return t;
 }
 
-TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t weight_value_bytes,
+TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const WeightValueBytes& wb,
                                 int64_t kv_value_bytes) {
-  const double wb = static_cast<double>(weight_value_bytes);
   const double P = static_cast<double>(prompt);
   const double d = c.hidden_size, H = c.num_attention_heads;
   const double att = AttentionParams(c, MlaMode::kNaive);  // q_a, kv_a, q_b, kv_b, o_proj
   const double keys = (P + 1) / 2;                          // causal: token t sees t + 1 keys
   double bytes = 0, flops = 0;
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    bytes += att * wb + LayerNormValues(c) * kF32Bytes + FfnBytes(c, layer, prompt, wb);
+    bytes += AttentionBytes(c, MlaMode::kNaive, wb) + LayerNormValues(c) * kF32Bytes +
+             FfnBytes(c, layer, prompt, wb.matrices);
     flops += 2.0 * att + FfnFlops(c, layer) + keys * (2.0 * H * c.QkHeadDim() + 2.0 * H * c.v_head_dim);
   }
-  bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb + P * d * wb;
+  bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings + P * d * wb.embeddings;
   flops += 2.0 * c.vocab_size * d / P;  // logits for the last row only
   TokenCosts t;
   t.weight_bytes = bytes / P;
   t.kv_bytes = static_cast<double>(c.num_hidden_layers) * c.LatentDim() * static_cast<double>(kv_value_bytes);
   t.flops = flops;
   return t;
+}
+
+namespace {
+
+// Bytes per value of a view, its fp8 block scales included.
+double ValueBytes(const WeightView& w) {
+  return static_cast<double>(w.Bytes() + w.ScaleBytes()) / static_cast<double>(w.rows * w.cols);
+}
+
+}  // namespace
+
+WeightValueBytes MeasureWeightValueBytes(const ModelWeights& weights) {
+  const MlaWeights& attn = weights.layers().front().attn;
+  WeightValueBytes wb;
+  wb.matrices = ValueBytes(attn.kv_a_proj_with_mqa);
+  if (attn.w_q_uk) {
+    wb.kv_b = ValueBytes(*attn.w_q_uk);
+  } else if (!attn.w_uk_t.empty()) {
+    wb.kv_b = ValueBytes(attn.w_uk_t.front());
+  } else {
+    wb.kv_b = ValueBytes(attn.kv_b_proj);
+  }
+  wb.embeddings = ValueBytes(weights.lm_head());
+  return wb;
 }
 
 namespace {
@@ -211,9 +251,11 @@ Status RunModelBenchmark(const ModelBenchOptions& o,
   LoadOptions load;
   load.mode = o.mode;
   load.progress = o.progress;
+  load.fp8 = o.fp8;
+  load.residency = o.residency;
   LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
   const ModelConfig& c = weights->config();
-  const int64_t wb = weights->compute_dtype() == DType::kBF16 ? 2 : 4;
+  const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
   DeepSeekModel model(*weights);
   // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCache).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));

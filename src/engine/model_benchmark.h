@@ -17,13 +17,28 @@
 #include "base/status.h"
 #include "model/config.h"
 #include "model/mla_mode.h"
+#include "model/model_weights.h"
 
 namespace latte {
 
+// Bytes per weight value as the model holds it, by kind of weight: 2 for bf16,
+// 4 for f32; kept fp8 is 1 plus its share of the f32 block scales (4 bytes per
+// 128×128 block) for the projections and MLP / expert matrices, while the
+// kv_b_proj-derived W_UK / W_UV (and materialized products) are bf16.
+struct WeightValueBytes {
+  double matrices = 2;    // q_a, q_b, kv_a, o_proj, dense MLP, routed and shared experts
+  double kv_b = 2;        // W_UK, W_UV (kv_b_proj in naive), or W_Q_UK, W_UV_O
+  double embeddings = 2;  // embed_tokens, lm_head
+  static WeightValueBytes Uniform(double bytes) { return {bytes, bytes, bytes}; }
+};
+
+// What the loaded model holds (its views' dtypes, fp8 block scales included).
+WeightValueBytes MeasureWeightValueBytes(const ModelWeights& weights);
+
 // Costs of one token, from the shapes. Weights are counted at their in-memory
-// precision (`weight_value_bytes`: 2 for bf16, 4 for f32); norms, the router and
-// e_score_correction_bias are f32 in memory; the latent cache is rows of LatentDim()
-// values per token per layer, `kv_value_bytes` each (2: bf16 rows, 4: f32 rows).
+// precision (`wb`); norms, the router and e_score_correction_bias are f32 in memory;
+// the latent cache is rows of LatentDim() values per token per layer,
+// `kv_value_bytes` each (2: bf16 rows, 4: f32 rows).
 struct TokenCosts {
   double weight_bytes = 0;  // weights read per token (a step's / B, a prefill's / P)
   double kv_bytes = 0;      // latent cache bytes read (decode) or written (prefill) per token
@@ -46,14 +61,14 @@ double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens
 // FLOPs per token: 2 per weight value a token multiplies (its own k experts), plus
 // the attention core over context + 1 rows.
 TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
-                               int64_t weight_value_bytes, int64_t kv_value_bytes);
+                               const WeightValueBytes& wb, int64_t kv_value_bytes);
 
 // One prefill forward of `prompt` tokens into an empty cache, per token: the
 // attention runs decompressed (q_a, kv_a, q_b, kv_b, o_proj on every token, causal
 // core of 2·H·(d_n+d_r) + 2·H·d_v per (query, key) pair, (P+1)/2 keys on average),
 // MoE layers read the experts P tokens touch, lm_head runs on the last row only.
 // kv_bytes: the latent rows written.
-TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, int64_t weight_value_bytes,
+TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const WeightValueBytes& wb,
                                 int64_t kv_value_bytes);
 
 struct ModelBenchOptions {
@@ -69,6 +84,8 @@ struct ModelBenchOptions {
   int64_t repetitions = 5;     // -r, after one warm-up run
   int64_t batch = 1;           // sequences decoding together in tg
   MlaMode mode = MlaMode::kAbsorbed;
+  Fp8Weights fp8 = Fp8Weights::kKeep;                      // --fp8
+  FileResidency residency = FileResidency::kHugePageCopy;  // --mmap: kMapped
   bool progress = false;       // load progress on stderr
 };
 
