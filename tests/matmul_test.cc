@@ -23,6 +23,10 @@ using matmul_internal::GemvFp8Avx512;
 using matmul_internal::MatmulOneDnn;
 using matmul_internal::MatmulPortable;
 
+}  // namespace
+
+namespace {
+
 // Tolerances on |y - ref| relative to sum_k |x_k * w_k| (the scale any rounding
 // error of the dot product is proportional to):
 // f32 arithmetic with f32 x: reordered f32 accumulation, observed ~1e-7, bound
@@ -32,9 +36,19 @@ constexpr double kF32Tol = 1e-5;
 // off by up to 2^-9 relative (3.9e-3 with both roundings), so the sum is off by
 // at most ~4e-3 of sum |x w|; 1e-2 leaves room for f32 accumulation.
 constexpr double kBf16XTol = 1e-2;
-// fp8 weights: the GEMV paths use the exact weight values (e4m3 × scale, exact in
-// f32 up to one rounding of the product) and f32 x, so kF32Tol holds; the oneDNN
-// path dequantizes to bf16 and rounds x to bf16, so kBf16XTol holds.
+// fp8 weights: the portable GEMV and the AVX-512 f32 GEMV (CPUs without
+// AVX512_BF16) use the exact weight values (e4m3 × scale, exact in f32 up to one
+// rounding of the product) and f32 x, so kF32Tol holds; the oneDNN path
+// dequantizes to bf16 and rounds x to bf16, so kBf16XTol holds.
+// The AVX512_BF16 fp8 GEMV (vdpbf16ps) keeps the weights exact (every e4m3 value
+// is a bf16 number) but rounds x to bf16 once: bf16 has 8 significant bits, so
+// round to nearest even moves each x_k by at most half an ulp, 2^-8 |x_k|. The
+// products of bf16 values are exact in f32 (16 significant bits), so y is off
+// from the exact sum by at most 2^-8 · sum_k |x_k w_k| from the rounding of x,
+// plus the f32 accumulation and block-scale error that kF32Tol covers already.
+// (vdpbf16ps flushes f32-subnormal inputs and results; that adds < 2^-126 per
+// product, far below ExpectClose's 1e-30 absolute slack times any scale here.)
+constexpr double kBf16XGemvTol = 1.0 / 256 + kF32Tol;
 // Unwritten-output sentinel: the kernels must not touch y between rows.
 constexpr float kSentinel = 12345.0f;
 
@@ -187,6 +201,13 @@ bool HasAvx512() {
   return GetCpuFeatures().avx512f;
 }
 
+// Tolerance of the fp8 GEMV that the dispatch picks under the current features
+// (see kBf16XGemvTol; without AVX-512 the portable kernel, exact x).
+double Fp8GemvTol() {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  return cpu.avx512f && cpu.avx512_bf16 ? kBf16XGemvTol : kF32Tol;
+}
+
 TEST(MatmulPortableTest, F32) { CheckAllShapes(kPortable, DType::kF32, kF32Tol); }
 TEST(MatmulPortableTest, Bf16) { CheckAllShapes(kPortable, DType::kBF16, kF32Tol); }
 
@@ -276,7 +297,9 @@ void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x,
                (shared_x ? " shared x " : " own x ") + std::string(DTypeName(dtype)));
   const bool onednn_bf16 = dtype != DType::kF32 && GetCpuFeatures().avx512f &&
                            m >= matmul_internal::kGemmMinRows;
-  const double tol = onednn_bf16 ? kBf16XTol : kF32Tol;
+  const double tol = onednn_bf16                ? kBf16XTol
+                     : dtype == DType::kF8E4M3 ? Fp8GemvTol()
+                                               : kF32Tol;
   Problem all = MakeProblem(1, n * batch, k, dtype, 0, 3);  // [batch * n, k]
   std::vector<WeightView> w;
   for (int64_t b = 0; b < batch; ++b) w.push_back(all.View().RowBlock(b * n, n));
@@ -344,7 +367,9 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
         const bool onednn_bf16 = dtype != DType::kF32 && !portable &&
                                  GetCpuFeatures().avx512f && p.m >= matmul_internal::kGemmMinRows;
         ExpectClose(p.x.data(), p.m, p.ldx, p.View(), y[i].data(), p.ldy,
-                    onednn_bf16 ? kBf16XTol : kF32Tol);
+                    onednn_bf16                ? kBf16XTol
+                    : dtype == DType::kF8E4M3 ? Fp8GemvTol()
+                                              : kF32Tol);
         for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << i << " " << j;
       }
     }
@@ -415,9 +440,60 @@ TEST(MatmulFp8Test, GemvAvx512) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
   const Path gemv = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                        int64_t ldy) { GemvFp8Avx512(x, m, ldx, w, y, ldy); };
-  CheckFp8Shapes(gemv, kF32Tol);
+  CheckFp8Shapes(gemv, Fp8GemvTol());
   // A big one, split over threads, with tails of the 4-row groups.
+  CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), Fp8GemvTol());
+}
+
+// The f32 fp8 GEMV (what AVX-512 CPUs without AVX512_BF16 or VBMI run): exact x.
+TEST(MatmulFp8Test, GemvAvx512F32) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  const Path gemv = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                       int64_t ldy) {
+    matmul_internal::GemvFp8Avx512F32(x, m, ldx, w, y, ldy, /*threaded=*/true);
+  };
+  CheckFp8Shapes(gemv, kF32Tol);
   CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), kF32Tol);
+}
+
+// The fp8 GEMV's decode and x layout at every column position: a one-hot x
+// (exact in bf16) picks out one weight per row, which must come out as exactly
+// e4m3 × scale, for every code but the NaNs, in full and partial 64-wide steps,
+// 128- and 48-wide column blocks, m = 1..5 (x row i scaled by 2^-i, exact).
+TEST(MatmulFp8Test, GemvOneHotEveryPositionExact) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  std::vector<uint8_t> codes;
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7F) != 0x7F) codes.push_back(static_cast<uint8_t>(b));
+  }
+  for (int64_t block_cols : {128, 48}) {
+    const int64_t n = 11, k = 300, ld = 303;
+    std::vector<uint8_t> w(static_cast<size_t>(n * ld));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < ld; ++c) w[r * ld + c] = codes[(r * 37 + c * 5) % codes.size()];
+    }
+    const int64_t scale_ld = (k + block_cols - 1) / block_cols;
+    std::vector<float> scales(static_cast<size_t>(scale_ld));
+    for (int64_t b = 0; b < scale_ld; ++b) scales[b] = std::ldexp(1.0f + 0.125f * b, -7);
+    const WeightView view = Fp8WeightView(n, k, ld, w.data(), scales.data(), scale_ld,
+                                          /*block_rows=*/128, block_cols);
+    for (int64_t m = 1; m <= 5; m += 2) {
+      for (int64_t j = 0; j < k; ++j) {
+        std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
+        for (int64_t i = 0; i < m; ++i) x[i * k + j] = std::ldexp(1.0f, -static_cast<int>(i));
+        std::vector<float> y(static_cast<size_t>(m * n), NAN);
+        GemvFp8Avx512(x.data(), m, k, view, y.data(), n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = 0; r < n; ++r) {
+            const float want = Fp8E4M3ToF32(w[r * ld + j]) * scales[j / block_cols] *
+                               std::ldexp(1.0f, -static_cast<int>(i));
+            ASSERT_EQ(y[i * n + r], want) << "block_cols " << block_cols << " m " << m << " x row "
+                                          << i << " w row " << r << " col " << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 // The e4m3 -> f16 bit trick is exact for every code: one weight of each value.
@@ -500,7 +576,7 @@ TEST(MatmulFp8Test, MidBlockRowBlocksBatched) {
       SCOPED_TRACE("m=" + std::to_string(m) + (portable ? " portable" : ""));
       const double tol = !portable && GetCpuFeatures().avx512f && m >= matmul_internal::kGemmMinRows
                              ? kBf16XTol
-                             : kF32Tol;
+                             : Fp8GemvTol();
       const Problem xs = MakeProblem(m, 1, k, DType::kF32, 0, 12);
       std::vector<float> y(static_cast<size_t>(H * m * 8), NAN);
       MatmulBatched(xs.x.data(), 0, m, heads.data(), H, y.data(), m * 8);

@@ -1,34 +1,54 @@
 // AVX-512 GEMV for fp8 e4m3 weights with block scales (the DeepSeek-V3 release
 // format), small m: y = x · wᵀ with w(r, c) = e4m3(r, c) × scale(block of r, c).
 //
-// Memory-bound: the kernel reads each weight byte once (1 byte per weight, half
-// the bf16 traffic) and converts in registers, exactly:
-//   For an e4m3 byte b, the f16 bit pattern ((b & 0x7F) << 7) | ((b & 0x80) << 8)
-//   is the e4m3 value × 2^-8, subnormals included: e4m3's 4-bit exponent (bias 7)
-//   lands in the low bits of f16's 5-bit exponent (bias 15) and its 3 mantissa
-//   bits on top of f16's 10, so every code maps to value × 2^(7-15).
-// With a sign-extending widen (vpmovsxbw) that pattern is (w << 7) & 0xBF80: bit
-// 8 of the widened byte is the sign again and lands on bit 15, bit 7 lands on bit
-// 14 and is masked off. Then vcvtph2ps gives 16 exact f32 values: 4 instructions
-// per 16 weights. (Not via bf16 + vdpbf16ps: that flushes bf16 subnormals.)
+// Two kernels, picked at run time:
 //
-// Each output accumulates x·w over one block_cols-wide column block in f32, then
-// adds that partial sum × (scale × 2^8) to its total when the block ends: the
+// bf16 path (CPUs with AVX512_BF16 and AVX512_VBMI, e.g. Zen 4, Sapphire Rapids):
+// every e4m3 value is exactly a bf16 number, and a NORMAL one (bf16 has f32's
+// 8-bit exponent, e4m3's smallest subnormal is 2^-9), so vdpbf16ps's flushing of
+// bf16 subnormal inputs never touches a weight. 64 e4m3 bytes become 64 bf16
+// weights with two 128-entry byte lookups (vpermi2b reads the low 7 bits of each
+// byte: the magnitude) giving the high and low byte of each bf16, the sign bit
+// OR'ed into the high byte (vpternlog), and two byte unpacks: 6 instructions per
+// 64 weights, then one vdpbf16ps (32 multiply-adds) per 32 weights and x row.
+// The unpacks work within 128-bit lanes, so the 64 weights come out permuted
+// (unpacklo: bytes 0-7, 16-23, 32-39, 48-55; unpackhi: 8-15, 24-31, ...); x is
+// rounded to bf16 (round to nearest even, vcvtneps2bf16) once per call into a
+// per-thread buffer laid out in that same order, so products pair up right. The
+// products are exact in f32 (8 x 8 significant bits) and accumulate in f32; the
+// only error beyond the f32 kernel's is x's rounding, |x_bf16 - x| <= 2^-8 |x|,
+// so |y - exact| <= 2^-8 sum|x w| plus the f32 accumulation error (the same
+// rounding the oneDNN path does for m >= kGemmMinRows).
+//
+// f32 path (AVX-512 CPUs without them): exact weights and f32 x. For an e4m3
+// byte b, the f16 bit pattern ((b & 0x7F) << 7) | ((b & 0x80) << 8) is the e4m3
+// value × 2^-8, subnormals included: e4m3's 4-bit exponent (bias 7) lands in the
+// low bits of f16's 5-bit exponent (bias 15) and its 3 mantissa bits on top of
+// f16's 10, so every code maps to value × 2^(7-15). With a sign-extending widen
+// (vpmovsxbw) that pattern is (w << 7) & 0xBF80: bit 8 of the widened byte is
+// the sign again and lands on bit 15, bit 7 lands on bit 14 and is masked off.
+// Then vcvtph2ps gives 16 exact f32 values: 4 instructions per 16 weights, plus
+// an FMA per x row. The NaN codes (0x7F, 0xFF) decode to 480 there (NaN on the
+// bf16 path); checkpoints hold none.
+//
+// Both accumulate x·w over one block_cols-wide column block in f32, then add
+// that partial sum × the block's scale to the total when the block ends: the
 // scale costs one FMA per row and block (128 weights), not one multiply per weight.
-// The NaN codes (0x7F, 0xFF) decode to 480 instead of NaN; checkpoints hold none.
 //
-// Measured on the project's 2-vCPU Zen 4 VM (shared, so rough): one core
-// converts and FMAs ~17-19 G weights/s from cache but streams a 102400 x 2048
-// matrix from DRAM at ~13 GB/s against a 19-28 GB/s single-core read peak, so
-// there the kernel is bound by instructions per weight, not yet by bytes.
+// Measured on the project's 2-vCPU Zen 4 VM (shared and loaded, so rough), one
+// thread, GB/s of e4m3 bytes: 102400 x 2048 (from DRAM) f32 path ~13, bound by
+// instructions per weight (~5 per 16 weights plus the FMAs); bf16 path 23-27
+// with its L2 prefetch (kPrefetchBytes), ~14 without it. 10944 x 2048 and
+// 2048 x 10944: f32 path ~18, bf16 path ~30-35. (bf16 GEMV, 102400 x 2048: ~18.)
 //
 // Tiles keep 2·M·R accumulators (block partial + total): M x rows by R weight
 // rows, R = 8 / 4 / 2 / 2 for M = 1 / 2 / 3 / 4, so at most 16 of the 32
 // registers. Output rows are split into contiguous per-thread ranges, as in the
 // bf16 GEMV (gemv_avx512.cc), so each core streams its own part of the matrix.
 //
-// Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt); reached only
-// through matmul.cc's dispatch after GetCpuFeatures().avx512f.
+// Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt), the bf16 path's
+// functions also with avx512vbmi (a target pragma, checked by cpuid before use);
+// reached only through matmul.cc's dispatch after GetCpuFeatures().avx512f.
 // GCC 12's AVX-512 headers build some intrinsics (reduce_add, maskz loads) from
 // _mm512_undefined_*, which trips -Wuninitialized under -Werror: a false positive.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -38,8 +58,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -177,10 +200,262 @@ void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n
   }
 }
 
+// ---- bf16 path: e4m3 -> bf16 by byte lookups, vdpbf16ps ---------------------
+
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+
+// Weights per step: one 64-byte load of e4m3 bytes per row.
+constexpr int64_t kStep = 64;
+// Software prefetch distance: each row's current line is prefetched ~32 KiB of
+// weights ahead (row r + prefetch_rows, at least one row group on), into L2
+// (T1). Measured on one loaded Zen 4 core, 102400 x 2048 from DRAM: T0 at 16
+// rows (the f32 path's choice) ~14 GB/s, the fast kernel there being bound by
+// the loads' L1 misses; T1 at 32-64 KiB ahead 23-29 GB/s; 128-512 KiB 22-28.
+constexpr int64_t kPrefetchBytes = int64_t{32} << 10;
+
+// bf16(e4m3 magnitude b) for b = 0..127, split into its high byte (sign clear)
+// and low byte: the two vpermi2b tables. Exact: every e4m3 value has at most 4
+// significant bits and an exponent in [-9, 8], so its f32 bits end in 16 zeros.
+struct Lut {
+  alignas(64) uint8_t high[128];
+  alignas(64) uint8_t low[128];
+};
+
+const Lut& Fp8Bf16Lut() {
+  static const Lut lut = [] {
+    Lut t{};
+    for (int b = 0; b < 128; ++b) {
+      const float f = Fp8E4M3ToF32(static_cast<uint8_t>(b));
+      uint32_t u;
+      std::memcpy(&u, &f, sizeof(u));
+      t.high[b] = static_cast<uint8_t>(u >> 24);
+      t.low[b] = static_cast<uint8_t>(u >> 16);
+    }
+    return t;
+  }();
+  return lut;
+}
+
+struct LutRegs {
+  __m512i h0, h1, l0, l1;
+  explicit LutRegs(const Lut& t)
+      : h0(_mm512_load_si512(t.high)), h1(_mm512_load_si512(t.high + 64)),
+        l0(_mm512_load_si512(t.low)), l1(_mm512_load_si512(t.low + 64)) {}
+};
+
+inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh>(v); }
+
+// 64 e4m3 bytes -> 64 exact bf16 values, in the lane-permuted order above:
+// lo = bytes 0-7, 16-23, 32-39, 48-55; hi = bytes 8-15, 24-31, 40-47, 56-63.
+inline void Fp8x64ToBf16(__m512i bytes, const LutRegs& t, __m512i& lo, __m512i& hi) {
+  __m512i h = _mm512_permutex2var_epi8(t.h0, bytes, t.h1);
+  // h | (bytes & 0x80): the sign bit.
+  h = _mm512_ternarylogic_epi32(h, bytes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  const __m512i l = _mm512_permutex2var_epi8(t.l0, bytes, t.l1);
+  lo = _mm512_unpacklo_epi8(l, h);
+  hi = _mm512_unpackhi_epi8(l, h);
+}
+
+// x rows rounded to bf16 in the weights' order: for every column block, its
+// 64-column steps (the last one zero-padded) of 64 bf16 each, the 32 that pair
+// with `lo` first, then the 32 for `hi`. A block takes BlockStride() values.
+int64_t BlockStride(int64_t block_cols) { return (block_cols + kStep - 1) / kStep * kStep; }
+
+void RoundX(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t block_cols, bf16* out,
+            int64_t ldo) {
+  const int64_t stride = BlockStride(block_cols);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * ldx;
+    bf16* oi = out + i * ldo;
+    for (int64_t k0 = 0, block = 0; k0 < k; k0 += block_cols, ++block) {
+      const int64_t k1 = std::min(k, k0 + block_cols);
+      bf16* o = oi + block * stride;
+      for (int64_t c = k0; c < k1; c += kStep, o += kStep) {
+        for (int g = 0; g < 4; ++g) {
+          const int64_t n = std::clamp<int64_t>(k1 - c - 16 * g, 0, 16);
+          const __m512 v = _mm512_maskz_loadu_ps(TailMask(n), xi + c + 16 * g);
+          const __m256i b = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 8 * g), _mm256_castsi256_si128(b));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32 + 8 * g),
+                           _mm256_extracti128_si256(b, 1));
+        }
+      }
+    }
+  }
+}
+
+// What every bf16 tile reads besides its rows: x in bf16 ([m, ldxb], RoundX's
+// layout), the block geometry and the lookup tables.
+struct Bf16Ctx {
+  const bf16* x;
+  int64_t ldxb;
+  int64_t k;
+  int64_t block_cols;
+  int64_t block_stride;
+  const Lut* lut;
+  int64_t prefetch_rows;
+};
+
+// y[i][r] = x[i] · w[r] for i < M, r < R, as Tile() but on the bf16 path.
+template <int M, int R>
+void TileBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
+              const float* const* scale_rows, float* y, int64_t ldy) {
+  const LutRegs t(*ctx.lut);
+  __m512 total[M][R];
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) total[i][r] = _mm512_setzero_ps();
+  }
+  const int64_t k = ctx.k;
+  for (int64_t k0 = 0, block = 0; k0 < k; k0 += ctx.block_cols, ++block) {
+    const int64_t k1 = std::min(k, k0 + ctx.block_cols);
+    const bf16* xb = x + block * ctx.block_stride;
+    __m512 acc[M][R];
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+    }
+    // One step: 64 weights of each row (bytes[r]) against x's 64 at xs.
+    auto step = [&](const __m512i* bytes, const bf16* xs) {
+      __m512i xl[M], xh[M];
+      for (int i = 0; i < M; ++i) {
+        xl[i] = _mm512_loadu_si512(xs + i * ctx.ldxb);
+        xh[i] = _mm512_loadu_si512(xs + i * ctx.ldxb + 32);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m512i lo, hi;
+        Fp8x64ToBf16(bytes[r], t, lo, hi);
+        for (int i = 0; i < M; ++i) {
+          acc[i][r] = _mm512_dpbf16_ps(acc[i][r], AsBh(xl[i]), AsBh(lo));
+          acc[i][r] = _mm512_dpbf16_ps(acc[i][r], AsBh(xh[i]), AsBh(hi));
+        }
+      }
+    };
+    int64_t kk = k0;
+    const bf16* xs = xb;
+    for (; kk + kStep <= k1; kk += kStep, xs += kStep) {
+      __m512i bytes[R];
+      for (int r = 0; r < R; ++r) {
+        // The same line prefetch_rows on (see kPrefetchBytes).
+        _mm_prefetch(reinterpret_cast<const char*>(w + (r + ctx.prefetch_rows) * ld + kk),
+                     _MM_HINT_T1);
+        bytes[r] = _mm512_loadu_si512(w + r * ld + kk);
+      }
+      step(bytes, xs);
+    }
+    if (kk < k1) {  // a block's last, partial step: zero bytes decode to +0
+      const __mmask64 mask = _cvtu64_mask64((uint64_t{1} << (k1 - kk)) - 1);
+      __m512i bytes[R];
+      for (int r = 0; r < R; ++r) bytes[r] = _mm512_maskz_loadu_epi8(mask, w + r * ld + kk);
+      step(bytes, xs);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(scale_rows[r][block]);
+      for (int i = 0; i < M; ++i) total[i][r] = _mm512_fmadd_ps(acc[i][r], s, total[i][r]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = _mm512_reduce_add_ps(total[i][r]);
+  }
+}
+
+template <int M, int R>
+void TileSplitBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
+                   const float* const* scale_rows, float* y, int64_t ldy) {
+  constexpr int kSub = TileRows<M>() < R ? TileRows<M>() : R;
+  for (int r = 0; r < R; r += kSub) {
+    TileBf16<M, kSub>(ctx, x, w + r * ld, ld, scale_rows + r, y + r, ldy);
+  }
+}
+
+template <int R>
+void RowGroupBf16(const Bf16Ctx& ctx, int64_t m, const uint8_t* w, int64_t ld,
+                  const float* const* scale_rows, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < m; i += kMaxM) {
+    const bf16* xi = ctx.x + i * ctx.ldxb;
+    float* yi = y + i * ldy;
+    switch (std::min<int64_t>(kMaxM, m - i)) {
+      case 1: TileSplitBf16<1, R>(ctx, xi, w, ld, scale_rows, yi, ldy); break;
+      case 2: TileSplitBf16<2, R>(ctx, xi, w, ld, scale_rows, yi, ldy); break;
+      case 3: TileSplitBf16<3, R>(ctx, xi, w, ld, scale_rows, yi, ldy); break;
+      default: TileSplitBf16<4, R>(ctx, xi, w, ld, scale_rows, yi, ldy); break;
+    }
+  }
+}
+
+// Output rows [n0, n1), as Rows().
+void RowsBf16(const Bf16Ctx& ctx, int64_t m, const WeightView& w, int64_t n0, int64_t n1,
+              float* y, int64_t ldy) {
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  auto scale_row = [&](int64_t n) {
+    return w.scale + ((w.scale_row0 + n) / w.block_rows) * w.scale_ld;
+  };
+  int64_t n = n0;
+  for (; n + kRows <= n1; n += kRows) {
+    const float* rows[kRows];
+    for (int r = 0; r < kRows; ++r) rows[r] = scale_row(n + r);
+    RowGroupBf16<kRows>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
+  }
+  if (n + 4 <= n1) {
+    const float* rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = scale_row(n + r);
+    RowGroupBf16<4>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
+    n += 4;
+  }
+  for (; n < n1; ++n) {
+    const float* rows[1] = {scale_row(n)};
+    RowGroupBf16<1>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
+  }
+}
+
+void GemvFp8Bf16(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                 int64_t ldy, bool threaded) {
+  const int64_t blocks = (w.cols + w.block_cols - 1) / w.block_cols;
+  const int64_t stride = BlockStride(w.block_cols);
+  const int64_t ldxb = std::max<int64_t>(blocks, 1) * stride;
+  // x in bf16, [m, ldxb] per thread, grown once: a decode step allocates nothing.
+  // Shared with the team below (read-only there).
+  thread_local AlignedBuffer x_scratch;
+  const size_t bytes = static_cast<size_t>(m * ldxb) * sizeof(bf16);
+  if (x_scratch.size() < bytes) x_scratch = AlignedBuffer(bytes);
+  bf16* xb = x_scratch.as<bf16>();
+  RoundX(x, m, ldx, w.cols, w.block_cols, xb, ldxb);
+  const int64_t pf_rows =
+      std::max<int64_t>(kRows, (kPrefetchBytes + w.ld - 1) / std::max<int64_t>(w.ld, 1));
+  const Bf16Ctx ctx{xb, ldxb, w.cols, w.block_cols, stride, &Fp8Bf16Lut(), pf_rows};
+  const bool parallel = threaded && w.rows >= 2 * kRows && w.rows * w.cols >= (int64_t{1} << 16);
+  if (!parallel) {
+    RowsBf16(ctx, m, w, 0, w.rows, y, ldy);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads();
+    const int64_t t = omp_get_thread_num();
+    const int64_t groups = (w.rows + kRows - 1) / kRows;
+    const int64_t g0 = groups * t / nt;
+    const int64_t g1 = groups * (t + 1) / nt;
+    RowsBf16(ctx, m, w, std::min(w.rows, g0 * kRows), std::min(w.rows, g1 * kRows), y, ldy);
+  }
+}
+
+#pragma GCC pop_options
+
 }  // namespace
 
 void GemvFp8Avx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                    int64_t ldy, bool threaded) {
+  if (m <= 0 || w.rows <= 0) return;
+  // AVX512_BF16 without VBMI (Cooper Lake) keeps the f32 path.
+  static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
+  if (GetCpuFeatures().avx512_bf16 && has_vbmi) {
+    GemvFp8Bf16(x, m, ldx, w, y, ldy, threaded);
+    return;
+  }
+  GemvFp8Avx512F32(x, m, ldx, w, y, ldy, threaded);
+}
+
+void GemvFp8Avx512F32(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                      int64_t ldy, bool threaded) {
   if (m <= 0 || w.rows <= 0) return;
   if (w.block_cols % 16 != 0) {  // the 16-wide steps would straddle blocks
     MatmulPortable(x, m, ldx, w, y, ldy, threaded);

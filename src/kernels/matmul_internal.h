@@ -44,6 +44,10 @@ void MatmulFp8Portable(const float* x, int64_t m, int64_t ldx, const WeightView&
 // Call only when GetCpuFeatures().avx512f.
 void GemvFp8Avx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
                    int64_t ldy, bool threaded = true);
+// Its f32 path alone (e4m3 -> f16 -> f32, FMA): what AVX-512 CPUs without
+// AVX512_BF16 or VBMI run; GemvFp8Avx512 takes the bf16 table path where it can.
+void GemvFp8Avx512F32(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
+                      int64_t ldy, bool threaded);
 
 // Rows [r0, r1) of an fp8 view dequantized to bf16 (e4m3 × block scale, rounded
 // to nearest even, the same values the load-time dequantization gives):
