@@ -25,10 +25,10 @@ TEST(GenerateCli, IdsAndLogitsFileMatchInProcessRun) {
   const std::string npy = testing_models::TempRoot() + "/logits.npy";
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 5};
   const int64_t max_tokens = 7;
-  // --mmap serves the same bytes from the page cache: the in-process run below
-  // (default: a copy on huge pages) must match it bit for bit.
+  // --huge-pages serves a copy of the same bytes: the in-process run below
+  // (default: an mmap) must match it bit for bit.
   const std::pair<const char*, const char*> runs[] = {
-      {"absorbed", ""}, {"materialized", ""}, {"naive", ""}, {"absorbed", " --mmap"}};
+      {"absorbed", ""}, {"materialized", ""}, {"naive", ""}, {"absorbed", " --huge-pages"}};
   for (const auto& [mode, extra] : runs) {
     SCOPED_TRACE(std::string(mode) + extra);
     int code = 0;

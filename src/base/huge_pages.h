@@ -1,9 +1,10 @@
 // Large buffers on transparent huge pages. Decode streams every weight once per
 // token; on 4 KiB pages that is a TLB miss (a nested page walk under a VM) every
-// 4 KiB, and on the project's VM a plain read of 4 KiB-page memory runs at about
-// half the speed of the same read from 2 MiB pages (/tmp measurements in
-// docs/benchmarks.md). Where the kernel offers THP only on request
-// (transparent_hugepage/enabled = madvise, Debian's default) these regions ask.
+// 4 KiB. On the project's VM a read from 4 KiB pages ran at half the speed of one
+// from 2 MiB pages while other jobs loaded the machine, and at the same speed on
+// a quiet machine (`latte bench machine` prints both). Where the kernel offers
+// THP only on request (transparent_hugepage/enabled = madvise, Debian's default)
+// these regions ask.
 #pragma once
 
 #include <cstddef>

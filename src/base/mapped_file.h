@@ -1,10 +1,11 @@
 // A read-only file's bytes in memory. Weights stored in the compute precision
 // are used in place from here, never converted or copied again.
-//   kHugePageCopy (the default): the file is read once into anonymous memory on
-//     2 MiB pages (base/huge_pages.h), which decode streams ~2x faster than 4 KiB
-//     page-cache pages on the project's VM. Costs a read of the file at open and
-//     the file's size in RAM besides the (reclaimable) page cache.
-//   kMapped: mmap, zero-copy; for models larger than RAM wants to hold twice.
+//   kMapped (the default): mmap, zero-copy, pages shared with the page cache.
+//   kHugePageCopy: the file is read once into anonymous memory on 2 MiB pages
+//     (base/huge_pages.h): fewer TLB misses for a decode that streams every
+//     weight, at the cost of a read at open and the file's size in RAM besides
+//     the page cache. On the project's VM, quiet, the two decode at the same
+//     speed (docs/benchmarks.md), so it is an option, not the default.
 #pragma once
 
 #include <cstddef>
@@ -16,12 +17,12 @@
 
 namespace latte {
 
-enum class FileResidency { kHugePageCopy, kMapped };
+enum class FileResidency { kMapped, kHugePageCopy };
 
 class MappedFile {
  public:
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path,
-                                                  FileResidency residency = FileResidency::kHugePageCopy);
+                                                  FileResidency residency = FileResidency::kMapped);
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();

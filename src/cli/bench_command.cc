@@ -240,7 +240,7 @@ struct ModelArgs {
   int64_t batch = 1;
   int64_t depth = 0;
   std::string fp8 = "keep";
-  bool mmap = false;
+  bool huge_pages = false;
   bool json = false;
 };
 
@@ -312,7 +312,7 @@ Status RunModel(const ModelArgs& args) {
   const auto fp8 = ParseFp8Weights(args.fp8);
   if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + args.fp8 + "\"");
   options.fp8 = *fp8;
-  if (args.mmap) options.residency = FileResidency::kMapped;
+  if (args.huge_pages) options.residency = FileResidency::kHugePageCopy;
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();
@@ -324,7 +324,7 @@ Status RunModel(const ModelArgs& args) {
   ctx.peaks = ProbeMachine(probe);
   if (!args.json) {
     std::printf("model %s, %d threads, weights %s%s\n", args.model.c_str(), ctx.threads,
-                args.mmap ? "mmapped" : "on 2 MiB pages", *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
+                args.huge_pages ? "on 2 MiB pages" : "mmapped", *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
     std::printf("machine (measured now): read %.1f GB/s (4 KiB pages: %.1f), bf16 ", ctx.peaks.read_gbps,
                 ctx.peaks.read_gbps_small_pages);
     if (ctx.peaks.bf16_gflops) {
@@ -399,7 +399,8 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   bcmd->add_option("--fp8", model->fp8, "fp8 checkpoints: keep (e4m3 in memory) | bf16 (dequantized at load)")
       ->capture_default_str();
-  bcmd->add_flag("--mmap", model->mmap, "Weights from an mmap of the checkpoint instead of a copy on 2 MiB pages");
+  bcmd->add_flag("--huge-pages", model->huge_pages,
+                 "Weights read into memory on 2 MiB pages instead of an mmap of the checkpoint");
   bcmd->add_flag("--json", model->json, "One JSON object per test");
   bcmd->callback([model] {
     const Status status = RunModel(*model);

@@ -28,7 +28,7 @@ struct GenerateArgs {
   int64_t max_tokens = 16;
   std::string mla_mode = "absorbed";
   std::string fp8 = "keep";
-  bool mmap = false;
+  bool huge_pages = false;
   int threads = 0;
   std::string logits_out;
 };
@@ -113,7 +113,7 @@ Status RunGenerate(const GenerateArgs& args) {
   LoadOptions load;
   load.mode = *mode;
   load.fp8 = *fp8;
-  if (args.mmap) load.residency = FileResidency::kMapped;
+  if (args.huge_pages) load.residency = FileResidency::kHugePageCopy;
   LATTE_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(args.model, load));
   DeepSeekModel model(*weights);
   if (!args.prompt.empty()) return RunTextGenerate(args, model);
@@ -156,9 +156,9 @@ void AddGenerateCommand(CLI::App& app) {
                   "fp8 checkpoints: keep (weights stay e4m3 with their block scales, converted in "
                   "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)")
       ->capture_default_str();
-  cmd->add_flag("--mmap", args->mmap,
-                "Serve weights from an mmap of the checkpoint (no copy; slower decode) instead of "
-                "a copy on 2 MiB pages");
+  cmd->add_flag("--huge-pages", args->huge_pages,
+                "Read the weights into memory on 2 MiB pages instead of serving them from an mmap "
+                "of the checkpoint");
   cmd->add_option("--threads", args->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_option("--logits-out", args->logits_out,
                   "Write float32 .npy of shape [P + N - 1, vocab_size]: logits at every position run");

@@ -85,7 +85,7 @@ struct ModelBenchOptions {
   int64_t batch = 1;           // sequences decoding together in tg
   MlaMode mode = MlaMode::kAbsorbed;
   Fp8Weights fp8 = Fp8Weights::kKeep;                      // --fp8
-  FileResidency residency = FileResidency::kHugePageCopy;  // --mmap: kMapped
+  FileResidency residency = FileResidency::kMapped;  // --huge-pages: kHugePageCopy
   bool progress = false;       // load progress on stderr
 };
 

@@ -89,9 +89,9 @@ struct LoadOptions {
   MlaMode mode = MlaMode::kAbsorbed;
   bool progress = true;  // progress line and memory report on stderr
   Fp8Weights fp8 = Fp8Weights::kKeep;
-  // Checkpoint files copied onto huge pages (fastest decode) or mmapped (--mmap:
-  // nothing copied, for models that would not fit in RAM twice over).
-  FileResidency residency = FileResidency::kHugePageCopy;
+  // Checkpoint files mmapped (zero-copy), or read into memory on 2 MiB pages
+  // (--huge-pages; base/mapped_file.h).
+  FileResidency residency = FileResidency::kMapped;
 };
 
 class ModelWeights {

@@ -42,9 +42,9 @@ class Checkpoint {
   // Opens DIR/model.safetensors.index.json if present (its "weight_map": tensor
   // name -> shard file name), else the single *.safetensors file in DIR (an error
   // if there is none, or several without an index). Every shard is held as
-  // `residency` says (base/mapped_file.h: a copy on huge pages, or an mmap).
+  // `residency` says (base/mapped_file.h: an mmap, or a copy on huge pages).
   static Result<Checkpoint> Open(const std::string& dir,
-                                 FileResidency residency = FileResidency::kHugePageCopy);
+                                 FileResidency residency = FileResidency::kMapped);
 
   const TensorInfo* Find(const std::string& name) const;  // nullptr if absent
   // All tensors in all shards: shards in name order, each in data-offset order.
