@@ -125,19 +125,7 @@ inline void AccumulateTile(const bf16* p, int64_t ldp, const bf16* pairs, int64_
                            int64_t num_pairs, const float* rescale, float* acc, int64_t lda,
                            __mmask16 last, __mmask32 last32) {
   __m512 a[H][V];
-  #pragma GCC unroll 16
-  for (int h = 0; h < H; ++h) {
-    #pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) {
-      const __mmask16 m = v == V - 1 ? last : static_cast<__mmask16>(0xFFFF);
-      a[h][v] = _mm512_maskz_loadu_ps(m, acc + h * lda + v * 16);
-    }
-    if (rescale != nullptr) {
-      const __m512 s = _mm512_set1_ps(rescale[h]);
-      #pragma GCC unroll 16
-      for (int v = 0; v < V; ++v) a[h][v] = _mm512_mul_ps(a[h][v], s);
-    }
-  }
+  LoadRescaledAccumulators<H, V>(acc, lda, rescale, last, a);
   for (int64_t u = 0; u < num_pairs; ++u) {
     const bf16* row = pairs + u * ldp2;
     __m512bh rv[V];
@@ -153,12 +141,7 @@ inline void AccumulateTile(const bf16* p, int64_t ldp, const bf16* pairs, int64_
       for (int v = 0; v < V; ++v) a[h][v] = _mm512_dpbf16_ps(a[h][v], w, rv[v]);
     }
   }
-  #pragma GCC unroll 16
-  for (int h = 0; h < H; ++h) {
-    #pragma GCC unroll 16
-    for (int v = 0; v < V - 1; ++v) _mm512_storeu_ps(acc + h * lda + v * 16, a[h][v]);
-    _mm512_mask_storeu_ps(acc + h * lda + (V - 1) * 16, last, a[h][V - 1]);
-  }
+  StoreAccumulators<H, V>(a, last, acc, lda);
 }
 
 constexpr int kAccHeads = 4;  // heads per value tile

@@ -59,4 +59,35 @@ inline __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// The value accumulators of an H-head × V-vector tile: a[h][v] = acc[h·lda + 16v ..]
+// times rescale[h] (rescale may be null: no rescale); the last vector masked by `last`.
+template <int H, int V>
+inline void LoadRescaledAccumulators(const float* acc, int64_t lda, const float* rescale,
+                                     __mmask16 last, __m512 (&a)[H][V]) {
+  #pragma GCC unroll 16
+  for (int h = 0; h < H; ++h) {
+    #pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 m = v == V - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      a[h][v] = _mm512_maskz_loadu_ps(m, acc + h * lda + v * 16);
+    }
+    if (rescale != nullptr) {
+      const __m512 s = _mm512_set1_ps(rescale[h]);
+      #pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) a[h][v] = _mm512_mul_ps(a[h][v], s);
+    }
+  }
+}
+
+// Writes them back (the last vector masked by `last`).
+template <int H, int V>
+inline void StoreAccumulators(const __m512 (&a)[H][V], __mmask16 last, float* acc, int64_t lda) {
+  #pragma GCC unroll 16
+  for (int h = 0; h < H; ++h) {
+    #pragma GCC unroll 16
+    for (int v = 0; v < V - 1; ++v) _mm512_storeu_ps(acc + h * lda + v * 16, a[h][v]);
+    _mm512_mask_storeu_ps(acc + h * lda + (V - 1) * 16, last, a[h][V - 1]);
+  }
+}
+
 }  // namespace latte::attention_internal
