@@ -17,9 +17,14 @@
 #include "base/dtype.h"
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
+#include "test_util.h"
 
 namespace latte {
 namespace {
+
+using testing_util::RandomVector;
+using testing_util::ScopedOmpThreads;
+using testing_util::ScopedPortableKernels;
 
 namespace ai = attention_internal;
 
@@ -42,12 +47,6 @@ constexpr double kSplitTol = 1e-3;
 constexpr double kF32OutTol = 2e-5;
 constexpr double kF32LseTol = 2e-5;
 
-std::vector<float> RandomVector(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<bf16> RandomBf16(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -73,20 +72,7 @@ ErrorStats Compare(const std::vector<float>& got, const std::vector<float>& want
   return e;
 }
 
-class ScopedOmpThreads {
- public:
-  explicit ScopedOmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
 
- private:
-  int saved_;
-};
-
-class ScopedPortableKernels {
- public:
-  explicit ScopedPortableKernels(bool portable) { SetPortableKernelsForTesting(portable); }
-  ~ScopedPortableKernels() { SetPortableKernelsForTesting(false); }
-};
 
 bool HasBf16Dp() { return GetCpuFeatures().avx512_bf16; }
 

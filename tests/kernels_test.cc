@@ -22,9 +22,14 @@
 #include "kernels/silu_mul.h"
 #include "model/config.h"
 #include "model/presets.h"
+#include "test_util.h"
 
 namespace latte {
 namespace {
+
+using testing_util::RandomVector;
+using testing_util::ScopedOmpThreads;
+using testing_util::ScopedPortableKernels;
 
 // RmsNorm: the kernel sums squares in double, then rounds 1/rms to f32 and does two
 // f32 multiplies: three roundings of 2^-24 (6e-8) each, so ~2e-7 relative; 2e-6 leaves
@@ -63,12 +68,6 @@ constexpr double kAttnLseTol = 1e-5;
 // summation orders over the same rows), so their difference is bounded the same way.
 constexpr double kMergeTol = 1e-5;
 
-std::vector<float> RandomVector(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 // Reports the worst element (and how many are out of tolerance) instead of one failure
 // per element. Allowed error per element: abs_tol + rel_tol * |want|.
@@ -595,15 +594,6 @@ TEST(KernelsCausalAttention, MatchesDoubleReference) {
   }
 }
 
-// Restores the OpenMP thread count when a test changes it.
-class ScopedOmpThreads {
- public:
-  explicit ScopedOmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 constexpr int64_t kRowDim = 72, kValueDim = 64;
 // Scores have std ~1.4 on uniform [-1, 1] inputs of 72 values (|q·row| std ≈ 2.8).
@@ -927,13 +917,6 @@ TEST(KernelsSharedKeyBlocks, AccumulateMatchesDouble) {
     }
   }
 }
-
-// Restores the detected CPU features when a test forces the portable kernels.
-class ScopedPortableKernels {
- public:
-  explicit ScopedPortableKernels(bool portable) { SetPortableKernelsForTesting(portable); }
-  ~ScopedPortableKernels() { SetPortableKernelsForTesting(false); }
-};
 
 // At R1's widths (row_dim 576, value_dim 512), and at the tiny model-test widths:
 // the portable and dispatched (AVX-512 where available) paths both match the

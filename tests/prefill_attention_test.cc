@@ -13,9 +13,13 @@
 #include "base/cpu_features.h"
 #include "kernels/attention.h"
 #include "kernels/prefill_attention.h"
+#include "test_util.h"
 
 namespace latte {
 namespace {
+
+using testing_util::RandomVector;
+using testing_util::ScopedPortableKernels;
 
 // Outputs are convex combinations of values in [-1, 1]: absolute errors. Scores are
 // f32 dot products of up to 192 terms (|score| ≲ 6, rounding ~sqrt(192)·2^-24·6 ≈ 5e-6
@@ -35,12 +39,6 @@ std::string Name(const Case& c) {
          " dims=" + std::to_string(c.key_dim) + "/" + std::to_string(c.value_dim);
 }
 
-std::vector<float> Random(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 struct Expected {
   std::vector<double> out, lse;
@@ -98,11 +96,6 @@ void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, 
   EXPECT_LE(worst, tol) << what << " worst at [" << at << "]: " << got[at] << " vs " << want[at];
 }
 
-class ScopedPortable {
- public:
-  explicit ScopedPortable(bool portable) { SetPortableKernelsForTesting(portable); }
-  ~ScopedPortable() { SetPortableKernelsForTesting(false); }
-};
 
 TEST(PrefillAttention, MatchesDoubleReference) {
   std::mt19937 rng(2026);
@@ -116,13 +109,13 @@ TEST(PrefillAttention, MatchesDoubleReference) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(Name(c));
-    const std::vector<float> q = Random(c.queries * c.heads * c.key_dim, rng);
-    const std::vector<float> k = Random(c.keys * c.heads * c.key_dim, rng);
-    const std::vector<float> v = Random(c.keys * c.heads * c.value_dim, rng);
+    const std::vector<float> q = RandomVector(c.queries * c.heads * c.key_dim, rng);
+    const std::vector<float> k = RandomVector(c.keys * c.heads * c.key_dim, rng);
+    const std::vector<float> v = RandomVector(c.keys * c.heads * c.value_dim, rng);
     const float scale = 2.5f / std::sqrt(float(c.key_dim));  // score std ~0.8: a non-flat softmax
     const Expected want = Reference(c, q, k, v, scale);
     for (int portable = 0; portable < 2; ++portable) {
-      ScopedPortable force(portable == 1);
+      ScopedPortableKernels force(portable == 1);
       const std::string path = portable ? "portable" : "dispatched";
       std::vector<float> out(want.out.size(), NAN), lse(want.lse.size(), NAN);
       CausalAttentionParams p;
