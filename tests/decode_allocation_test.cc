@@ -1,7 +1,8 @@
 // A steady decode step allocates nothing (issue 4: "no per-token allocation").
 // The test binary's global operator new is replaced by a counting one (malloc
-// underneath); counting is switched on only around the steps under test, so the
-// rest of the suite is unaffected.
+// underneath; every form, nothrow and aligned ones included, so that new and delete
+// always pair up under ASan); counting is switched on only around the steps under
+// test, so the rest of the suite is unaffected.
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -37,6 +38,28 @@ void* operator new(std::size_t size, std::align_val_t align) {
 void* operator new[](std::size_t size, std::align_val_t align) {
   return CountedAlloc(size, static_cast<std::size_t>(align));
 }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(size, alignof(std::max_align_t));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept { return operator new(size, tag); }
+void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
+  try {
+    return CountedAlloc(size, static_cast<std::size_t>(align));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, std::align_val_t align, const std::nothrow_t& tag) noexcept {
+  return operator new(size, align, tag);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }

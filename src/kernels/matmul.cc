@@ -213,7 +213,9 @@ void RunGemms(const MatmulProblem* p, std::vector<int64_t>& gemms) {
     return;
   }
   auto cost = [p](int64_t i) { return p[i].m * p[i].w.rows * p[i].w.cols; };
-  std::stable_sort(gemms.begin(), gemms.end(), [&](int64_t a, int64_t b) { return cost(a) > cost(b); });
+  // Ties in input order; std::sort, not stable_sort, which allocates a temporary buffer.
+  std::sort(gemms.begin(), gemms.end(),
+            [&](int64_t a, int64_t b) { return cost(a) > cost(b) || (cost(a) == cost(b) && a < b); });
   const int64_t n = static_cast<int64_t>(gemms.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t j = 0; j < n; ++j) run(gemms[j], /*threaded=*/false);
