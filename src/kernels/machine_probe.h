@@ -1,8 +1,8 @@
 // `latte bench machine`: this machine's peaks, measured (never assumed) so every
 // speed figure latte prints can stand beside the roofline of the same run:
 //   memory read bandwidth with every thread and with one thread, from memory on
-//     2 MiB pages as latte keeps its weights (base/huge_pages.h), and with every
-//     thread from 4 KiB pages (what a plain mmap of the checkpoint would give),
+//     2 MiB pages (base/huge_pages.h: --huge-pages weights, large buffers), and with
+//     every thread from 4 KiB pages (what the default mmap of the checkpoint gives),
 //   bf16 dot-product GFLOP/s: a register-resident vdpbf16ps loop on every thread,
 //     run only when the CPU has AVX512_BF16 (else reported as absent),
 //   f32 FMA GFLOP/s: a register-resident AVX-512 FMA loop, or a portable
