@@ -179,23 +179,20 @@ void RowGroup(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t 
 void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1,
           float* y, int64_t ldy) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  auto scale_row = [&](int64_t n) {
-    return w.scale + ((w.scale_row0 + n) / w.block_rows) * w.scale_ld;
-  };
   int64_t n = n0;
   for (; n + kRows <= n1; n += kRows) {
     const float* rows[kRows];
-    for (int r = 0; r < kRows; ++r) rows[r] = scale_row(n + r);
+    for (int r = 0; r < kRows; ++r) rows[r] = w.ScaleRow(n + r);
     RowGroup<kRows>(x, m, ldx, base + n * w.ld, w.ld, w.cols, rows, w.block_cols, y + n, ldy);
   }
   if (n + 4 <= n1) {  // a tail of 4..7 rows: one 4-row group, then single rows
     const float* rows[4];
-    for (int r = 0; r < 4; ++r) rows[r] = scale_row(n + r);
+    for (int r = 0; r < 4; ++r) rows[r] = w.ScaleRow(n + r);
     RowGroup<4>(x, m, ldx, base + n * w.ld, w.ld, w.cols, rows, w.block_cols, y + n, ldy);
     n += 4;
   }
   for (; n < n1; ++n) {
-    const float* rows[1] = {scale_row(n)};
+    const float* rows[1] = {w.ScaleRow(n)};
     RowGroup<1>(x, m, ldx, base + n * w.ld, w.ld, w.cols, rows, w.block_cols, y + n, ldy);
   }
 }
@@ -386,23 +383,20 @@ void RowGroupBf16(const Bf16Ctx& ctx, int64_t m, const uint8_t* w, int64_t ld,
 void RowsBf16(const Bf16Ctx& ctx, int64_t m, const WeightView& w, int64_t n0, int64_t n1,
               float* y, int64_t ldy) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  auto scale_row = [&](int64_t n) {
-    return w.scale + ((w.scale_row0 + n) / w.block_rows) * w.scale_ld;
-  };
   int64_t n = n0;
   for (; n + kRows <= n1; n += kRows) {
     const float* rows[kRows];
-    for (int r = 0; r < kRows; ++r) rows[r] = scale_row(n + r);
+    for (int r = 0; r < kRows; ++r) rows[r] = w.ScaleRow(n + r);
     RowGroupBf16<kRows>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
   }
   if (n + 4 <= n1) {
     const float* rows[4];
-    for (int r = 0; r < 4; ++r) rows[r] = scale_row(n + r);
+    for (int r = 0; r < 4; ++r) rows[r] = w.ScaleRow(n + r);
     RowGroupBf16<4>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
     n += 4;
   }
   for (; n < n1; ++n) {
-    const float* rows[1] = {scale_row(n)};
+    const float* rows[1] = {w.ScaleRow(n)};
     RowGroupBf16<1>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
   }
 }
@@ -496,7 +490,7 @@ void DequantizeFp8RowsAvx512(const WeightView& w, int64_t r0, int64_t r1, bf16* 
 #pragma omp for schedule(static)
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* wr = base + r * w.ld;
-      const float* scales = w.scale + ((w.scale_row0 + r) / w.block_rows) * w.scale_ld;
+      const float* scales = w.ScaleRow(r);
       bf16* out_row = out + (r - r0) * k;
       for (int64_t c = 0; c < k; c += 16) {
         const __mmask16 mask = TailMask(std::min<int64_t>(16, k - c));

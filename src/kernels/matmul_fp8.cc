@@ -20,14 +20,10 @@ constexpr int64_t kPortableRowBlock = 16;
 // without -ffast-math.
 constexpr int kLanes = 8;
 
-const float* ScaleRow(const WeightView& w, int64_t r) {
-  return w.scale + ((w.scale_row0 + r) / w.block_rows) * w.scale_ld;
-}
-
 // Row r of w as f32 (e4m3 value × its block's scale, one rounding): out [w.cols].
 void DequantizeRowF32(const WeightView& w, int64_t r, float* out) {
   const uint8_t* wr = static_cast<const uint8_t*>(w.data) + r * w.ld;
-  const float* scales = ScaleRow(w, r);
+  const float* scales = w.ScaleRow(r);
   for (int64_t c0 = 0; c0 < w.cols; c0 += w.block_cols) {
     const int64_t c1 = std::min(w.cols, c0 + w.block_cols);
     const float s = scales[c0 / w.block_cols];
