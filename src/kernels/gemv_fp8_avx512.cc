@@ -175,26 +175,36 @@ void RowGroup(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t 
   }
 }
 
-// Output rows [n0, n1).
-void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1,
-          float* y, int64_t ldy) {
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+// Calls group.template operator()<R>(n, scale_rows) over output rows [n0, n1): groups
+// of kRows rows, then one group of 4 (a tail of 4..7 rows), then single rows;
+// scale_rows[r] is row n + r's block scales.
+template <typename Group>
+void ForEachRowGroup(const WeightView& w, int64_t n0, int64_t n1, Group&& group) {
   int64_t n = n0;
   for (; n + kRows <= n1; n += kRows) {
     const float* rows[kRows];
     for (int r = 0; r < kRows; ++r) rows[r] = w.ScaleRow(n + r);
-    RowGroup<kRows>(x, m, ldx, base + n * w.ld, w.ld, w.cols, rows, w.block_cols, y + n, ldy);
+    group.template operator()<kRows>(n, rows);
   }
-  if (n + 4 <= n1) {  // a tail of 4..7 rows: one 4-row group, then single rows
+  if (n + 4 <= n1) {
     const float* rows[4];
     for (int r = 0; r < 4; ++r) rows[r] = w.ScaleRow(n + r);
-    RowGroup<4>(x, m, ldx, base + n * w.ld, w.ld, w.cols, rows, w.block_cols, y + n, ldy);
+    group.template operator()<4>(n, rows);
     n += 4;
   }
   for (; n < n1; ++n) {
     const float* rows[1] = {w.ScaleRow(n)};
-    RowGroup<1>(x, m, ldx, base + n * w.ld, w.ld, w.cols, rows, w.block_cols, y + n, ldy);
+    group.template operator()<1>(n, rows);
   }
+}
+
+// Output rows [n0, n1).
+void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1,
+          float* y, int64_t ldy) {
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  ForEachRowGroup(w, n0, n1, [&]<int R>(int64_t n, const float* const* scale_rows) {
+    RowGroup<R>(x, m, ldx, base + n * w.ld, w.ld, w.cols, scale_rows, w.block_cols, y + n, ldy);
+  });
 }
 
 // ---- bf16 path: e4m3 -> bf16 by byte lookups, vdpbf16ps ---------------------
@@ -383,22 +393,9 @@ void RowGroupBf16(const Bf16Ctx& ctx, int64_t m, const uint8_t* w, int64_t ld,
 void RowsBf16(const Bf16Ctx& ctx, int64_t m, const WeightView& w, int64_t n0, int64_t n1,
               float* y, int64_t ldy) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  int64_t n = n0;
-  for (; n + kRows <= n1; n += kRows) {
-    const float* rows[kRows];
-    for (int r = 0; r < kRows; ++r) rows[r] = w.ScaleRow(n + r);
-    RowGroupBf16<kRows>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
-  }
-  if (n + 4 <= n1) {
-    const float* rows[4];
-    for (int r = 0; r < 4; ++r) rows[r] = w.ScaleRow(n + r);
-    RowGroupBf16<4>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
-    n += 4;
-  }
-  for (; n < n1; ++n) {
-    const float* rows[1] = {w.ScaleRow(n)};
-    RowGroupBf16<1>(ctx, m, base + n * w.ld, w.ld, rows, y + n, ldy);
-  }
+  ForEachRowGroup(w, n0, n1, [&]<int R>(int64_t n, const float* const* scale_rows) {
+    RowGroupBf16<R>(ctx, m, base + n * w.ld, w.ld, scale_rows, y + n, ldy);
+  });
 }
 
 void GemvFp8Bf16(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
