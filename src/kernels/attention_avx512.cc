@@ -117,8 +117,7 @@ inline void AccumulateTile(const float* p, int64_t ld, const float* rows, int64_
   StoreAccumulators<H, V>(a, last, acc, lda);
 }
 
-constexpr int kAccHeads = 4;  // heads per value tile
-constexpr int kAccVecs = 4;   // 16-float vectors per value tile
+constexpr int kAccVecs = 4;  // 16-float vectors per value tile
 
 // One column range (V vectors, the last masked by `last`) of acc for all heads. Column
 // ranges are the outer loop so the block's slice of rows (n x 64 floats, <= 16 KiB)
@@ -127,47 +126,26 @@ template <int V>
 inline void AccumulateColumns(const float* p, int64_t ld, int64_t heads, const float* rows,
                               int64_t n, int64_t row_dim, int64_t lda, const float* rescale,
                               float* acc, __mmask16 last) {
-  int64_t h = 0;
-  for (; h + kAccHeads <= heads; h += kAccHeads) {
-    AccumulateTile<kAccHeads, V>(p + h * ld, ld, rows, n, row_dim,
-                                 rescale ? rescale + h : nullptr, acc + h * lda, lda, last);
-  }
-  const float* rs = rescale ? rescale + h : nullptr;
-  switch (heads - h) {
-    case 3: AccumulateTile<3, V>(p + h * ld, ld, rows, n, row_dim, rs, acc + h * lda, lda, last); break;
-    case 2: AccumulateTile<2, V>(p + h * ld, ld, rows, n, row_dim, rs, acc + h * lda, lda, last); break;
-    case 1: AccumulateTile<1, V>(p + h * ld, ld, rows, n, row_dim, rs, acc + h * lda, lda, last); break;
-    default: break;
-  }
+  ForEachHeadTile(heads, [&]<int H>(int64_t h) {
+    AccumulateTile<H, V>(p + h * ld, ld, rows, n, row_dim, rescale ? rescale + h : nullptr,
+                         acc + h * lda, lda, last);
+  });
 }
 
 }  // namespace
 
 void SharedKeyScoresAvx512(const float* q, int64_t heads, const float* rows, int64_t n,
                            int64_t row_dim, float scale, float* scores, int64_t ld) {
-  int64_t h = 0;
-  for (; h + 4 <= heads; h += 4) {
-    ScoresHeads<4>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld);
-  }
-  switch (heads - h) {
-    case 3: ScoresHeads<3>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld); break;
-    case 2: ScoresHeads<2>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld); break;
-    case 1: ScoresHeads<1>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld); break;
-    default: break;
-  }
+  ForEachHeadTile(heads, [&]<int H>(int64_t h) {
+    ScoresHeads<H>(q + h * row_dim, rows, n, row_dim, scale, scores + h * ld, ld);
+  });
 }
 
 void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
                             float* sum, float* rescale) {
-  const __m512 neg_inf = _mm512_set1_ps(kNegInf);
   for (int64_t h = 0; h < heads; ++h) {
     float* sc = scores + h * ld;
-    __m512 vmax = neg_inf;
-    for (int64_t t = 0; t < n; t += 16) {
-      const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
-      vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, m, sc + t));
-    }
-    const float new_max = std::max(max[h], _mm512_reduce_max_ps(vmax));
+    const float new_max = std::max(max[h], RowMax(sc, n));
     const float r = std::exp(max[h] - new_max);  // 0 on the first block
     const __m512 vnew = _mm512_set1_ps(new_max);
     __m512 vsum = _mm512_setzero_ps();

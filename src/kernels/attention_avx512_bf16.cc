@@ -144,25 +144,16 @@ inline void AccumulateTile(const bf16* p, int64_t ldp, const bf16* pairs, int64_
   StoreAccumulators<H, V>(a, last, acc, lda);
 }
 
-constexpr int kAccHeads = 4;  // heads per value tile
-constexpr int kAccVecs = 4;   // 16-column vectors per value tile
+constexpr int kAccVecs = 4;  // 16-column vectors per value tile
 
 template <int V>
 inline void AccumulateColumns(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs,
                               int64_t ldp2, int64_t num_pairs, int64_t lda, const float* rescale,
                               float* acc, __mmask16 last, __mmask32 last32) {
-  int64_t h = 0;
-  for (; h + kAccHeads <= heads; h += kAccHeads) {
-    AccumulateTile<kAccHeads, V>(p + h * ldp, ldp, pairs, ldp2, num_pairs,
-                                 rescale ? rescale + h : nullptr, acc + h * lda, lda, last, last32);
-  }
-  const float* rs = rescale ? rescale + h : nullptr;
-  switch (heads - h) {
-    case 3: AccumulateTile<3, V>(p + h * ldp, ldp, pairs, ldp2, num_pairs, rs, acc + h * lda, lda, last, last32); break;
-    case 2: AccumulateTile<2, V>(p + h * ldp, ldp, pairs, ldp2, num_pairs, rs, acc + h * lda, lda, last, last32); break;
-    case 1: AccumulateTile<1, V>(p + h * ldp, ldp, pairs, ldp2, num_pairs, rs, acc + h * lda, lda, last, last32); break;
-    default: break;
-  }
+  ForEachHeadTile(heads, [&]<int H>(int64_t h) {
+    AccumulateTile<H, V>(p + h * ldp, ldp, pairs, ldp2, num_pairs, rescale ? rescale + h : nullptr,
+                         acc + h * lda, lda, last, last32);
+  });
 }
 
 }  // namespace
@@ -188,16 +179,10 @@ void SharedKeyScoresBf16Dp(const bf16* q, int64_t heads, const bf16* rows, int64
 
 void SharedKeySoftmaxBf16Avx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
                                 float* sum, float* rescale, bf16* p, int64_t ldp) {
-  const __m512 neg_inf = _mm512_set1_ps(kNegInf);
   const int64_t n_even = (n + 1) / 2 * 2;
   for (int64_t h = 0; h < heads; ++h) {
     const float* sc = scores + h * ld;
-    __m512 vmax = neg_inf;
-    for (int64_t t = 0; t < n; t += 16) {
-      const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
-      vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, m, sc + t));
-    }
-    const float new_max = std::max(max[h], _mm512_reduce_max_ps(vmax));
+    const float new_max = std::max(max[h], RowMax(sc, n));
     const float r = std::exp(max[h] - new_max);  // 0 on the first block
     const __m512 vnew = _mm512_set1_ps(new_max);
     __m512 vsum = _mm512_setzero_ps();

@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -57,6 +58,31 @@ inline __m512 Exp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_scalef_ps(p, n);
+}
+
+// Calls tile.template operator()<H>(h) over heads [0, heads): tiles of 4 heads, then
+// one tile of the 1-3 left.
+template <typename Tile>
+inline void ForEachHeadTile(int64_t heads, Tile&& tile) {
+  int64_t h = 0;
+  for (; h + 4 <= heads; h += 4) tile.template operator()<4>(h);
+  switch (heads - h) {
+    case 3: tile.template operator()<3>(h); break;
+    case 2: tile.template operator()<2>(h); break;
+    case 1: tile.template operator()<1>(h); break;
+    default: break;
+  }
+}
+
+// max(scores[0, n)), -inf for n = 0.
+inline float RowMax(const float* scores, int64_t n) {
+  const __m512 neg_inf = _mm512_set1_ps(kNegInf);
+  __m512 vmax = neg_inf;
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
+    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, m, scores + t));
+  }
+  return _mm512_reduce_max_ps(vmax);
 }
 
 // The value accumulators of an H-head × V-vector tile: a[h][v] = acc[h·lda + 16v ..]
