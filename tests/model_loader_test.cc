@@ -297,18 +297,7 @@ std::unique_ptr<ModelWeights> LoadFp8(const std::string& dir, MlaMode mode, Fp8W
 // GEMM path), then the rest one at a time through the cache (m = 1: the GEMV path).
 std::vector<float> TeacherForced(const ModelWeights& w, const std::vector<int32_t>& tokens, int64_t P) {
   DeepSeekModel model(w);
-  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
-  std::vector<float> all, logits;
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P);
-  Status st = model.Forward(prompt, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kAll, logits);
-  EXPECT_TRUE(st.ok()) << st.message();
-  all = logits;
-  for (int64_t pos = P; pos < static_cast<int64_t>(tokens.size()); ++pos) {
-    st = model.Forward({tokens[pos]}, {SequenceSpan{cache.get(), pos, 1}}, LogitRows::kLastOfSpan, logits);
-    EXPECT_TRUE(st.ok()) << st.message();
-    all.insert(all.end(), logits.begin(), logits.end());
-  }
-  return all;
+  return testing_models::PrefillThenDecode(model, tokens, P);
 }
 
 std::vector<std::string> Fp8Models() {

@@ -16,6 +16,7 @@ namespace latte {
 namespace {
 
 using testing_models::MakeModel;
+using testing_models::PrefillThenDecode;
 
 // f32 weights: the modes differ only in summation order (W_Q_UK is a product of two
 // matrices; attention runs over different layouts), far below 1e-5 of the logits.
@@ -49,22 +50,6 @@ std::unique_ptr<ModelWeights> Load(const std::string& dir, MlaMode mode) {
   return std::move(w).value();
 }
 
-// Logits [P + decode_steps, vocab] for `tokens`: the first P in one prefill span,
-// the rest fed one by one through the cache (teacher forcing, so modes see the same inputs).
-std::vector<float> PrefillThenDecode(DeepSeekModel& model, const std::vector<int32_t>& tokens, int64_t P) {
-  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
-  std::vector<float> all, logits;
-  std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P);
-  Status st = model.Forward(prompt, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kAll, logits);
-  EXPECT_TRUE(st.ok()) << st.message();
-  all = logits;
-  for (int64_t pos = P; pos < static_cast<int64_t>(tokens.size()); ++pos) {
-    st = model.Forward({tokens[pos]}, {SequenceSpan{cache.get(), pos, 1}}, LogitRows::kLastOfSpan, logits);
-    EXPECT_TRUE(st.ok()) << st.message();
-    all.insert(all.end(), logits.begin(), logits.end());
-  }
-  return all;
-}
 
 void ExpectNonTrivial(const std::vector<float>& logits, int64_t vocab) {
   double sum_sq = 0;
