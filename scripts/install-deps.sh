@@ -3,7 +3,8 @@
 # Skips apt entirely when everything is already there.
 set -euo pipefail
 packages=(cmake g++ make pkg-config libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev
-          libbenchmark-dev libomp-dev libpcre2-dev)
+          libbenchmark-dev libomp-dev libpcre2-dev
+          ocl-icd-opencl-dev)  # Debian's dnnl-config.cmake finds OpenCL; libdnnl-dev only recommends it
 # Node.js runs the reference tokenizer and template engine in tests (tests/npm/);
 # the machines ship one, Debian's packages are the fallback.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
