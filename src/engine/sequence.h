@@ -1,0 +1,34 @@
+// One sequence as the scheduler sees it: its tokens (prompt, then what was sampled),
+// how many of them have rows in the KV cache, and its block table.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+
+namespace latte {
+
+enum class SequenceState { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  int64_t id = 0;                // engine-wide, in submission order
+  std::vector<int32_t> tokens;   // prompt then output: [prompt_len + generated]
+  int64_t prompt_len = 0;
+  int64_t num_computed = 0;      // positions [0, num_computed) have rows in the cache
+  SequenceBlocks blocks;
+  SequenceState state = SequenceState::kWaiting;
+  // Admitted only once `leader` has computed its whole prompt (the other choices of an
+  // n > 1 request), so that they take its prompt blocks from the prefix cache.
+  const Sequence* leader = nullptr;
+  bool needs_prompt_logits = false;  // echo/prompt logprobs: logits for every prompt row,
+                                     // so the prompt is never taken from the prefix cache
+  int64_t preemptions = 0;
+  void* owner = nullptr;             // the engine's per-request state
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t generated() const { return num_tokens() - prompt_len; }
+  bool prompt_computed() const { return num_computed >= prompt_len; }
+};
+
+}  // namespace latte

@@ -1,0 +1,219 @@
+// The scheduler against its contract on random workloads, with a stand-in for the
+// model: the token budget and max_num_seqs hold every step, a chunk starts where the
+// sequence's cached rows end and is backed by blocks no other sequence uses, decodes
+// come before prefill chunks, every sequence finishes with the tokens it would get
+// alone, and a small pool preempts instead of failing.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+
+#include "engine/scheduler.h"
+
+namespace latte {
+namespace {
+
+// The "model": the next token depends only on the tokens so far, as a real model's
+// greedy choice does, so recomputation after preemption must give the same output.
+int32_t NextToken(const std::vector<int32_t>& tokens) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int32_t t : tokens) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ULL;
+  return static_cast<int32_t>(h % 7);
+}
+
+struct Workload {
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<int64_t> max_tokens;
+  std::vector<int64_t> arrival_step;
+};
+
+Workload MakeWorkload(std::mt19937& rng, int n, int64_t max_prompt, int64_t max_out) {
+  Workload w;
+  const std::vector<int32_t> common = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<Sequence>();
+    s->id = i;
+    const int64_t len = 1 + static_cast<int64_t>(rng() % max_prompt);
+    for (int64_t j = 0; j < len; ++j) {
+      s->tokens.push_back(i % 2 == 0 && j < static_cast<int64_t>(common.size()) ? common[j]
+                                                                               : static_cast<int32_t>(rng() % 7));
+    }
+    s->prompt_len = len;
+    w.seqs.push_back(std::move(s));
+    w.max_tokens.push_back(1 + static_cast<int64_t>(rng() % max_out));
+    w.arrival_step.push_back(static_cast<int64_t>(rng() % 20));
+  }
+  return w;
+}
+
+// What each sequence generates alone.
+std::vector<int32_t> AloneOutput(std::vector<int32_t> tokens, int64_t max_tokens) {
+  const size_t prompt = tokens.size();
+  for (int64_t i = 0; i < max_tokens; ++i) tokens.push_back(NextToken(tokens));
+  return {tokens.begin() + static_cast<std::ptrdiff_t>(prompt), tokens.end()};
+}
+
+struct RunStats {
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t prefix_hits = 0;
+};
+
+RunStats RunWorkload(Workload& w, int64_t num_blocks, int64_t block_size, const SchedulerConfig& config,
+             bool prefix_caching) {
+  BlockPool pool(num_blocks, block_size, prefix_caching);
+  KvCacheManager kv(pool);
+  Scheduler scheduler(config, kv);
+  std::vector<std::vector<int32_t>> expected;
+  for (size_t i = 0; i < w.seqs.size(); ++i) expected.push_back(AloneOutput(w.seqs[i]->tokens, w.max_tokens[i]));
+  size_t finished = 0;
+  RunStats stats;
+  for (int64_t step = 0; finished < w.seqs.size(); ++step) {
+    if (step >= 100000) {
+      ADD_FAILURE() << "no progress after 100000 steps";
+      break;
+    }
+    for (size_t i = 0; i < w.seqs.size(); ++i) {
+      if (w.arrival_step[i] == step) scheduler.Add(w.seqs[i].get());
+    }
+    const std::vector<ScheduledChunk>& chunks = scheduler.Schedule();
+    int64_t tokens = 0;
+    bool seen_prefill = false;
+    for (const ScheduledChunk& c : chunks) {
+      Sequence& s = *c.seq;
+      tokens += c.count;
+      EXPECT_EQ(s.state, SequenceState::kRunning);
+      EXPECT_EQ(c.start, s.num_computed);
+      EXPECT_GT(c.count, 0);
+      EXPECT_LE(c.start + c.count, s.num_tokens());
+      EXPECT_EQ(c.samples, c.start + c.count == s.num_tokens());
+      const bool is_decode = c.start >= s.prompt_len && c.count == 1;
+      if (is_decode && s.preemptions == 0) {
+        EXPECT_FALSE(seen_prefill) << "a decode after a prefill chunk";
+      }
+      seen_prefill |= !is_decode;
+      const int64_t bs = block_size;
+      EXPECT_GE(static_cast<int64_t>(s.blocks.table.size()) * bs, c.start + c.count);
+      if (static_cast<int64_t>(s.blocks.table.size()) * bs < c.start + c.count) continue;
+      for (int64_t b = c.start / bs; b <= (c.start + c.count - 1) / bs; ++b) {
+        EXPECT_EQ(pool.ref_count(s.blocks.table[b]), 1) << "rows written into a shared block";
+      }
+    }
+    EXPECT_LE(tokens, config.max_num_batched_tokens);
+    EXPECT_LE(scheduler.num_running(), config.max_num_seqs);
+    if (chunks.empty() && !scheduler.idle()) {
+      // Nothing runnable can only mean every waiting sequence is blocked: not allowed.
+      ADD_FAILURE() << "step " << step << " scheduled nothing with work waiting";
+      break;
+    }
+    std::vector<ScheduledChunk> done(chunks.begin(), chunks.end());
+    scheduler.Completed();
+    for (const ScheduledChunk& c : done) {
+      if (!c.samples) continue;
+      Sequence& s = *c.seq;
+      s.tokens.push_back(NextToken(s.tokens));
+      const size_t i = static_cast<size_t>(s.id);
+      if (s.generated() == w.max_tokens[i]) {
+        EXPECT_EQ(std::vector<int32_t>(s.tokens.begin() + s.prompt_len, s.tokens.end()), expected[i]);
+        scheduler.Remove(&s);
+        ++finished;
+      }
+    }
+    stats.steps = step + 1;
+  }
+  EXPECT_TRUE(scheduler.idle());
+  EXPECT_EQ(pool.NumAvailable(), num_blocks) << "blocks leaked";
+  stats.preemptions = scheduler.num_preemptions();
+  stats.prefix_hits = kv.counters().hits;
+  return stats;
+}
+
+TEST(Scheduler, AmplePoolRunsEverythingWithoutPreemption) {
+  std::mt19937 rng(1);
+  Workload w = MakeWorkload(rng, 32, 300, 40);
+  const RunStats s = RunWorkload(w, 1000, 16, {8, 64}, true);
+  EXPECT_EQ(s.preemptions, 0);
+  EXPECT_GT(s.prefix_hits, 0);
+}
+
+TEST(Scheduler, SmallPoolPreemptsAndStillFinishesEverything) {
+  for (bool prefix : {false, true}) {
+    std::mt19937 rng(2);
+    Workload w = MakeWorkload(rng, 32, 60, 60);
+    // Every sequence fits alone (prompt + output <= 120 tokens = 8 blocks of 16), but
+    // not many at once.
+    const RunStats s = RunWorkload(w, 12, 16, {16, 96}, prefix);
+    EXPECT_GT(s.preemptions, 0) << "prefix caching " << prefix;
+  }
+}
+
+TEST(Scheduler, BudgetOfOneTokenStillProgresses) {
+  std::mt19937 rng(3);
+  Workload w = MakeWorkload(rng, 6, 10, 5);
+  RunWorkload(w, 50, 4, {4, 1}, true);
+}
+
+TEST(Scheduler, FollowersWaitForTheirLeadersPrompt) {
+  BlockPool pool(64, 4, true);
+  KvCacheManager kv(pool);
+  Scheduler scheduler({8, 8}, kv);
+  Sequence leader, follower;
+  leader.tokens = follower.tokens = std::vector<int32_t>(18, 5);
+  leader.tokens[3] = follower.tokens[3] = 2;
+  leader.prompt_len = follower.prompt_len = 18;
+  follower.id = 1;
+  follower.leader = &leader;
+  scheduler.Add(&leader);
+  scheduler.Add(&follower);
+  // 18 prompt tokens at 8 per step: the leader needs three steps, the follower waits.
+  for (int step = 0; step < 3; ++step) {
+    const auto& chunks = scheduler.Schedule();
+    ASSERT_EQ(chunks.size(), 1u);
+    EXPECT_EQ(chunks[0].seq, &leader);
+    scheduler.Completed();
+  }
+  leader.tokens.push_back(1);
+  const auto& chunks = scheduler.Schedule();
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[1].seq, &follower);
+  EXPECT_EQ(chunks[1].start, 16) << "the follower takes the leader's 4 full blocks";
+  scheduler.Completed();
+  scheduler.Remove(&leader);
+  scheduler.Remove(&follower);
+  EXPECT_EQ(pool.NumAvailable(), 64);
+}
+
+}  // namespace
+}  // namespace latte
+
+namespace latte {
+namespace {
+
+TEST(Scheduler, PreemptsTheMostRecentlyAdmittedSequence) {
+  // Three 4-token prompts in 4-token blocks take 3 of 4 blocks; the first decode step
+  // needs a new block for each: a takes the last free one, and for b the last
+  // admitted sequence, c, gives its block back.
+  BlockPool pool(4, 4, false);
+  KvCacheManager kv(pool);
+  Scheduler scheduler({8, 64}, kv);
+  Sequence a, b, c;
+  for (Sequence* s : {&a, &b, &c}) {
+    s->tokens = {1, 2, 3, 4};
+    s->prompt_len = 4;
+    scheduler.Add(s);
+  }
+  ASSERT_EQ(scheduler.Schedule().size(), 3u);
+  scheduler.Completed();
+  for (Sequence* s : {&a, &b, &c}) s->tokens.push_back(9);
+  const std::vector<ScheduledChunk>& chunks = scheduler.Schedule();
+  EXPECT_EQ(scheduler.num_preemptions(), 1);
+  EXPECT_EQ(c.state, SequenceState::kWaiting);
+  EXPECT_EQ(c.num_computed, 0);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].seq, &a);
+  EXPECT_EQ(chunks[1].seq, &b);
+}
+
+}  // namespace
+}  // namespace latte
