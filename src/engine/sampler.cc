@@ -177,17 +177,19 @@ int32_t Sampler::Draw(size_t n) {
   return last_positive;  // r rounded up to the total
 }
 
-void Sampler::FillLogprobs(std::span<const float> x, SampledToken& out) const {
+SampledToken ScoreToken(std::span<const float> x, int32_t id, int top_n) {
+  SampledToken out;
+  out.id = id;
   const size_t V = x.size();
   float max_x = -std::numeric_limits<float>::infinity();
   for (float v : x) max_x = std::max(max_x, v);
   double sum = 0;
   for (float v : x) sum += std::exp(v - max_x);  // f32 exp, f64 sum
   const double lse = max_x + std::log(sum);
-  out.logprob = static_cast<float>(x[out.id] - lse);
+  out.logprob = static_cast<float>(x[id] - lse);
 
   // Top N by insertion into a sorted array of at most 20: most tokens fail the first compare.
-  const int want = static_cast<int>(std::min<size_t>(params_.logprobs, V));
+  const int want = static_cast<int>(std::min<size_t>(std::clamp(top_n, 0, kMaxTopLogprobs), V));
   int have = 0;
   for (size_t i = 0; i < V && want > 0; ++i) {
     const float v = x[i];
@@ -201,6 +203,7 @@ void Sampler::FillLogprobs(std::span<const float> x, SampledToken& out) const {
   }
   out.num_top = have;
   for (int j = 0; j < have; ++j) out.top[j].logprob = static_cast<float>(x[out.top[j].id] - lse);
+  return out;
 }
 
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
@@ -240,7 +243,9 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
       out.id = Draw(Filter(max_logit));
     }
   }
-  FillLogprobs(params_.logprobs_mode == LogprobsMode::kRaw ? logits : std::span<const float>(work_.data(), V), out);
+  const int32_t id = out.id;
+  out = ScoreToken(params_.logprobs_mode == LogprobsMode::kRaw ? logits : std::span<const float>(work_.data(), V),
+                   id, params_.logprobs);
   return out;
 }
 

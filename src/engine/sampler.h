@@ -81,6 +81,11 @@ struct SampledToken {
   std::span<const TokenLogprob> top_logprobs() const { return {top.data(), static_cast<size_t>(num_top)}; }
 };
 
+// The logprob of `id` under log_softmax(logits) and the top_n (clamped to
+// [0, kMaxTopLogprobs]) most likely tokens: what Sample reports, for a token the caller
+// names (prompt logprobs: how likely each prompt token was given the ones before it).
+SampledToken ScoreToken(std::span<const float> logits, int32_t id, int top_n);
+
 // One per request: owns the request's RNG (same seed → same tokens for the same logits)
 // and scratch buffers sized to the vocabulary on the first call (no allocation after it).
 class Sampler {
@@ -106,7 +111,6 @@ class Sampler {
   // Fills order_[0, n) with the kept tokens and weights_ with exp(l - max); returns n.
   size_t Filter(float max_logit);
   int32_t Draw(size_t n);
-  void FillLogprobs(std::span<const float> logits, SampledToken& out) const;
 
   SamplingParams params_;
   std::mt19937_64 rng_;

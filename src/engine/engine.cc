@@ -1,0 +1,390 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace latte {
+
+struct Engine::Choice {
+  Sequence seq;
+  Sampler sampler;
+  StopMatcher stops;
+  std::optional<StreamingDetokenizer> detokenizer;
+  RequestState* request = nullptr;
+  int index = 0;
+  bool finished = false;
+  bool started = false;              // its first chunk ran (cached_tokens known)
+  int64_t cached_tokens = 0;
+  int64_t prompt_rows_done = 0;      // positions whose logits rows were taken
+  std::vector<SampledToken> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+
+  explicit Choice(const SamplingParams& params) : sampler(params) {}
+};
+
+struct Engine::RequestState {
+  int64_t id = 0;
+  GenerationRequest params;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<std::unique_ptr<Choice>> choices;
+  int open = 0;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(options),
+      eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
+                                                : static_cast<int32_t>(model.config().eos_token_id)),
+      cache_(model.config().num_hidden_layers, model.config().LatentDim(), options.num_blocks, options.block_size,
+             ResolveKvCacheDtype(options.kv_cache_dtype, model.weights().compute_dtype())),
+      pool_(options.num_blocks, options.block_size, options.prefix_caching),
+      kv_(pool_),
+      scheduler_(options.scheduler, kv_) {
+  counters_.kv_blocks_total = options.num_blocks;
+  counters_.block_size = options.block_size;
+  published_ = counters_;
+}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Stop(const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stop_reason_ = reason;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The loop has ended (or never ran): this thread owns the engine state now.
+  TakeInbox();
+  std::vector<int64_t> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  for (int64_t id : ids) EndRequest(*requests_.at(id), reason);
+  requests_.clear();
+  PublishStats();
+}
+
+Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request) {
+  const ModelConfig& c = model_.config();
+  const int64_t P = static_cast<int64_t>(request.prompt.size());
+  if (P == 0) return Status::Error("the prompt is empty");
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= c.vocab_size) {
+      return Status::Error("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                           std::to_string(c.vocab_size) + ")");
+    }
+  }
+  if (request.max_tokens < 0) return Status::Error("max_tokens must be >= 0, got " + std::to_string(request.max_tokens));
+  if (request.n < 1) return Status::Error("n must be at least 1, got " + std::to_string(request.n));
+  if (request.n > options_.scheduler.max_num_seqs) {
+    return Status::Error("n = " + std::to_string(request.n) + " is more than the engine runs at once (max_num_seqs " +
+                         std::to_string(options_.scheduler.max_num_seqs) + ")");
+  }
+  LATTE_RETURN_IF_ERROR(request.sampling.Validate());
+  if (!request.stop.empty() && tokenizer_ == nullptr) {
+    return Status::Error("stop strings need a tokenizer, and this model has none");
+  }
+  for (int32_t id : request.stop_token_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      return Status::Error("stop_token_ids: " + std::to_string(id) + " is outside the vocabulary");
+    }
+  }
+  const int64_t total = P + request.max_tokens;
+  if (total > c.max_position_embeddings) {
+    return Status::Error("the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
+                         std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
+                         " tokens, more than the model's context length of " +
+                         std::to_string(c.max_position_embeddings));
+  }
+  if (total > pool_tokens()) {
+    return Status::Error("the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
+                         std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
+                         " tokens, more than the whole KV cache holds (" + std::to_string(pool_tokens()) +
+                         " tokens: " + std::to_string(options_.num_blocks) + " blocks of " +
+                         std::to_string(options_.block_size) + ")");
+  }
+
+  auto r = std::make_unique<RequestState>();
+  r->id = next_id_++;
+  r->stream = std::make_shared<RequestStream>(r->id, request.n);
+  std::vector<int32_t> stop_ids = request.stop_token_ids;
+  if (!request.ignore_eos) stop_ids.push_back(eos_id_);
+  for (int i = 0; i < request.n; ++i) {
+    SamplingParams params = request.sampling;
+    if (params.seed && i > 0) *params.seed += static_cast<uint64_t>(i);  // choices differ, reproducibly
+    auto choice = std::make_unique<Choice>(params);
+    LATTE_ASSIGN_OR_RETURN(choice->stops, StopMatcher::Create(request.stop, stop_ids));
+    if (tokenizer_) choice->detokenizer.emplace(*tokenizer_, request.skip_special_tokens);
+    choice->request = r.get();
+    choice->index = i;
+    choice->seq.id = r->id;
+    choice->seq.tokens = request.prompt;
+    choice->seq.prompt_len = P;
+    choice->seq.owner = choice.get();
+    if (i == 0) {
+      choice->seq.needs_prompt_logits = request.prompt_logprobs || request.return_logits;
+    } else {
+      choice->seq.leader = &r->choices[0]->seq;
+    }
+    r->choices.push_back(std::move(choice));
+  }
+  r->open = request.n;
+  r->params = std::move(request);
+  std::shared_ptr<RequestStream> stream = r->stream;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::Error("the engine is shutting down");
+    inbox_.push_back(std::move(r));
+  }
+  work_cv_.notify_all();
+  return stream;
+}
+
+void Engine::Abort(int64_t request_id) {
+  {
+    std::lock_guard lock(mu_);
+    aborts_.push_back(request_id);
+  }
+  work_cv_.notify_all();
+}
+
+void Engine::Loop() {
+  bool progressed = false;
+  while (true) {
+    // Sleep while idle, or after a step that could schedule nothing (then only a new
+    // request or an abort changes anything).
+    const bool busy = progressed && !scheduler_.idle();
+    {
+      std::unique_lock lock(mu_);
+      if (!busy) {
+        work_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                          [this] { return stopping_ || !inbox_.empty() || !aborts_.empty(); });
+      }
+      if (stopping_) break;
+    }
+    progressed = Step();
+  }
+}
+
+void Engine::TakeInbox() {
+  std::vector<std::unique_ptr<RequestState>> inbox;
+  std::vector<int64_t> aborts;
+  {
+    std::lock_guard lock(mu_);
+    inbox.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  for (auto& r : inbox) {
+    RequestState& state = *r;
+    requests_.emplace(state.id, std::move(r));
+    const bool runs = state.params.max_tokens > 0 || state.params.prompt_logprobs || state.params.return_logits;
+    for (auto& c : state.choices) {
+      if (runs) {
+        scheduler_.Add(&c->seq);
+      } else {  // max_tokens 0 and nothing asked of the prompt: nothing to compute
+        GenerationOutput out;
+        out.index = c->index;
+        out.prompt_tokens = c->seq.prompt_len;
+        FinishChoice(*c, FinishReason::kLength, out);
+      }
+    }
+  }
+  for (int64_t id : aborts) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) EndRequest(*it->second, "");
+  }
+  std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
+}
+
+void Engine::EndRequest(RequestState& r, const std::string& error) {
+  for (auto& c : r.choices) {
+    if (c->finished) continue;
+    GenerationOutput out;
+    out.index = c->index;
+    out.error = error;
+    out.prompt_tokens = c->seq.prompt_len;
+    out.cached_tokens = c->cached_tokens;
+    c->finished = true;
+    --r.open;
+    scheduler_.Remove(&c->seq);
+    out.finish = FinishReason::kAbort;
+    out.time = Clock::now();
+    r.stream->Push(std::move(out));
+  }
+}
+
+void Engine::FinishChoice(Choice& c, FinishReason reason, GenerationOutput& out) {
+  if (c.detokenizer && reason != FinishReason::kAbort && !c.stops.stopped()) {
+    const StopStep s = c.stops.Push(c.detokenizer->Flush());
+    out.text += s.text;
+    if (s.stopped) {
+      reason = FinishReason::kStop;
+    } else {
+      out.text += c.stops.Flush();
+    }
+  }
+  if (c.stops.stopped()) out.stop_reason = std::string(c.stops.matched_stop());
+  out.finish = reason;
+  c.finished = true;
+  --c.request->open;
+  ++counters_.requests_finished;
+  scheduler_.Remove(&c.seq);
+}
+
+void Engine::ProcessPromptRows(Choice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out) {
+  const GenerationRequest& params = c.request->params;
+  const int64_t V = model_.config().vocab_size, P = c.seq.prompt_len;
+  for (int64_t p = std::max(start, c.prompt_rows_done); p < start + count; ++p) {
+    const float* row = rows + (p - start) * V;
+    if (params.prompt_logprobs && p + 1 < P) {
+      c.prompt_logprobs.push_back(ScoreToken({row, static_cast<size_t>(V)}, c.seq.tokens[p + 1], params.sampling.logprobs));
+    }
+    if (params.return_logits) out.logits.insert(out.logits.end(), row, row + V);
+  }
+  c.prompt_rows_done = std::max(c.prompt_rows_done, start + count);
+}
+
+void Engine::ProcessSampled(Choice& c, const float* logits_row, GenerationOutput& out) {
+  const GenerationRequest& params = c.request->params;
+  if (c.seq.generated() >= params.max_tokens) {  // max_tokens 0: the prompt was all
+    FinishChoice(c, FinishReason::kLength, out);
+    return;
+  }
+  const int64_t V = model_.config().vocab_size;
+  const std::span<const int32_t> prompt(c.seq.tokens.data(), static_cast<size_t>(c.seq.prompt_len));
+  const std::span<const int32_t> output(c.seq.tokens.data() + c.seq.prompt_len, static_cast<size_t>(c.seq.generated()));
+  const SampledToken token = c.sampler.Sample({logits_row, static_cast<size_t>(V)}, prompt, output);
+  c.seq.tokens.push_back(token.id);
+  out.tokens.push_back(token);
+  ++counters_.generation_tokens;
+  if (c.stops.IsStopToken(token.id)) {
+    FinishChoice(c, FinishReason::kStop, out);
+    return;
+  }
+  if (c.detokenizer) {
+    const StopStep s = c.stops.Push(c.detokenizer->Add(token.id));
+    out.text += s.text;
+    if (s.stopped) {
+      FinishChoice(c, FinishReason::kStop, out);
+      return;
+    }
+  }
+  if (c.seq.generated() >= params.max_tokens || c.seq.num_tokens() >= model_.config().max_position_embeddings) {
+    FinishChoice(c, FinishReason::kLength, out);
+  }
+}
+
+bool Engine::Step() {
+  const Clock::time_point step_start = Clock::now();
+  TakeInbox();
+  const std::vector<ScheduledChunk>& chunks = scheduler_.Schedule();
+  if (chunks.empty()) {
+    PublishStats();
+    return false;
+  }
+
+  // The batch: decodes first (the scheduler's order), each chunk's tokens, and
+  // logits only for the rows that need them.
+  batch_tokens_.clear();
+  batch_spans_.clear();
+  for (const ScheduledChunk& ch : chunks) {
+    const Sequence& s = *ch.seq;
+    batch_tokens_.insert(batch_tokens_.end(), s.tokens.begin() + ch.start, s.tokens.begin() + ch.start + ch.count);
+    SequenceSpan span;
+    span.block_table = s.blocks.table;
+    span.start = ch.start;
+    span.count = ch.count;
+    const bool prompt_rows = s.needs_prompt_logits &&
+                             (ch.start < s.prompt_len || static_cast<const Choice*>(s.owner)->request->params.return_logits);
+    span.logits = prompt_rows ? SpanLogits::kAll : ch.samples ? SpanLogits::kLast : SpanLogits::kNone;
+    batch_spans_.push_back(span);
+    if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;
+  }
+  const Clock::time_point model_start = Clock::now();
+  const Status status = model_.Forward(batch_tokens_, batch_spans_, cache_, logits_);
+  counters_.model_seconds += SecondsSince(model_start);
+  if (!status.ok()) {  // inputs are validated at Submit: this is a bug, not a client's error
+    std::vector<RequestState*> failed;
+    for (const ScheduledChunk& ch : chunks) failed.push_back(static_cast<Choice*>(ch.seq->owner)->request);
+    for (RequestState* r : failed) {
+      if (r->open > 0) EndRequest(*r, "internal error: " + status.message());
+    }
+    std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
+    PublishStats();
+    return true;
+  }
+
+  // The chunks are copied: finishing a sequence below removes it from the scheduler.
+  const std::vector<ScheduledChunk> done(chunks.begin(), chunks.end());
+  scheduler_.Completed();
+  const int64_t V = model_.config().vocab_size;
+  const float* row = logits_.data();
+  for (size_t i = 0; i < done.size(); ++i) {
+    const ScheduledChunk& ch = done[i];
+    Choice& c = *static_cast<Choice*>(ch.seq->owner);
+    GenerationOutput out;
+    out.index = c.index;
+    if (!c.started) {
+      c.started = true;
+      c.cached_tokens = ch.start;
+    }
+    const SpanLogits rows = batch_spans_[i].logits;
+    if (rows == SpanLogits::kAll) {
+      ProcessPromptRows(c, ch.start, ch.count, row, out);
+      row += ch.count * V;
+    }
+    if (ch.samples) ProcessSampled(c, rows == SpanLogits::kAll ? row - V : row, out);
+    if (rows == SpanLogits::kLast) row += V;
+    const bool news = !out.tokens.empty() || !out.text.empty() || out.finish || !out.logits.empty();
+    if (!news) continue;
+    if (!c.prompt_logprobs_sent && c.prompt_rows_done >= c.seq.prompt_len) {
+      out.prompt_logprobs = std::move(c.prompt_logprobs);
+      c.prompt_logprobs_sent = true;
+    }
+    out.prompt_tokens = c.seq.prompt_len;
+    out.cached_tokens = c.cached_tokens;
+    out.time = Clock::now();
+    c.request->stream->Push(std::move(out));
+  }
+  std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
+  ++counters_.steps;
+  counters_.step_seconds += SecondsSince(step_start);
+  PublishStats();
+  return true;
+}
+
+void Engine::PublishStats() {
+  counters_.running = scheduler_.num_running();
+  counters_.waiting = scheduler_.num_waiting();
+  counters_.kv_blocks_used = pool_.NumInUse();
+  counters_.kv_blocks_cached = pool_.NumCached();
+  counters_.prefix_queries = kv_.counters().queries;
+  counters_.prefix_hits = kv_.counters().hits;
+  counters_.preemptions = scheduler_.num_preemptions();
+  std::lock_guard lock(mu_);
+  published_ = counters_;
+  published_.waiting += static_cast<int64_t>(inbox_.size());
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard lock(mu_);
+  return published_;
+}
+
+}  // namespace latte

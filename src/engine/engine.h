@@ -1,0 +1,135 @@
+// The serving engine: many requests at once over one paged latent KV cache.
+//
+// Clients Submit() requests from any thread and read their outputs from a
+// RequestStream; one engine thread owns the model, the cache and the scheduler (no
+// locks inside a step) and runs step after step while there is work:
+//   take new requests and aborts → schedule (engine/scheduler.h: decodes, then
+//   prefill chunks, preempting when the pool is full) → one forward pass over every
+//   scheduled chunk (weights read once for the batch) → for each sequence that
+//   reached its last token: sample (its own Sampler: seed, penalties, logprobs),
+//   stop checks, streaming detokenization → push outputs.
+// A request with n > 1 runs n sequences; the followers wait for the first one's
+// prompt rows and take its full blocks from the prefix cache.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/block_pool.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/stop_matcher.h"
+#include "model/deepseek.h"
+#include "model/kv_cache.h"
+#include "text/detokenizer.h"
+#include "text/tokenizer.h"
+
+namespace latte {
+
+struct EngineOptions {
+  SchedulerConfig scheduler;
+  int64_t block_size = 64;      // tokens per KV block (FlashMLA's)
+  int64_t num_blocks = 0;       // the pool, sized by the caller (engine/memory_plan.h)
+  bool prefix_caching = true;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+};
+
+// A snapshot of the engine's counters (the server's /metrics).
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;   // referenced by some sequence
+  int64_t kv_blocks_cached = 0; // free but holding a reusable prefix
+  int64_t block_size = 0;
+  int64_t prefix_queries = 0;   // prompt tokens looked up
+  int64_t prefix_hits = 0;      // of those, taken from the cache
+  int64_t preemptions = 0;
+  int64_t prompt_tokens = 0;    // computed prompt tokens (cache hits excluded)
+  int64_t generation_tokens = 0;
+  int64_t steps = 0;
+  int64_t requests_finished = 0;
+  double model_seconds = 0;     // inside the forward passes
+  double step_seconds = 0;      // whole steps (scheduling, forward, sampling, outputs)
+};
+
+class Engine {
+ public:
+  // `model` and `tokenizer` must outlive the engine; tokenizer may be null (then no
+  // text, no stop strings, and EOS from config.json).
+  Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs the step loop on a thread of its own until Stop().
+  void Start();
+  // Finishes every request with FinishReason::kAbort (error `reason`) and joins the thread.
+  void Stop(const std::string& reason = "the engine stopped");
+
+  // Validates the request (refusing one that can never fit: prompt + max_tokens over
+  // the pool or the context length) and queues it.
+  Result<std::shared_ptr<RequestStream>> Submit(GenerationRequest request);
+  // Ends the request at the next step with FinishReason::kAbort and frees its blocks.
+  void Abort(int64_t request_id);
+
+  // One step on the caller's thread (without Start()): takes queued requests and
+  // aborts, runs the scheduled chunks. False when there was nothing to do.
+  bool Step();
+
+  EngineStats Stats() const;
+  // Tokens the pool holds: num_blocks · block_size.
+  int64_t pool_tokens() const { return options_.num_blocks * options_.block_size; }
+  const EngineOptions& options() const { return options_; }
+  const KvCache& kv_cache() const { return cache_; }
+
+ private:
+  struct RequestState;
+  struct Choice;
+
+  void Loop();
+  void TakeInbox();
+  void FinishChoice(Choice& c, FinishReason reason, GenerationOutput& out);
+  void ProcessSampled(Choice& c, const float* logits_row, GenerationOutput& out);
+  void ProcessPromptRows(Choice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out);
+  void EndRequest(RequestState& r, const std::string& error);
+  void PublishStats();
+
+  DeepSeekModel& model_;
+  const Tokenizer* tokenizer_;
+  EngineOptions options_;
+  int32_t eos_id_;
+  KvCache cache_;
+  BlockPool pool_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+
+  // Engine-thread state.
+  std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;
+  std::vector<int32_t> batch_tokens_;  // batch_tokens: [T] every chunk's tokens, chunk order
+  std::vector<SequenceSpan> batch_spans_;
+  std::vector<float> logits_;          // logits: [rows, vocab]
+  EngineStats counters_;
+
+  // Shared with client threads.
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::vector<std::unique_ptr<RequestState>> inbox_;
+  std::vector<int64_t> aborts_;
+  EngineStats published_;
+  bool stopping_ = false;
+  std::string stop_reason_;
+  std::atomic<int64_t> next_id_{0};
+  std::thread thread_;
+};
+
+}  // namespace latte

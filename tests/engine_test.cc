@@ -1,0 +1,300 @@
+// The serving engine end to end on random test models: many requests at once give
+// the outputs they give alone (greedy, and seeded sampling), in absorbed and
+// materialized mode, on bf16 and f32 models; with a pool small enough to preempt;
+// with prefix caching on and off; aborts free their blocks; requests that can never
+// fit are refused while the rest are served.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "model/deepseek.h"
+#include "model/model_weights.h"
+#include "test_models.h"
+
+namespace latte {
+namespace {
+
+using testing_models::MakeModel;
+
+struct Loaded {
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<DeepSeekModel> model;
+};
+
+Loaded Load(const std::string& dir, MlaMode mode) {
+  LoadOptions options;
+  options.mode = mode;
+  options.progress = false;
+  auto w = ModelWeights::Load(dir, options);
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  Loaded l;
+  l.weights = std::move(w).value();
+  l.model = std::make_unique<DeepSeekModel>(*l.weights);
+  return l;
+}
+
+std::string TinyModel(DType dtype) {
+  MakeModelOverrides o;
+  o.dtype = dtype;
+  return MakeModel("tiny", o, /*seed=*/11);
+}
+
+EngineOptions Options(int64_t blocks, int64_t block_size = 16, bool prefix = true) {
+  EngineOptions e;
+  e.block_size = block_size;
+  e.num_blocks = blocks;
+  e.prefix_caching = prefix;
+  e.scheduler.max_num_seqs = 32;
+  e.scheduler.max_num_batched_tokens = 96;
+  return e;
+}
+
+struct Case {
+  GenerationRequest request;
+  int64_t submit_after_step = 0;  // staggered arrival
+};
+
+// 32 requests: prompts of 1 to ~300 tokens (some sharing a long prefix), outputs of
+// 1 to 40 tokens.
+std::vector<Case> MakeCases(int64_t vocab, uint64_t seed, bool sampled) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> shared(150);
+  for (auto& t : shared) t = static_cast<int32_t>(rng() % vocab);
+  std::vector<Case> cases;
+  for (int i = 0; i < 32; ++i) {
+    Case c;
+    const int64_t len = i == 0 ? 1 : i < 4 ? 300 - i : 1 + static_cast<int64_t>(rng() % 220);
+    for (int64_t j = 0; j < len; ++j) {
+      c.request.prompt.push_back(i % 3 == 0 && j < 150 ? shared[j] : static_cast<int32_t>(rng() % vocab));
+    }
+    c.request.max_tokens = 1 + static_cast<int64_t>(rng() % 40);
+    c.request.ignore_eos = true;
+    c.request.sampling.temperature = 0;
+    if (sampled && i % 2 == 1) {
+      c.request.sampling.temperature = 0.8f;
+      c.request.sampling.top_p = 0.9f;
+      c.request.sampling.seed = 1000 + i;
+    }
+    c.submit_after_step = i / 4 * 3;
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+std::vector<int32_t> Tokens(const std::vector<GenerationOutput>& outputs) {
+  std::vector<int32_t> ids;
+  for (const GenerationOutput& o : outputs) {
+    for (const SampledToken& t : o.tokens) ids.push_back(t.id);
+  }
+  return ids;
+}
+
+// Each request alone in a fresh engine without prefix caching.
+std::vector<std::vector<int32_t>> RunAlone(DeepSeekModel& model, const std::vector<Case>& cases) {
+  std::vector<std::vector<int32_t>> out;
+  for (const Case& c : cases) {
+    Engine engine(model, nullptr, Options(64, 16, false));
+    auto stream = engine.Submit(c.request);
+    EXPECT_TRUE(stream.ok()) << stream.status().message();
+    while (engine.Step()) {
+    }
+    out.push_back(Tokens(stream.value()->Drain()));
+  }
+  return out;
+}
+
+// All requests in one engine, submitted at staggered steps, run on the engine's thread.
+std::vector<std::vector<int32_t>> RunTogether(DeepSeekModel& model, const std::vector<Case>& cases,
+                                              const EngineOptions& options, EngineStats* stats) {
+  Engine engine(model, nullptr, options);
+  engine.Start();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Case& c : cases) {
+    while (engine.Stats().steps < c.submit_after_step) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    auto stream = engine.Submit(c.request);
+    EXPECT_TRUE(stream.ok()) << stream.status().message();
+    streams.push_back(stream.value());
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (auto& s : streams) out.push_back(Tokens(s->Drain()));
+  // The engine publishes its counters after the step that finished the last request.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine.Stats().kv_blocks_used > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  *stats = engine.Stats();
+  return out;
+}
+
+void ExpectSameOutputs(const std::vector<std::vector<int32_t>>& got, const std::vector<std::vector<int32_t>>& want,
+                       const std::vector<Case>& cases) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(static_cast<int64_t>(got[i].size()), cases[i].request.max_tokens) << "request " << i;
+    EXPECT_EQ(got[i], want[i]) << "request " << i << " (prompt " << cases[i].request.prompt.size() << " tokens)";
+  }
+}
+
+struct ModeDtype {
+  MlaMode mode;
+  DType dtype;
+};
+
+class EngineBatching : public ::testing::TestWithParam<ModeDtype> {};
+
+TEST_P(EngineBatching, ManyRequestsGiveWhatTheyGiveAlone) {
+  Loaded m = Load(TinyModel(GetParam().dtype), GetParam().mode);
+  const std::vector<Case> cases = MakeCases(m.model->config().vocab_size, 5, /*sampled=*/true);
+  const auto alone = RunAlone(*m.model, cases);
+
+  EngineStats stats;
+  // Ample pool, prefix caching on.
+  ExpectSameOutputs(RunTogether(*m.model, cases, Options(1024), &stats), alone, cases);
+  EXPECT_EQ(stats.preemptions, 0);
+  EXPECT_GT(stats.prefix_hits, 0) << "requests share a 150-token prefix";
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+
+  // Prefix caching off.
+  ExpectSameOutputs(RunTogether(*m.model, cases, Options(1024, 16, false), &stats), alone, cases);
+  EXPECT_EQ(stats.prefix_hits, 0);
+
+  // A pool of 24 blocks of 16: the largest request (299 + 40 tokens) fits alone, but
+  // few fit at once.
+  ExpectSameOutputs(RunTogether(*m.model, cases, Options(24), &stats), alone, cases);
+  EXPECT_GT(stats.preemptions, 0) << "the small pool should have preempted";
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, EngineBatching,
+                         ::testing::Values(ModeDtype{MlaMode::kAbsorbed, DType::kBF16},
+                                           ModeDtype{MlaMode::kMaterialized, DType::kBF16},
+                                           ModeDtype{MlaMode::kAbsorbed, DType::kF32},
+                                           ModeDtype{MlaMode::kMaterialized, DType::kF32}),
+                         [](const auto& info) {
+                           return std::string(MlaModeName(info.param.mode)) +
+                                  (info.param.dtype == DType::kF32 ? "F32" : "Bf16");
+                         });
+
+TEST(Engine, RefusesWhatCanNeverFitAndKeepsServing) {
+  Loaded m = Load(TinyModel(DType::kBF16), MlaMode::kAbsorbed);
+  Engine engine(*m.model, nullptr, Options(4));  // 64 tokens
+  engine.Start();
+  GenerationRequest big;
+  big.prompt.assign(60, 3);
+  big.max_tokens = 10;
+  auto refused = engine.Submit(big);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("more than the whole KV cache holds (64 tokens"), std::string::npos)
+      << refused.status().message();
+  GenerationRequest too_long;
+  too_long.prompt.assign(10, 3);
+  too_long.max_tokens = m.model->config().max_position_embeddings;
+  auto refused2 = engine.Submit(too_long);
+  ASSERT_FALSE(refused2.ok());
+  EXPECT_NE(refused2.status().message().find("context length"), std::string::npos) << refused2.status().message();
+  GenerationRequest bad_id;
+  bad_id.prompt = {1, static_cast<int32_t>(m.model->config().vocab_size)};
+  EXPECT_FALSE(engine.Submit(bad_id).ok());
+
+  GenerationRequest fine;
+  fine.prompt.assign(20, 5);
+  fine.max_tokens = 5;
+  fine.sampling.temperature = 0;
+  auto ok = engine.Submit(fine);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  const auto outputs = ok.value()->Drain();
+  EXPECT_EQ(Tokens(outputs).size(), 5u);
+  ASSERT_TRUE(outputs.back().finish.has_value());
+  EXPECT_EQ(*outputs.back().finish, FinishReason::kLength);
+}
+
+TEST(Engine, AbortFreesTheBlocksWithinAStep) {
+  Loaded m = Load(TinyModel(DType::kBF16), MlaMode::kAbsorbed);
+  Engine engine(*m.model, nullptr, Options(64));
+  GenerationRequest r;
+  r.prompt.assign(100, 7);
+  r.max_tokens = 500;
+  r.ignore_eos = true;
+  auto stream = engine.Submit(r);
+  ASSERT_TRUE(stream.ok());
+  for (int i = 0; i < 12; ++i) engine.Step();
+  EXPECT_GT(engine.Stats().kv_blocks_used, 0);
+  engine.Abort(stream.value()->id());
+  engine.Step();
+  EXPECT_EQ(engine.Stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine.Stats().running, 0);
+  const auto outputs = stream.value()->Drain();
+  ASSERT_FALSE(outputs.empty());
+  EXPECT_EQ(outputs.back().finish, std::optional<FinishReason>(FinishReason::kAbort));
+}
+
+TEST(Engine, ChoicesShareThePromptBlocksAndSeedsReproduce) {
+  Loaded m = Load(TinyModel(DType::kBF16), MlaMode::kAbsorbed);
+  GenerationRequest r;
+  for (int i = 0; i < 70; ++i) r.prompt.push_back(i % 50 + 3);
+  r.max_tokens = 12;
+  r.n = 4;
+  r.ignore_eos = true;
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 42;
+  auto run = [&](EngineStats* stats) {
+    Engine engine(*m.model, nullptr, Options(64));
+    auto stream = engine.Submit(r);
+    EXPECT_TRUE(stream.ok());
+    while (engine.Step()) {
+    }
+    std::vector<std::vector<int32_t>> choices(4);
+    for (const GenerationOutput& o : stream.value()->Drain()) {
+      for (const SampledToken& t : o.tokens) choices[o.index].push_back(t.id);
+    }
+    *stats = engine.Stats();
+    return choices;
+  };
+  EngineStats first, second;
+  const auto a = run(&first), b = run(&second);
+  EXPECT_EQ(a, b) << "a seeded request must reproduce";
+  EXPECT_NE(a[0], a[1]) << "choices sample independently";
+  // The 3 followers each take the leader's 4 full 16-token blocks (64 tokens).
+  EXPECT_EQ(first.prefix_hits, 3 * 64);
+}
+
+TEST(Engine, PromptLogprobsEqualTheModelsOwnLogits) {
+  Loaded m = Load(TinyModel(DType::kF32), MlaMode::kAbsorbed);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 7) % 60 + 2);
+  // The reference: one forward over the whole prompt, every row's logits.
+  const std::vector<float> logits = testing_models::PrefillThenDecode(*m.model, prompt, 40);
+  const int64_t V = m.model->config().vocab_size;
+
+  Engine engine(*m.model, nullptr, Options(64));
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 0;
+  r.prompt_logprobs = true;
+  r.sampling.logprobs = 3;
+  auto stream = engine.Submit(r);
+  ASSERT_TRUE(stream.ok());
+  while (engine.Step()) {
+  }
+  const auto outputs = stream.value()->Drain();
+  ASSERT_EQ(outputs.size(), 1u);
+  ASSERT_EQ(outputs[0].prompt_logprobs.size(), prompt.size() - 1);
+  EXPECT_TRUE(outputs[0].tokens.empty());
+  for (size_t p = 1; p < prompt.size(); ++p) {
+    const float* row = logits.data() + (p - 1) * V;
+    double max = row[0], sum = 0;
+    for (int64_t v = 0; v < V; ++v) max = std::max<double>(max, row[v]);
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+    const double want = row[prompt[p]] - max - std::log(sum);
+    const SampledToken& got = outputs[0].prompt_logprobs[p - 1];
+    EXPECT_EQ(got.id, prompt[p]);
+    EXPECT_NEAR(got.logprob, want, 1e-4) << "position " << p;
+    EXPECT_EQ(got.num_top, 3);
+  }
+}
+
+}  // namespace
+}  // namespace latte
