@@ -48,7 +48,7 @@ TEST(ModelBenchCosts, TinyShapesAreWhatTheHandCountAssumes) {
   EXPECT_EQ(c.n_routed_experts, 8);
   EXPECT_EQ(c.num_experts_per_tok, 3);
   EXPECT_EQ(c.n_shared_experts, 1);
-  EXPECT_EQ(c.topk_method, "noaux_tc");
+  EXPECT_EQ(c.topk_method, TopkMethod::kNoauxTc);
   EXPECT_FALSE(c.tie_word_embeddings);
 }
 

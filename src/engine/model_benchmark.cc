@@ -48,7 +48,7 @@ double ExpertParams(const ModelConfig& c) { return 3.0 * c.hidden_size * c.moe_i
 // Router (f32) bytes of one MoE layer, with e_score_correction_bias under noaux_tc.
 double RouterBytes(const ModelConfig& c) {
   double values = static_cast<double>(c.n_routed_experts) * c.hidden_size;
-  if (c.topk_method == "noaux_tc") values += c.n_routed_experts;
+  if (c.HasScoreCorrectionBias()) values += c.n_routed_experts;
   return values * kF32Bytes;
 }
 

@@ -173,7 +173,7 @@ class WeightLoader {
     if (!lw.is_moe) return LoadMlp(mlp, lw.mlp, &mem.dense_mlp);
     MoeWeights& moe = lw.moe;
     LATTE_ASSIGN_OR_RETURN(moe.router, Vector(mlp + "gate.weight", &mem.experts));
-    if (c.topk_method == "noaux_tc") {
+    if (c.HasScoreCorrectionBias()) {
       LATTE_ASSIGN_OR_RETURN(moe.score_bias, Vector(mlp + "gate.e_score_correction_bias", &mem.experts));
     }
     moe.experts.resize(c.n_routed_experts);

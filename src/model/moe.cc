@@ -63,7 +63,7 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
                 float* weights, RouterScratch& s) {
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
   float* scores = Grow(s.scores, E);
-  if (c.scoring_func == "sigmoid") {
+  if (c.scoring_func == ScoringFunc::kSigmoid) {
     for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
   } else {
     const float max_logit = *std::max_element(logits, logits + E);
@@ -74,15 +74,16 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
   // choice: what experts are ranked by (biased scores under noaux_tc).
   float* choice = Grow(s.choice, E);
   std::copy(scores, scores + E, choice);
-  if (c.topk_method == "noaux_tc" && score_bias != nullptr) {
+  if (c.HasScoreCorrectionBias() && score_bias != nullptr) {
     for (int64_t e = 0; e < E; ++e) choice[e] += score_bias[e];
   }
   int64_t* order = Grow(s.order, std::max(E, c.n_group));
-  if (c.topk_method != "greedy" && c.n_group > 1) {
+  if (c.topk_method != TopkMethod::kGreedy && c.n_group > 1) {
     const int64_t per_group = E / c.n_group;
     float* group_score = Grow(s.group_score, c.n_group);
+    const bool sum_top2 = c.topk_method == TopkMethod::kNoauxTc;
     for (int64_t g = 0; g < c.n_group; ++g) {
-      group_score[g] = GroupScore(choice + g * per_group, per_group, c.topk_method == "noaux_tc");
+      group_score[g] = GroupScore(choice + g * per_group, per_group, sum_top2);
     }
     TopK(group_score, c.n_group, c.topk_group, order);
     char* keep = Grow(s.keep_group, c.n_group);

@@ -48,7 +48,7 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c) {
       continue;
     }
     out.push_back({m + "gate.weight", {c.n_routed_experts, d}, TensorKind::kRouter});
-    if (c.topk_method == "noaux_tc") {
+    if (c.HasScoreCorrectionBias()) {
       out.push_back({m + "gate.e_score_correction_bias", {c.n_routed_experts}, TensorKind::kVector});
     }
     for (int64_t e = 0; e < c.n_routed_experts; ++e) {
