@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/rope.h"
+
 namespace latte {
 namespace {
 
@@ -364,8 +366,9 @@ std::string ModelConfig::ToJsonText() const {
 
 double ModelConfig::SoftmaxScale() const {
   double scale = 1.0 / std::sqrt(static_cast<double>(QkHeadDim()));
-  if (rope_scaling && rope_scaling->mscale_all_dim > 0 && rope_scaling->factor > 1.0) {
-    const double mscale = 0.1 * rope_scaling->mscale_all_dim * std::log(rope_scaling->factor) + 1.0;
+  if (rope_scaling) {
+    // 1 when mscale_all_dim is 0 (absent) or factor is 1: the scale is then unchanged.
+    const double mscale = YarnMscale(rope_scaling->factor, rope_scaling->mscale_all_dim);
     scale *= mscale * mscale;
   }
   return scale;

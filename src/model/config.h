@@ -92,7 +92,7 @@ struct ModelConfig {
     return n_routed_experts > 0 && layer >= first_k_dense_replace &&
            layer % moe_layer_freq == 0;
   }
-  // 1/sqrt(d_n + d_r), times mscale^2 under YaRN (docs/mla.md).
+  // 1/sqrt(d_n + d_r), times YarnMscale(factor, mscale_all_dim)^2 under YaRN (docs/mla.md).
   double SoftmaxScale() const;
 };
 
