@@ -40,19 +40,6 @@ float GroupScore(const float* members, int64_t n, bool sum_top2) {
 
 }  // namespace
 
-void MlpForward(const MlpWeights& w, const float* x, int64_t n, float* out, FfnScratch& s) {
-  const int64_t width = w.gate_proj.rows;
-  float* gate = Grow(s.gate, n * width);
-  float* up = Grow(s.up, n * width);
-  // gate and up read the same x: one batch (one fork/join for both at decode).
-  const MatmulProblem gate_up[2] = {
-      {x, n, w.gate_proj.cols, w.gate_proj, gate, width},
-      {x, n, w.up_proj.cols, w.up_proj, up, width}};
-  MatmulMany(gate_up, 2);
-  SiluMul(gate, up, n * width, gate);
-  Matmul(gate, n, w.down_proj, out);
-}
-
 void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
                 float* weights) {
   RouterScratch scratch;
@@ -132,8 +119,9 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   // The shared experts and every routed expert with rows run as two batches:
   // all gate/up products, then (after one SiLU-mul over all of them) all down
   // products, so a decode step pays two fork/joins for the whole MoE instead of
-  // three per expert. Each expert still runs once over its rows (weights read once)
-  // and the sum below keeps the old order: shared, then experts by id.
+  // three per expert. Each expert runs once over its rows (its weights are read
+  // once); the sum below adds shared, then experts by id, one fixed order, so the
+  // output does not depend on how the products were batched.
   std::vector<MoePart>& parts = s.parts;
   parts.clear();
   int64_t in_rows = 0, hidden_total = 0;
