@@ -1,7 +1,7 @@
 // latte bench model / machine: the per-token bytes and FLOPs against a hand count
 // on the tiny preset, and both commands end to end (JSON sanity only: no speed is
 // ever asserted).
-#include "engine/model_benchmark.h"
+#include "tools/model_benchmark.h"
 
 #include <sys/wait.h>
 
@@ -16,8 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "model/random_checkpoint.h"
 #include "test_models.h"
+#include "tools/random_checkpoint.h"
 
 namespace latte {
 namespace {

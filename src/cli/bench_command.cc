@@ -1,7 +1,7 @@
 // latte bench: measurements the project reports in docs/benchmarks.md.
-//   latte bench attn    — one MLA layer's decode step in each mode (engine/attention_benchmark.h)
-//   latte bench machine — this machine's measured peaks (kernels/machine_probe.h)
-//   latte bench model   — whole-model pp / tg throughput against those peaks (engine/model_benchmark.h)
+//   latte bench attn    — one MLA layer's decode step in each mode (tools/attention_benchmark.h)
+//   latte bench machine — this machine's measured peaks (tools/machine_probe.h)
+//   latte bench model   — whole-model pp / tg throughput against those peaks (tools/model_benchmark.h)
 #include <omp.h>
 
 #include <algorithm>
@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/attention_benchmark.h"
-#include "engine/model_benchmark.h"
-#include "kernels/machine_probe.h"
 #include "model/presets.h"
+#include "tools/attention_benchmark.h"
+#include "tools/machine_probe.h"
+#include "tools/model_benchmark.h"
 
 namespace latte::cli {
 namespace {

@@ -1,5 +1,5 @@
 // latte make-model: writes a random-weight model directory in the Hugging Face
-// DeepSeek layout (see model/random_checkpoint.h), for tests and benchmarks.
+// DeepSeek layout (see tools/random_checkpoint.h), for tests and benchmarks.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/random_checkpoint.h"
 #include "model/tensor_specs.h"
+#include "tools/random_checkpoint.h"
 
 namespace latte::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/random_checkpoint.h"
+#include "tools/random_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/tensor_specs.h"
-#include "model/tiny_tokenizer.h"
+#include "tools/tiny_tokenizer.h"
 
 namespace latte {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/tiny_tokenizer.h"
+#include "tools/tiny_tokenizer.h"
 
 #include <array>
 #include <fstream>

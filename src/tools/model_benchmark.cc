@@ -1,4 +1,4 @@
-#include "engine/model_benchmark.h"
+#include "tools/model_benchmark.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,10 +6,10 @@
 #include <memory>
 
 #include "base/dtype.h"
-#include "engine/attention_benchmark.h"
 #include "engine/greedy_generate.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
+#include "tools/attention_benchmark.h"
 
 namespace latte {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/attention_benchmark.h"
+#include "tools/attention_benchmark.h"
 
 #include <chrono>
 #include <memory>
