@@ -42,7 +42,7 @@
 
 #include "cli/commands.h"
 #include "model/config.h"
-#include "model/mla_costs.h"
+#include "model/cost_model.h"
 #include "model/presets.h"
 
 namespace latte::cli {

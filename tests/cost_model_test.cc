@@ -1,7 +1,7 @@
 // mla_costs against figures computed by hand from docs/mla.md and the released
 // shapes (written here as literals, not through the helpers under test), and
 // `latte calc` end to end.
-#include "model/mla_costs.h"
+#include "model/cost_model.h"
 
 #include <sys/wait.h>
 

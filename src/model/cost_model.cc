@@ -1,4 +1,4 @@
-#include "model/mla_costs.h"
+#include "model/cost_model.h"
 
 #include <algorithm>
 #include <string>
