@@ -1,18 +1,12 @@
-// mla_costs against figures computed by hand from docs/mla.md and the released
-// shapes (written here as literals, not through the helpers under test), and
-// `latte calc` end to end.
+// The cost model against figures computed by hand from docs/mla.md, the released
+// shapes and the tiny preset (written here as literals, not through the helpers
+// under test).
 #include "model/cost_model.h"
 
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "model/presets.h"
 
@@ -27,20 +21,21 @@ ModelConfig Released(const std::string& name) {
 
 // ---- DeepSeek-V3 / R1 (fp8): d 7168, H 128, d_cq 1536, d_c 512, d_n 128, d_r 64, d_v 128, L 61 ----
 
-TEST(MlaCostsV3, PerLayerParamsMatchDoc) {
+TEST(CostModelV3, PerLayerParamsMatchDoc) {
   const ModelConfig c = Released("r1");
   // q_a 1536·7168 + q_b 128·192·1536 + kv_a 576·7168 + kv_b 128·256·512 + o_proj 7168·128·128
   EXPECT_EQ(1536LL * 7168 + 128LL * 192 * 1536 + 576LL * 7168 + 128LL * 256 * 512 + 7168LL * 128 * 128,
             187'105'280);
-  EXPECT_EQ(AttentionProjectionParams(c), 187'105'280);
-  EXPECT_EQ(WQUkParams(c), 100'663'296);  // 1536 × 128 × 512
-  EXPECT_EQ(WUvOParams(c), 469'762'048);  // 128 × 512 × 7168
-  EXPECT_EQ(WQUkParams(c) + WUvOParams(c), 570'425'344);
-  EXPECT_EQ(KvBParams(c), 128LL * 256 * 512);
-  EXPECT_EQ(WUkTParams(c), 128LL * 128 * 512);
+  const AttentionParams p = ComputeAttentionParams(c);
+  EXPECT_EQ(p.Checkpoint(), 187'105'280);
+  EXPECT_EQ(p.w_q_uk, 100'663'296);  // 1536 × 128 × 512
+  EXPECT_EQ(p.w_uv_o, 469'762'048);  // 128 × 512 × 7168
+  EXPECT_EQ(p.w_q_uk + p.w_uv_o, 570'425'344);
+  EXPECT_EQ(p.kv_b, 128LL * 256 * 512);
+  EXPECT_EQ(p.w_uk, 128LL * 128 * 512);
 }
 
-TEST(MlaCostsV3, AttentionComponentAddsTheLatentNorms) {
+TEST(CostModelV3, AttentionComponentAddsTheLatentNorms) {
   const ModelConfig c = Released("v3");
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   // q_a_layernorm 1536 + kv_a_layernorm 512 belong to self_attn.
@@ -48,7 +43,7 @@ TEST(MlaCostsV3, AttentionComponentAddsTheLatentNorms) {
   EXPECT_EQ(naive.layer_params[10].attention, 187'105'280 + 1536 + 512);
 }
 
-TEST(MlaCostsV3, MaterializeExtraBytes) {
+TEST(CostModelV3, MaterializeExtraBytes) {
   const MaterializeExtra extra = ComputeMaterializeExtra(Released("r1"), 8);
   EXPECT_EQ(extra.per_layer, 570'425'344LL * 2);
   EXPECT_EQ(extra.whole_model, 69'591'891'968LL);  // 61 × 570,425,344 × 2
@@ -57,7 +52,7 @@ TEST(MlaCostsV3, MaterializeExtraBytes) {
   EXPECT_EQ(extra.per_gpu_dp_attention, 69'591'891'968LL);  // replicated, not divided
 }
 
-TEST(MlaCostsV3, ModeTotalsDifferByTheDerivedTensors) {
+TEST(CostModelV3, ModeTotalsDifferByTheDerivedTensors) {
   const ModelConfig c = Released("r1");
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   const WeightCosts absorbed = ComputeWeightCosts(c, MlaMode::kAbsorbed);
@@ -72,7 +67,7 @@ TEST(MlaCostsV3, ModeTotalsDifferByTheDerivedTensors) {
   EXPECT_EQ(mat.model_bytes.materialized, 69'591'891'968LL);
 }
 
-TEST(MlaCostsV3, WholeModelCheckpointParams) {
+TEST(CostModelV3, WholeModelCheckpointParams) {
   const ModelConfig c = Released("r1");
   const int64_t d = 7168;
   const int64_t attention = 187'105'280 + 1536 + 512;
@@ -91,7 +86,7 @@ TEST(MlaCostsV3, WholeModelCheckpointParams) {
   EXPECT_EQ(naive.model_params.dense_mlp, 3 * dense);
 }
 
-TEST(MlaCostsV3, Fp8BytesCountScaleInvBlocks) {
+TEST(CostModelV3, Fp8BytesCountScaleInvBlocks) {
   const ModelConfig c = Released("r1");
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   // One dense layer's MLP: three 18432×7168 linears at 1 B plus an f32 per 128×128 block.
@@ -103,7 +98,7 @@ TEST(MlaCostsV3, Fp8BytesCountScaleInvBlocks) {
   EXPECT_EQ(naive.layer_bytes[3].router, 256LL * 7168 * 2 + 256 * 4);
 }
 
-TEST(MlaCostsV3, DecodeProjectionFlops) {
+TEST(CostModelV3, DecodeProjectionFlops) {
   const DecodeProjectionFlops f = ComputeDecodeProjectionFlops(Released("r1"));
   // absorbed: 2·(q_b 128·192·1536 + W_UK bmm 128·128·512 + W_UV bmm 128·128·512 + o_proj 7168·128·128)
   const int64_t absorbed =
@@ -119,13 +114,13 @@ TEST(MlaCostsV3, DecodeProjectionFlops) {
   EXPECT_EQ(f.NaiveAt(4096), f.naive_fixed + 4096LL * 2 * 128 * 256 * 512);
 }
 
-TEST(MlaCostsV3, AttentionCoreFlops) {
+TEST(CostModelV3, AttentionCoreFlops) {
   const AttentionCoreFlops f = ComputeAttentionCoreFlops(Released("r1"));
   EXPECT_EQ(f.absorbed, 2 * 128 * (512 + 64) + 2 * 128 * 512);
   EXPECT_EQ(f.naive, 2 * 128 * (128 + 64) + 2 * 128 * 128);
 }
 
-TEST(MlaCostsV3, KvCacheBytes) {
+TEST(CostModelV3, KvCacheBytes) {
   const KvCacheBytes kv = ComputeKvCacheBytes(Released("r1"));
   EXPECT_EQ(kv.latent_per_layer, 576 * 2);
   EXPECT_EQ(kv.latent_model, 70'272);  // 61 × 576 × 2
@@ -133,7 +128,7 @@ TEST(MlaCostsV3, KvCacheBytes) {
   EXPECT_EQ(kv.mha_model, 61LL * 40'960 * 2);
 }
 
-TEST(MlaCostsV3, PerGpuBytes) {
+TEST(CostModelV3, PerGpuBytes) {
   const WeightCosts mat = ComputeWeightCosts(Released("r1"), MlaMode::kMaterialized);
   const WeightComponents& b = mat.model_bytes;
   const int64_t total = b.Total();
@@ -145,15 +140,17 @@ TEST(MlaCostsV3, PerGpuBytes) {
 
 // ---- DeepSeek-V2-Lite (bf16, q_lora_rank null): d 2048, H 16, d_c 512, d_n 128, d_r 64, d_v 128, L 27 ----
 
-TEST(MlaCostsV2Lite, PerLayerParams) {
+TEST(CostModelV2Lite, PerLayerParams) {
   const ModelConfig c = Released("v2-lite");
-  EXPECT_EQ(WQUkParams(c), 16LL * 512 * 2048);  // d takes d_cq's place
-  EXPECT_EQ(WUvOParams(c), 16LL * 512 * 2048);
+  const AttentionParams p = ComputeAttentionParams(c);
+  EXPECT_EQ(p.q_a, 0);
+  EXPECT_EQ(p.w_q_uk, 16LL * 512 * 2048);  // d takes d_cq's place
+  EXPECT_EQ(p.w_uv_o, 16LL * 512 * 2048);
   const int64_t projections = 16LL * 192 * 2048  // q_proj
                               + 576LL * 2048     // kv_a_proj_with_mqa
                               + 16LL * 256 * 512 // kv_b_proj
                               + 2048LL * 2048;   // o_proj
-  EXPECT_EQ(AttentionProjectionParams(c), projections);
+  EXPECT_EQ(p.Checkpoint(), projections);
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   EXPECT_EQ(naive.layer_params[0].attention, projections + 512 /* kv_a_layernorm */);
   EXPECT_EQ(naive.layer_params[0].attention, 13'763'072);
@@ -162,7 +159,7 @@ TEST(MlaCostsV2Lite, PerLayerParams) {
   EXPECT_EQ(naive.model_bytes.kv_b_bf16, 0);
 }
 
-TEST(MlaCostsV2Lite, DerivedTensorsAndKv) {
+TEST(CostModelV2Lite, DerivedTensorsAndKv) {
   const ModelConfig c = Released("v2-lite");
   const WeightCosts absorbed = ComputeWeightCosts(c, MlaMode::kAbsorbed);
   const WeightCosts mat = ComputeWeightCosts(c, MlaMode::kMaterialized);
@@ -178,7 +175,7 @@ TEST(MlaCostsV2Lite, DerivedTensorsAndKv) {
   EXPECT_EQ(absorbed.layer_params[1].routed_experts, 64LL * 3 * 1408 * 2048);
 }
 
-TEST(MlaCosts, FitKvCache) {
+TEST(CostModel, FitKvCache) {
   const KvFit fit = FitKvCache(80 * kBytesPerGB, 30 * kBytesPerGB, 70'272);
   EXPECT_EQ(fit.free_bytes, 50 * kBytesPerGB);
   EXPECT_EQ(fit.tokens, 50 * kBytesPerGB / 70'272);
@@ -187,94 +184,150 @@ TEST(MlaCosts, FitKvCache) {
   EXPECT_EQ(none.tokens, 0);
 }
 
-// ---- `latte calc` end to end ----
+// ---- The tiny make-model preset: the whole model per token ----
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+ModelConfig Tiny() {
+  Result<ModelConfig> c = MakeModelPreset("tiny");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
 }
 
-RunResult RunLatte(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out_path = dir + "/mla_costs_test_out.txt";
-  const std::string err_path = dir + "/mla_costs_test_err.txt";
-  const std::string command =
-      std::string(LATTE_BINARY) + " " + args + " >" + out_path + " 2>" + err_path;
-  const int status = std::system(command.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadAll(out_path);
-  r.err = ReadAll(err_path);
-  return r;
+// The tiny preset, written out: V 512, d 64, I 96, I_moe 32, L 3 (layer 0 dense,
+// 1-2 MoE), H 4, d_cq 48, d_c 32, d_n 16, d_r 8, d_v 16, 8 routed experts (3 per
+// token), 1 shared, noaux_tc (f32 score bias), bf16 weights (2 B), f32 norms/router.
+TEST(CostModelTiny, TinyShapesAreWhatTheHandCountAssumes) {
+  const ModelConfig c = Tiny();
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.intermediate_size, 96);
+  EXPECT_EQ(c.moe_intermediate_size, 32);
+  EXPECT_EQ(c.num_hidden_layers, 3);
+  EXPECT_EQ(c.first_k_dense_replace, 1);
+  EXPECT_EQ(c.num_attention_heads, 4);
+  EXPECT_EQ(c.q_lora_rank.value_or(0), 48);
+  EXPECT_EQ(c.kv_lora_rank, 32);
+  EXPECT_EQ(c.qk_nope_head_dim, 16);
+  EXPECT_EQ(c.qk_rope_head_dim, 8);
+  EXPECT_EQ(c.v_head_dim, 16);
+  EXPECT_EQ(c.n_routed_experts, 8);
+  EXPECT_EQ(c.num_experts_per_tok, 3);
+  EXPECT_EQ(c.n_shared_experts, 1);
+  EXPECT_EQ(c.topk_method, "noaux_tc");
+  EXPECT_FALSE(c.tie_word_embeddings);
 }
 
-TEST(CalcCommand, PresetR1Json) {
-  const RunResult r = RunLatte("calc --preset r1 --tp 8 --memory-gb 141 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["bytes_per_gb"], 1'000'000'000);
-  EXPECT_EQ(j["checkpoint_dtype"], "fp8_e4m3");
-  EXPECT_EQ(j["tp"], 8);
-  EXPECT_EQ(j["shape"]["q_lora_rank"], 1536);
-  EXPECT_EQ(j["per_layer_params"]["attention_projections"], 187'105'280);
-  EXPECT_EQ(j["per_layer_params"]["w_q_uk"], 100'663'296);
-  EXPECT_EQ(j["per_layer_params"]["w_uv_o"], 469'762'048);
-  EXPECT_EQ(j["materialize_extra_bytes"]["whole_model"], 69'591'891'968LL);
-  EXPECT_EQ(j["materialize_extra_bytes"]["per_gpu_tp"], 8'698'986'496LL);
-  EXPECT_EQ(j["decode_projection_flops_per_token"]["per_layer"]["absorbed"], 343'932'928);
-  EXPECT_EQ(j["decode_projection_flops_per_token"]["per_layer"]["materialized"], 1'166'016'512);
-  EXPECT_EQ(j["kv_cache_bytes_per_token"]["latent_whole_model"], 70'272);
-  EXPECT_EQ(j["layer_kinds"].size(), 2u);
-  EXPECT_EQ(j["model"]["bytes"]["materialized"]["materialized"], 69'591'891'968LL);
-  // 141 GB per GPU holds the TP8 share of either mode; absorbed fits more tokens.
-  const auto& fit = j["kv_fit"];
-  EXPECT_GT(fit["absorbed"]["tokens"].get<int64_t>(), fit["materialized"]["tokens"].get<int64_t>());
-  EXPECT_GT(fit["token_ratio"].get<double>(), 1.0);
+// Per-layer pieces of the hand count.
+constexpr double kAttnAbsorbed = 48 * 64      // q_a_proj [d_cq, d]
+                                 + 40 * 64    // kv_a_proj_with_mqa [d_c + d_r, d]
+                                 + 4 * 24 * 48  // q_b_proj [H (d_n + d_r), d_cq]
+                                 + 4 * 32 * 32  // kv_b_proj [H (d_n + d_v), d_c] (W_UK^T copy + W_UV)
+                                 + 64 * 64;   // o_proj [d, H d_v]
+constexpr double kAttnMaterialized = 48 * 64 + 40 * 64  // q_a, kv_a
+                                     + 4 * 32 * 48      // W_Q_UK [H d_c, d_cq]
+                                     + 4 * 8 * 48       // q_b rope rows [H d_r, d_cq]
+                                     + 64 * 4 * 32;     // W_UV_O [d, H d_c]
+constexpr double kNormValues = 64 + 64 + 48 + 32;       // input, post-attn, q_a, kv_a norms (f32)
+constexpr double kDense = 3 * 64 * 96;                  // gate, up, down [96, 64]
+constexpr double kExpert = 3 * 64 * 32;                 // one expert
+constexpr double kRouterValues = 8 * 64 + 8;            // gate.weight + e_score_correction_bias (f32)
+constexpr double kLmHead = 512 * 64;
+constexpr double kEmbedRow = 64;
+constexpr double kFinalNorm = 64;
+
+// One layer's decode step (bench attn): 3 sequences of 10 cached tokens, 11 rows each.
+TEST(CostModelTiny, AttentionStepMatchesHandCount) {
+  EXPECT_DOUBLE_EQ(kAttnAbsorbed, 18432);  // the sum, added up by hand
+  EXPECT_DOUBLE_EQ(kAttnMaterialized, 21504);
+  const double rows = 3 * 11;
+  const double core_per_row = 2 * 4 * 40 + 2 * 4 * 32;                  // scores over c_kv|k_r, values over c_kv
+  const double naive_per_row = 2 * 4 * 32 * 32 + 2 * 4 * 24 + 2 * 4 * 16;  // kv_b decompression, then the core
+  const AttentionStepCosts a = ComputeAttentionStepCosts(Tiny(), MlaMode::kAbsorbed, 3, 10);
+  EXPECT_EQ(a.weight_bytes, kAttnAbsorbed * 2);
+  EXPECT_EQ(a.kv_bytes, rows * 40 * 2);
+  EXPECT_EQ(a.flops, 3 * 2 * kAttnAbsorbed + rows * core_per_row);
+  EXPECT_EQ(a.flops, 129'600);
+  const AttentionStepCosts m = ComputeAttentionStepCosts(Tiny(), MlaMode::kMaterialized, 3, 10);
+  EXPECT_EQ(m.weight_bytes, kAttnMaterialized * 2);
+  EXPECT_EQ(m.kv_bytes, a.kv_bytes);
+  EXPECT_EQ(m.flops, 3 * 2 * kAttnMaterialized + rows * core_per_row);
+  const AttentionStepCosts n = ComputeAttentionStepCosts(Tiny(), MlaMode::kNaive, 3, 10);
+  EXPECT_EQ(n.weight_bytes, a.weight_bytes);  // q_a, kv_a, q_b, kv_b_proj, o_proj
+  EXPECT_EQ(n.flops, 3 * 2 * kAttnAbsorbed + rows * naive_per_row);
+  EXPECT_EQ(n.flops, 391'488);
+  const AttentionStepCosts core = ComputeAttentionCoreStepCosts(Tiny(), 3, 10);
+  EXPECT_EQ(core.weight_bytes, 0);
+  EXPECT_EQ(core.kv_bytes, a.kv_bytes);
+  EXPECT_EQ(core.flops, rows * core_per_row);
 }
 
-TEST(CalcCommand, HumanOutputHasThousandsSeparators) {
-  const RunResult r = RunLatte("calc --preset r1 --tp 8");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("69,591,891,968"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("70,272"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("GB = 1e9 bytes"), std::string::npos) << r.out;
+TEST(CostModelTiny, DecodeBatch1AbsorbedMatchesHandCount) {
+  const double context = 10, S = context + 1;
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, WeightValueBytes::Uniform(2), 2);
+  const double weights = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // 3 layers of attention + norms
+                         + kDense * 2                                // layer 0
+                         + 2 * ((3 + 1) * kExpert * 2 + kRouterValues * 4)  // layers 1-2: 3 routed + 1 shared
+                         + kFinalNorm * 4 + kLmHead * 2 + kEmbedRow * 2;
+  EXPECT_DOUBLE_EQ(weights, 318336);  // the same sum, added up by hand
+  EXPECT_DOUBLE_EQ(t.weight_bytes, weights);
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * S * 40 * 2);  // bf16 rows of d_c + d_r per layer
+  const double flops = 3 * (2 * kAttnAbsorbed + 2 * S * 4 * 40 + 2 * S * 4 * 32)  // projections + core
+                       + 2 * kDense + 2 * (2 * 4 * kExpert + 2 * 8 * 64)           // MLP, experts + router
+                       + 2 * kLmHead;
+  EXPECT_DOUBLE_EQ(flops, 332352);
+  EXPECT_DOUBLE_EQ(t.flops, flops);
 }
 
-TEST(CalcCommand, ConfigFileMatchesPreset) {
-  const std::string path = ::testing::TempDir() + "/mla_costs_test_v2_lite_config.json";
-  std::ofstream(path) << Released("v2-lite").ToJsonText();
-  const RunResult r = RunLatte("calc --config " + path + " --dp-attention --tp 4 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["checkpoint_dtype"], "bf16");
-  EXPECT_TRUE(j["shape"]["q_lora_rank"].is_null());
-  EXPECT_EQ(j["kv_cache_bytes_per_token"]["latent_whole_model"], 27 * 576 * 2);
-  EXPECT_EQ(j["per_layer_params"]["w_q_uk"], 16 * 512 * 2048);
-  EXPECT_TRUE(j["dp_attention"].get<bool>());
-  EXPECT_TRUE(j["kv_fit"].is_null());
+// Kept fp8: the projections and MLP / expert matrices at ~1 byte, W_UK / W_UV
+// (from kv_b_proj, bf16) and the embeddings at 2.
+TEST(CostModelTiny, DecodeFp8KeptCountsEachKindAtItsWidth) {
+  const double context = 10;
+  const WeightValueBytes fp8{1.25, 2, 2};  // 1.25: any width other than 2 shows where it lands
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, fp8, 2);
+  const double kv_b = 4 * 32 * 32;  // W_UK^T copy + W_UV per layer
+  const double weights = 3 * ((kAttnAbsorbed - kv_b) * 1.25 + kv_b * 2 + kNormValues * 4) + kDense * 1.25 +
+                         2 * ((3 + 1) * kExpert * 1.25 + kRouterValues * 4) + kFinalNorm * 4 + kLmHead * 2 +
+                         kEmbedRow * 2;
+  EXPECT_DOUBLE_EQ(t.weight_bytes, weights);
+  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context,
+                                                WeightValueBytes::Uniform(2), 2).flops);
 }
 
-TEST(CalcCommand, MissingConfigIsOneLineError) {
-  const RunResult r = RunLatte("calc --config /nonexistent/latte/config.json");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // exactly one line
+TEST(CostModelTiny, DecodeMaterializedReadsTheProducts) {
+  const TokenCosts a = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2);
+  const TokenCosts m = DecodeCostsPerToken(Tiny(), MlaMode::kMaterialized, 1, 10, WeightValueBytes::Uniform(2), 2);
+  EXPECT_DOUBLE_EQ(m.weight_bytes - a.weight_bytes, 3 * (kAttnMaterialized - kAttnAbsorbed) * 2);
+  EXPECT_DOUBLE_EQ(m.flops - a.flops, 3 * 2 * (kAttnMaterialized - kAttnAbsorbed));
+  EXPECT_DOUBLE_EQ(m.kv_bytes, a.kv_bytes);
 }
 
-TEST(CalcCommand, ConfigAndPresetTogetherIsAnError) {
-  const RunResult r = RunLatte("calc --preset r1 --config x.json");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
+TEST(CostModelTiny, DecodeBatchSharesTheWeightsOfAStep) {
+  const int64_t B = 4;
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, B, 10, WeightValueBytes::Uniform(2), 2);
+  const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 4));  // distinct experts 4 tokens touch
+  EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 3, 4), experts);
+  EXPECT_DOUBLE_EQ(ExpectedExpertsTouched(8, 3, 1), 3);
+  const double step = 3 * (kAttnAbsorbed * 2 + kNormValues * 4) + kDense * 2 +
+                      2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) + kFinalNorm * 4 + kLmHead * 2 +
+                      B * kEmbedRow * 2;
+  EXPECT_NEAR(t.weight_bytes, step / B, 1e-6);
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 11 * 40 * 2);  // per sequence: not shared
+  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2).flops);
+}
+
+TEST(CostModelTiny, PrefillMatchesHandCount) {
+  const double P = 8;
+  const TokenCosts t = PrefillCostsPerToken(Tiny(), 8, WeightValueBytes::Uniform(2), 2);
+  const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 8));
+  const double forward = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // decompressed: q_a, kv_a, q_b, kv_b, o
+                         + kDense * 2 + 2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) +
+                         kFinalNorm * 4 + kLmHead * 2 + P * kEmbedRow * 2;
+  EXPECT_NEAR(t.weight_bytes, forward / P, 1e-6);
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 40 * 2);
+  const double keys = (P + 1) / 2;
+  const double flops = 3 * (2 * kAttnAbsorbed + keys * (2 * 4 * 24 + 2 * 4 * 16)) + 2 * kDense +
+                       2 * (2 * 4 * kExpert + 2 * 8 * 64) + 2 * kLmHead / P;
+  EXPECT_DOUBLE_EQ(flops, 260320);
+  EXPECT_DOUBLE_EQ(t.flops, flops);
 }
 
 }  // namespace

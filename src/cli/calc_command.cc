@@ -405,11 +405,12 @@ json ReportJson(const CalcReport& r) {
                 {"num_hidden_layers", layers},
                 {"dense_layers", r.dense_layers},
                 {"moe_layers", r.moe_layers}};
-  j["per_layer_params"] = {{"attention_projections", AttentionProjectionParams(c)},
-                           {"kv_b", KvBParams(c)},
-                           {"w_uk_t", WUkTParams(c)},
-                           {"w_q_uk", WQUkParams(c)},
-                           {"w_uv_o", WUvOParams(c)}};
+  const AttentionParams p = ComputeAttentionParams(c);
+  j["per_layer_params"] = {{"attention_projections", p.Checkpoint()},
+                           {"kv_b", p.kv_b},
+                           {"w_uk_t", p.w_uk},
+                           {"w_q_uk", p.w_q_uk},
+                           {"w_uv_o", p.w_uv_o}};
   json kinds = json::array();
   auto kind = [&](const char* name, int64_t count, int64_t first) {
     if (count == 0) return;

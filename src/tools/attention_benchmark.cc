@@ -6,6 +6,7 @@
 
 #include "base/aligned_buffer.h"
 #include "kernels/attention.h"
+#include "model/cost_model.h"
 #include "model/latent_cache.h"
 #include "model/mla.h"
 #include "model/mla_preparation.h"
@@ -58,49 +59,6 @@ std::unique_ptr<BenchLayer> MakeLayer(const ModelConfig& c, MlaMode mode, uint64
   PrepareMlaWeights(c, mode, DType::kBF16, w, layer->owned, layer->memory);
   return layer;
 }
-
-}  // namespace
-
-uint64_t AttentionWeightBytesPerStep(const ModelConfig& c, MlaMode mode) {
-  const uint64_t d = c.hidden_size, H = c.num_attention_heads, d_c = c.kv_lora_rank;
-  const uint64_t d_in = c.q_lora_rank ? *c.q_lora_rank : d;
-  const uint64_t q_a = c.q_lora_rank ? d_in * d : 0;
-  const uint64_t kv_a = c.LatentDim() * d;
-  const uint64_t q_b = H * c.QkHeadDim() * d_in;
-  const uint64_t kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
-  const uint64_t o_proj = d * H * c.v_head_dim;
-  uint64_t params = q_a + kv_a;
-  if (mode == MlaMode::kMaterialized) {
-    params += H * d_c * d_in + H * c.qk_rope_head_dim * d_in + d * H * d_c;  // W_Q_UK, q_b rope rows, W_UV_O
-  } else {
-    params += q_b + kv_b + o_proj;  // absorbed reads kv_b as W_UK (transposed copy) + W_UV
-  }
-  return params * sizeof(bf16);
-}
-
-uint64_t AttentionFlopsPerStep(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t context) {
-  const uint64_t H = c.num_attention_heads, d_c = c.kv_lora_rank, L = c.LatentDim();
-  const uint64_t S = static_cast<uint64_t>(context) + 1;  // the new token attends to itself too
-  uint64_t per_token = AttentionWeightBytesPerStep(c, mode) / sizeof(bf16) * 2;
-  if (mode == MlaMode::kNaive) {
-    const uint64_t kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
-    per_token += 2 * S * kv_b + 2 * S * H * (c.QkHeadDim() + c.v_head_dim);
-  } else {
-    per_token += 2 * S * H * L + 2 * S * H * d_c;
-  }
-  return per_token * static_cast<uint64_t>(batch);
-}
-
-uint64_t AttentionCoreKvBytes(const ModelConfig& c, int64_t batch, int64_t context) {
-  return static_cast<uint64_t>(batch) * (context + 1) * c.LatentDim() * sizeof(bf16);
-}
-
-uint64_t AttentionCoreFlops(const ModelConfig& c, int64_t batch, int64_t context) {
-  const uint64_t H = c.num_attention_heads, S = static_cast<uint64_t>(context) + 1;
-  return static_cast<uint64_t>(batch) * (2 * S * H * c.LatentDim() + 2 * S * H * c.kv_lora_rank);
-}
-
-namespace {
 
 // `batch` bf16 caches of one layer, each holding `context` random latent rows
 // (normalised scale ~1) and room for the step's own row.
@@ -164,8 +122,9 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
       p.context = context;
       p.steps = steps;
       p.ms_per_step = elapsed / steps * 1e3;
-      p.kv_bytes = AttentionCoreKvBytes(c, batch, context);
-      p.flops = AttentionCoreFlops(c, batch, context);
+      const AttentionStepCosts costs = ComputeAttentionCoreStepCosts(c, batch, context);
+      p.kv_bytes = costs.kv_bytes;
+      p.flops = costs.flops;
       p.achieved_gbps = p.kv_bytes / (elapsed / steps) / 1e9;
       p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
       report(p, user);
@@ -208,9 +167,10 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
         p.context = context;
         p.steps = steps;
         p.ms_per_step = elapsed / steps * 1e3;
-        p.weight_bytes = AttentionWeightBytesPerStep(c, mode);
-        p.kv_bytes = AttentionCoreKvBytes(c, batch, context);
-        p.flops = AttentionFlopsPerStep(c, mode, batch, context);
+        const AttentionStepCosts costs = ComputeAttentionStepCosts(c, mode, batch, context);
+        p.weight_bytes = costs.weight_bytes;
+        p.kv_bytes = costs.kv_bytes;
+        p.flops = costs.flops;
         p.achieved_gbps = (p.weight_bytes + p.kv_bytes) / (elapsed / steps) / 1e9;
         p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
         report(p, user);
