@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "base/dtype.h"
+#include "engine/decode_loop.h"
 #include "engine/greedy_generate.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
@@ -75,18 +76,21 @@ Result<DecodeStart> FillCaches(DeepSeekModel& model, int64_t prompt, int64_t chu
 // to `start.prompt` tokens first: the rows past it are rewritten by the steps).
 Result<double> RunDecode(DeepSeekModel& model, DecodeStart& start, int64_t steps) {
   const int64_t vocab = model.config().vocab_size;
-  const int64_t batch = static_cast<int64_t>(start.caches.size());
-  for (auto& cache : start.caches) cache->set_length(start.prompt);
+  std::vector<LatentCache*> caches;
+  for (auto& cache : start.caches) {
+    cache->set_length(start.prompt);
+    caches.push_back(cache.get());
+  }
   std::vector<int32_t> next = start.first;
   std::vector<float> logits;
-  std::vector<SequenceSpan> spans(batch);
+  const auto greedy = [vocab](std::span<const float> step_logits, std::span<int32_t> tokens) {
+    for (size_t b = 0; b < tokens.size(); ++b) tokens[b] = ArgMax(step_logits.data() + b * vocab, vocab);
+    return true;
+  };
   const auto t0 = Clock::now();
-  for (int64_t step = 0; step < steps; ++step) {
-    for (int64_t b = 0; b < batch; ++b) spans[b] = SequenceSpan{start.caches[b].get(), start.prompt + step, 1};
-    LATTE_RETURN_IF_ERROR(model.Forward(next, spans, LogitRows::kLastOfSpan, logits));
-    for (int64_t b = 0; b < batch; ++b) next[b] = ArgMax(logits.data() + b * vocab, vocab);
-  }
-  return static_cast<double>(batch * steps) / std::chrono::duration<double>(Clock::now() - t0).count();
+  LATTE_RETURN_IF_ERROR(DecodeSteps(model, caches, next, steps, greedy, logits));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<double>(static_cast<int64_t>(caches.size()) * steps) / seconds;
 }
 
 void Summarize(ModelBenchResult& r) {
