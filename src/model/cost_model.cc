@@ -17,9 +17,6 @@ int64_t NumValues(const std::vector<int64_t>& shape) {
   return n;
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
 bool Contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
 }
@@ -52,17 +49,6 @@ int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config) {
     return values * 4;
   }
   return values * kBf16Bytes;
-}
-
-// Layer index of "model.layers.<n>.*", or -1 for tensors outside the layers.
-int64_t LayerOf(std::string_view name) {
-  constexpr std::string_view kPrefix = "model.layers.";
-  if (!StartsWith(name, kPrefix)) return -1;
-  int64_t layer = 0;
-  for (size_t i = kPrefix.size(); i < name.size() && name[i] != '.'; ++i) {
-    layer = layer * 10 + (name[i] - '0');
-  }
-  return layer;
 }
 
 // Adds what latte derives at load in `mode` to one layer's values (bytes = values·2, bf16).
