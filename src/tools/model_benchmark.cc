@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "base/dtype.h"
+#include "base/splitmix64.h"
 #include "engine/decode_loop.h"
 #include "engine/greedy_generate.h"
 #include "model/deepseek.h"
@@ -18,14 +19,8 @@ using Clock = std::chrono::steady_clock;
 
 std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> ids(n);
-  uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int32_t& id : ids) {
-    state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    id = static_cast<int32_t>((z ^ (z >> 31)) % static_cast<uint64_t>(vocab));
-  }
+  SplitMix64 rng(seed * kSplitMix64Gamma + 1);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.Next() % static_cast<uint64_t>(vocab));
   return ids;
 }
 
