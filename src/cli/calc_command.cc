@@ -466,10 +466,7 @@ json ReportJson(const CalcReport& r) {
   return j;
 }
 
-void Fail(const std::string& message) {
-  std::fprintf(stderr, "latte calc: error: %s\n", message.c_str());
-  ExitWith(1);
-}
+void Fail(const std::string& message) { ExitOnError("calc", Status::Error(message)); }
 
 void RunCalc(const CalcOptions& options) {
   if (options.config_path.empty() == options.preset.empty()) {

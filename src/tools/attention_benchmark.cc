@@ -60,6 +60,28 @@ std::unique_ptr<BenchLayer> MakeLayer(const ModelConfig& c, MlaMode mode, uint64
   return layer;
 }
 
+using Clock = std::chrono::steady_clock;
+
+struct StepTiming {
+  int64_t steps = 0;
+  double seconds = 0;  // all `steps` together
+};
+
+// Runs `step` once to warm up, then times it until `min_seconds` have passed (at
+// least one step, at most `max_steps`).
+template <typename Step>
+StepTiming TimeSteps(const Step& step, double min_seconds, int64_t max_steps) {
+  step();
+  StepTiming t;
+  const auto t0 = Clock::now();
+  while (t.steps < max_steps && (t.steps == 0 || t.seconds < min_seconds)) {
+    step();
+    ++t.steps;
+    t.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return t;
+}
+
 // `batch` bf16 caches of one layer, each holding `context` random latent rows
 // (normalised scale ~1) and room for the step's own row.
 std::vector<std::unique_ptr<LatentCache>> RandomCaches(const ModelConfig& c, int64_t batch,
@@ -83,7 +105,6 @@ std::vector<std::unique_ptr<LatentCache>> RandomCaches(const ModelConfig& c, int
 
 Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptions& options,
                                  void (*report)(const AttentionCorePoint&, void*), void* user) {
-  using Clock = std::chrono::steady_clock;
   const int64_t H = c.num_attention_heads, L = c.LatentDim(), d_c = c.kv_lora_rank;
   std::mt19937 rng(static_cast<uint32_t>(options.seed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -108,25 +129,18 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
           SharedKeyAttention(p);
         }
       };
-      step();  // warm-up
-      int64_t steps = 0;
-      double elapsed = 0;
-      const auto t0 = Clock::now();
-      while (steps < 50 * options.max_steps && (steps == 0 || elapsed < options.min_seconds)) {
-        step();
-        ++steps;
-        elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      }
+      const StepTiming t = TimeSteps(step, options.min_seconds, 50 * options.max_steps);
+      const double seconds_per_step = t.seconds / t.steps;
       AttentionCorePoint p;
       p.batch = batch;
       p.context = context;
-      p.steps = steps;
-      p.ms_per_step = elapsed / steps * 1e3;
+      p.steps = t.steps;
+      p.ms_per_step = seconds_per_step * 1e3;
       const AttentionStepCosts costs = ComputeAttentionCoreStepCosts(c, batch, context);
       p.kv_bytes = costs.kv_bytes;
       p.flops = costs.flops;
-      p.achieved_gbps = p.kv_bytes / (elapsed / steps) / 1e9;
-      p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
+      p.achieved_gbps = p.kv_bytes / seconds_per_step / 1e9;
+      p.achieved_gflops = p.flops / seconds_per_step / 1e9;
       report(p, user);
     }
   }
@@ -135,7 +149,6 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
 
 Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& options,
                              void (*report)(const AttentionBenchPoint&, void*), void* user) {
-  using Clock = std::chrono::steady_clock;
   const int64_t d = c.hidden_size;
   std::mt19937 rng(static_cast<uint32_t>(options.seed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -152,27 +165,21 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
         for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{caches[b].get(), context, 1});
         std::vector<float> x(batch * d), out(batch * d);
         for (float& v : x) v = normal(rng);
-        mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch);  // warm-up
-        int64_t steps = 0;
-        const auto t0 = Clock::now();
-        double elapsed = 0;
-        while (steps < options.max_steps && (steps == 0 || elapsed < options.min_seconds)) {
-          mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch);
-          ++steps;
-          elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        }
+        const auto step = [&] { mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch); };
+        const StepTiming t = TimeSteps(step, options.min_seconds, options.max_steps);
+        const double seconds_per_step = t.seconds / t.steps;
         AttentionBenchPoint p;
         p.mode = mode;
         p.batch = batch;
         p.context = context;
-        p.steps = steps;
-        p.ms_per_step = elapsed / steps * 1e3;
+        p.steps = t.steps;
+        p.ms_per_step = seconds_per_step * 1e3;
         const AttentionStepCosts costs = ComputeAttentionStepCosts(c, mode, batch, context);
         p.weight_bytes = costs.weight_bytes;
         p.kv_bytes = costs.kv_bytes;
         p.flops = costs.flops;
-        p.achieved_gbps = (p.weight_bytes + p.kv_bytes) / (elapsed / steps) / 1e9;
-        p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
+        p.achieved_gbps = (p.weight_bytes + p.kv_bytes) / seconds_per_step / 1e9;
+        p.achieved_gflops = p.flops / seconds_per_step / 1e9;
         report(p, user);
       }
     }
