@@ -260,6 +260,14 @@ TEST(LatentCache, Bf16RowsTakeHalfTheBytesAndRoundOnce) {
   EXPECT_EQ(static_cast<const float*>(f32.Rows(2)) + 17 * row_dim + 5, &static_cast<const float*>(f32.Rows(0))[(2 * capacity + 17) * row_dim + 5]);
 }
 
+// Write and ReadF32 know f32 and bf16 rows only: any other dtype stops at construction,
+// naming itself, rather than becoming an f32 cache.
+TEST(LatentCacheDeathTest, UnsupportedDTypeAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(LatentCache(2, 576, 16, DType::kF8E4M3), "LatentCache.*F8_E4M3");
+  EXPECT_DEATH(LatentCache(2, 576, 16, DType::kF16), "LatentCache.*F16");
+}
+
 TEST(LatentCache, ModelCacheDtypeFollowsTheWeights) {
   MakeModelOverrides f32_model;
   f32_model.dtype = CheckpointDType::kF32;

@@ -37,8 +37,8 @@ constexpr int kTokensPerCase = 500;
 
 struct RouterCase {
   const char* name;
-  const char* scoring_func;
-  const char* topk_method;
+  ScoringFunc scoring_func;
+  TopkMethod topk_method;
   int64_t experts, n_group, topk_group, k;
   bool norm_topk_prob;
   double routed_scaling_factor;
@@ -65,12 +65,12 @@ struct Routed {
 Routed ReferenceRoute(const RouterCase& rc, const std::vector<float>& logits,
                       const std::vector<float>& bias) {
   const int64_t E = rc.experts;
-  const std::string scoring = rc.scoring_func, method = rc.topk_method;
+  const TopkMethod method = rc.topk_method;
   Routed r;
 
   // Scores s, in double.
   std::vector<double> s(E);
-  if (scoring == "sigmoid") {
+  if (rc.scoring_func == ScoringFunc::kSigmoid) {
     for (int64_t e = 0; e < E; ++e) s[e] = 1.0 / (1.0 + std::exp(-double(logits[e])));
   } else {
     double z = 0;
@@ -80,12 +80,12 @@ Routed ReferenceRoute(const RouterCase& rc, const std::vector<float>& logits,
   // What experts are ranked by: biased only under noaux_tc.
   std::vector<double> choice(E);
   for (int64_t e = 0; e < E; ++e) {
-    choice[e] = s[e] + (method == "noaux_tc" && !bias.empty() ? double(bias[e]) : 0.0);
+    choice[e] = s[e] + (method == TopkMethod::kNoauxTc && !bias.empty() ? double(bias[e]) : 0.0);
   }
 
   // Groups: every group kept unless the method limits groups.
   std::vector<bool> eligible(E, true);
-  if (method != "greedy" && rc.n_group > 1) {
+  if (method != TopkMethod::kGreedy && rc.n_group > 1) {
     const int64_t per_group = E / rc.n_group;
     std::vector<double> group_score(rc.n_group);
     for (int64_t g = 0; g < rc.n_group; ++g) {
@@ -99,7 +99,7 @@ Routed ReferenceRoute(const RouterCase& rc, const std::vector<float>& logits,
         }
       }
       // noaux_tc: sum of the two best; group_limited_greedy: the best.
-      group_score[g] = method == "noaux_tc" ? best + second : best;
+      group_score[g] = method == TopkMethod::kNoauxTc ? best + second : best;
     }
     double best_sum = -1e300, second_sum = -1e300;
     uint32_t best_mask = 0;
@@ -185,32 +185,34 @@ bool ExpectSameRoute(const KernelRoute& got, const Routed& want, const std::stri
   return ok;
 }
 
+using enum ScoringFunc;
+using enum TopkMethod;
+
 const RouterCase kCases[] = {
     // V3 routing on a small shape, with and without normalisation.
-    {"noaux_tc_E16_G4", "sigmoid", "noaux_tc", 16, 4, 2, 4, true, 2.5},
-    {"noaux_tc_E16_G4_unnormalised", "sigmoid", "noaux_tc", 16, 4, 2, 4, false, 1.0},
-    {"noaux_tc_E64_one_group", "sigmoid", "noaux_tc", 64, 1, 1, 6, true, 2.5},
+    {"noaux_tc_E16_G4", kSigmoid, kNoauxTc, 16, 4, 2, 4, true, 2.5},
+    {"noaux_tc_E16_G4_unnormalised", kSigmoid, kNoauxTc, 16, 4, 2, 4, false, 1.0},
+    {"noaux_tc_E64_one_group", kSigmoid, kNoauxTc, 64, 1, 1, 6, true, 2.5},
     // k = 1: Hugging Face does not normalise a single weight even with norm_topk_prob.
-    {"noaux_tc_k1", "sigmoid", "noaux_tc", 16, 4, 2, 1, true, 1.0},
+    {"noaux_tc_k1", kSigmoid, kNoauxTc, 16, 4, 2, 1, true, 1.0},
     // DeepSeek-V3's shape: 256 experts in 8 groups, keep 4, top 8.
-    {"noaux_tc_v3_shape", "sigmoid", "noaux_tc", 256, 8, 4, 8, true, 2.5},
+    {"noaux_tc_v3_shape", kSigmoid, kNoauxTc, 256, 8, 4, 8, true, 2.5},
     // V2 greedy (DeepSeek-V2-Lite: 64 experts, top 6).
-    {"softmax_greedy_E64", "softmax", "greedy", 64, 1, 1, 6, false, 1.0},
-    {"softmax_greedy_E64_normalised", "softmax", "greedy", 64, 1, 1, 6, true, 1.0},
+    {"softmax_greedy_E64", kSoftmax, kGreedy, 64, 1, 1, 6, false, 1.0},
+    {"softmax_greedy_E64_normalised", kSoftmax, kGreedy, 64, 1, 1, 6, true, 1.0},
     // greedy ignores n_group / topk_group.
-    {"softmax_greedy_groups_ignored", "softmax", "greedy", 16, 4, 2, 4, false, 16.0},
-    {"group_limited_E16_G4", "softmax", "group_limited_greedy", 16, 4, 2, 4, false, 1.0},
-    {"group_limited_E16_G4_normalised", "softmax", "group_limited_greedy", 16, 4, 2, 4, true,
-     1.0},
+    {"softmax_greedy_groups_ignored", kSoftmax, kGreedy, 16, 4, 2, 4, false, 16.0},
+    {"group_limited_E16_G4", kSoftmax, kGroupLimitedGreedy, 16, 4, 2, 4, false, 1.0},
+    {"group_limited_E16_G4_normalised", kSoftmax, kGroupLimitedGreedy, 16, 4, 2, 4, true, 1.0},
     // DeepSeek-V2's shape: 160 experts in 8 groups, keep 3, top 6, × 16.
-    {"group_limited_v2_shape", "softmax", "group_limited_greedy", 160, 8, 3, 6, false, 16.0},
+    {"group_limited_v2_shape", kSoftmax, kGroupLimitedGreedy, 160, 8, 3, 6, false, 16.0},
 };
 
 TEST(RouterRandom, MatchesBruteForceReference) {
   for (const RouterCase& rc : kCases) {
     SCOPED_TRACE(rc.name);
     const ModelConfig c = MakeConfig(rc);
-    const bool biased = std::string(rc.topk_method) == "noaux_tc";
+    const bool biased = rc.topk_method == TopkMethod::kNoauxTc;
     std::mt19937 rng(1000 + static_cast<uint32_t>(rc.experts * 31 + rc.k));
     // Sigmoid logits over [-4, 4] spread the scores over (0.02, 0.98); a bias of up to
     // ±0.2 is large enough to reorder them.
@@ -239,7 +241,7 @@ TEST(RouterRandom, MatchesBruteForceReference) {
       const Routed unbiased = ReferenceRoute(rc, logits, {});
       if (biased) bias_mattered += IdsOf(unbiased) != IdsOf(want);
       RouterCase ungrouped = rc;
-      ungrouped.topk_method = "greedy";
+      ungrouped.topk_method = TopkMethod::kGreedy;
       groups_mattered += IdsOf(ReferenceRoute(ungrouped, logits, {})) != IdsOf(unbiased);
     }
     EXPECT_EQ(failures, 0);
@@ -247,7 +249,7 @@ TEST(RouterRandom, MatchesBruteForceReference) {
     if (biased) {
       EXPECT_GT(bias_mattered, 0) << "the bias never changed the choice";
     }
-    if (std::string(rc.topk_method) != "greedy" && rc.n_group > 1) {
+    if (rc.topk_method != TopkMethod::kGreedy && rc.n_group > 1) {
       EXPECT_GT(groups_mattered, 0) << "the group limit never changed the choice";
     }
   }
@@ -275,7 +277,7 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // Group 0 holds the two best unbiased scores, but the bias lifts group 1: noaux_tc picks
 // experts 4 and 5, and their weights are their unbiased sigmoid scores.
 TEST(RouterHandMade, BiasChangesGroupChoiceNotWeight) {
-  RouterCase rc{"hand", "sigmoid", "noaux_tc", 8, 2, 1, 2, false, 1.0};
+  RouterCase rc{"hand", kSigmoid, kNoauxTc, 8, 2, 1, 2, false, 1.0};
   const std::vector<float> logits = {2.0f, 1.5f, -1.0f, -2.0f, 0.5f, 0.2f, -3.0f, -4.0f};
   const std::vector<float> bias = {0, 0, 0, 0, 0.5f, 0.5f, 0, 0};
   // Biased group scores: group 0: s0 + s1 = 0.881 + 0.818 = 1.699;
@@ -311,7 +313,7 @@ TEST(RouterHandMade, BiasChangesGroupChoiceNotWeight) {
 // One group: the bias moves expert 2 (third by score) into the top 2, and its weight is
 // its own sigmoid, not the biased 0.99.
 TEST(RouterHandMade, BiasChangesExpertChoiceNotWeight) {
-  const RouterCase rc{"hand", "sigmoid", "noaux_tc", 4, 1, 1, 2, false, 1.0};
+  const RouterCase rc{"hand", kSigmoid, kNoauxTc, 4, 1, 1, 2, false, 1.0};
   const std::vector<float> logits = {1.0f, 0.9f, 0.8f, 0.7f};
   const std::vector<float> bias = {0, 0, 0.3f, 0};
   const KernelRoute got = RunRouteToken(MakeConfig(rc), logits, bias);
@@ -325,7 +327,7 @@ TEST(RouterHandMade, BiasChangesExpertChoiceNotWeight) {
 
 // Softmax routing ignores score_bias (only noaux_tc uses e_score_correction_bias).
 TEST(RouterHandMade, SoftmaxIgnoresBias) {
-  const RouterCase rc{"hand", "softmax", "greedy", 4, 1, 1, 2, false, 1.0};
+  const RouterCase rc{"hand", kSoftmax, kGreedy, 4, 1, 1, 2, false, 1.0};
   const std::vector<float> logits = {1.0f, 0.9f, 0.8f, 0.7f};
   const std::vector<float> bias = {0, 0, 0.3f, 0};
   const KernelRoute got = RunRouteToken(MakeConfig(rc), logits, bias);

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "model/deepseek.h"
-#include "model/random_checkpoint.h"
+#include "tools/random_checkpoint.h"
 
 namespace latte::testing_models {
 

@@ -14,14 +14,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "model/random_checkpoint.h"
-#include "model/tiny_tokenizer.h"
 #include "run_command.h"
 #include "test_models.h"
 #include "text/byte_level.h"
 #include "text/detokenizer.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
+#include "tools/random_checkpoint.h"
+#include "tools/tiny_tokenizer.h"
 
 namespace latte {
 namespace {

@@ -1,7 +1,7 @@
 // latte bench: measurements the project reports in docs/benchmarks.md.
-//   latte bench attn    — one MLA layer's decode step in each mode (engine/attention_benchmark.h)
-//   latte bench machine — this machine's measured peaks (kernels/machine_probe.h)
-//   latte bench model   — whole-model pp / tg throughput against those peaks (engine/model_benchmark.h)
+//   latte bench attn    — one MLA layer's decode step in each mode (tools/attention_benchmark.h)
+//   latte bench machine — this machine's measured peaks (tools/machine_probe.h)
+//   latte bench model   — whole-model pp / tg throughput against those peaks (tools/model_benchmark.h)
 #include <omp.h>
 
 #include <algorithm>
@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/attention_benchmark.h"
-#include "engine/model_benchmark.h"
-#include "kernels/machine_probe.h"
 #include "model/presets.h"
+#include "tools/attention_benchmark.h"
+#include "tools/machine_probe.h"
+#include "tools/model_benchmark.h"
 
 namespace latte::cli {
 namespace {
@@ -37,6 +37,16 @@ struct PrintContext {
   MachinePeaks peaks;  // measured at the start of the run
   std::vector<AttentionBenchPoint> points;
 };
+
+// Ends a "... bf16 " line with the compute peaks: "<GFLOP/s or n/a>, f32 FMA <GFLOP/s>".
+void PrintComputePeaks(const MachinePeaks& peaks) {
+  if (peaks.bf16_gflops) {
+    std::printf("%.1f GFLOP/s", *peaks.bf16_gflops);
+  } else {
+    std::printf("n/a");
+  }
+  std::printf(", f32 FMA %.1f GFLOP/s\n", peaks.f32_gflops);
+}
 
 // materialized / absorbed time for every (batch, context) measured in both modes.
 void PrintRatios(const std::vector<AttentionBenchPoint>& points) {
@@ -157,12 +167,7 @@ Status RunAttn(const AttnArgs& args) {
   if (!args.json) {
     std::printf("machine (measured now, %d threads): read %.1f GB/s, bf16 ", omp_get_max_threads(),
                 ctx.peaks.read_gbps);
-    if (ctx.peaks.bf16_gflops) {
-      std::printf("%.1f GFLOP/s", *ctx.peaks.bf16_gflops);
-    } else {
-      std::printf("n/a");
-    }
-    std::printf(", f32 FMA %.1f GFLOP/s\n", ctx.peaks.f32_gflops);
+    PrintComputePeaks(ctx.peaks);
     std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, bf16 latent cache, %d threads\n",
                 static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_attention_heads),
                 static_cast<long long>(config.kv_lora_rank), omp_get_max_threads());
@@ -327,12 +332,7 @@ Status RunModel(const ModelArgs& args) {
                 args.huge_pages ? "on 2 MiB pages" : "mmapped", *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
     std::printf("machine (measured now): read %.1f GB/s (4 KiB pages: %.1f), bf16 ", ctx.peaks.read_gbps,
                 ctx.peaks.read_gbps_small_pages);
-    if (ctx.peaks.bf16_gflops) {
-      std::printf("%.1f GFLOP/s", *ctx.peaks.bf16_gflops);
-    } else {
-      std::printf("n/a");
-    }
-    std::printf(", f32 FMA %.1f GFLOP/s\n", ctx.peaks.f32_gflops);
+    PrintComputePeaks(ctx.peaks);
     std::printf("| %-12s | %7s | %5s | %-11s | %18s | %9s | %9s | %8s | %9s | %11s |\n", "mla_mode", "threads",
                 "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline");
     std::printf("| %.12s | %.7s | %.5s | %.11s | %.18s | %.9s | %.9s | %.8s | %.9s | %.11s |\n",
@@ -362,25 +362,13 @@ void AddBenchCommand(CLI::App& app) {
                 "Also time the attention core alone against the machine's peaks (mode \"core\" in JSON)")
       ->capture_default_str();
   cmd->add_flag("--json", attn->json, "One JSON object per line");
-  cmd->callback([attn] {
-    const Status status = RunAttn(*attn);
-    if (!status.ok()) {
-      std::fprintf(stderr, "latte bench attn: error: %s\n", status.message().c_str());
-      ExitWith(1);
-    }
-  });
+  cmd->callback([attn] { ExitOnError("bench attn", RunAttn(*attn)); });
 
   auto machine = std::make_shared<MachineArgs>();
   CLI::App* mcmd = bench->add_subcommand("machine", "This machine's measured peaks: read GB/s, bf16 and f32 GFLOP/s");
   mcmd->add_option("-t,--threads", machine->threads, "Threads (0: every core)")->capture_default_str();
   mcmd->add_flag("--json", machine->json, "One JSON object");
-  mcmd->callback([machine] {
-    const Status status = RunMachine(*machine);
-    if (!status.ok()) {
-      std::fprintf(stderr, "latte bench machine: error: %s\n", status.message().c_str());
-      ExitWith(1);
-    }
-  });
+  mcmd->callback([machine] { ExitOnError("bench machine", RunMachine(*machine)); });
 
   auto model = std::make_shared<ModelArgs>();
   CLI::App* bcmd = bench->add_subcommand("model", "Whole-model pp / tg throughput against the machine's peaks");
@@ -402,13 +390,7 @@ void AddBenchCommand(CLI::App& app) {
   bcmd->add_flag("--huge-pages", model->huge_pages,
                  "Weights read into memory on 2 MiB pages instead of an mmap of the checkpoint");
   bcmd->add_flag("--json", model->json, "One JSON object per test");
-  bcmd->callback([model] {
-    const Status status = RunModel(*model);
-    if (!status.ok()) {
-      std::fprintf(stderr, "latte bench model: error: %s\n", status.message().c_str());
-      ExitWith(1);
-    }
-  });
+  bcmd->callback([model] { ExitOnError("bench model", RunModel(*model)); });
 }
 
 }  // namespace latte::cli

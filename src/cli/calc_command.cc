@@ -42,7 +42,7 @@
 
 #include "cli/commands.h"
 #include "model/config.h"
-#include "model/mla_costs.h"
+#include "model/cost_model.h"
 #include "model/presets.h"
 
 namespace latte::cli {
@@ -405,11 +405,12 @@ json ReportJson(const CalcReport& r) {
                 {"num_hidden_layers", layers},
                 {"dense_layers", r.dense_layers},
                 {"moe_layers", r.moe_layers}};
-  j["per_layer_params"] = {{"attention_projections", AttentionProjectionParams(c)},
-                           {"kv_b", KvBParams(c)},
-                           {"w_uk_t", WUkTParams(c)},
-                           {"w_q_uk", WQUkParams(c)},
-                           {"w_uv_o", WUvOParams(c)}};
+  const AttentionParams p = ComputeAttentionParams(c);
+  j["per_layer_params"] = {{"attention_projections", p.Checkpoint()},
+                           {"kv_b", p.kv_b},
+                           {"w_uk_t", p.w_uk},
+                           {"w_q_uk", p.w_q_uk},
+                           {"w_uv_o", p.w_uv_o}};
   json kinds = json::array();
   auto kind = [&](const char* name, int64_t count, int64_t first) {
     if (count == 0) return;
@@ -465,10 +466,7 @@ json ReportJson(const CalcReport& r) {
   return j;
 }
 
-void Fail(const std::string& message) {
-  std::fprintf(stderr, "latte calc: error: %s\n", message.c_str());
-  ExitWith(1);
-}
+void Fail(const std::string& message) { ExitOnError("calc", Status::Error(message)); }
 
 void RunCalc(const CalcOptions& options) {
   if (options.config_path.empty() == options.preset.empty()) {

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/status.h"
+
 namespace latte::cli {
 
 void AddGenerateCommand(CLI::App& app);
@@ -15,6 +17,10 @@ void AddTokenizeCommand(CLI::App& app);
 // Sets the process exit code (the last non-zero one wins).
 void ExitWith(int code);
 int ExitCode();
+
+// Ends a command's callback: a failed `status` is one line on stderr,
+// "latte <command>: error: <message>", and exit code 1.
+void ExitOnError(const char* command, const Status& status);
 
 // Sets OpenMP's (and so oneDNN's) thread count; 0 means every core.
 void SetThreads(int threads);

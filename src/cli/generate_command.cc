@@ -162,13 +162,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_option("--logits-out", args->logits_out,
                   "Write float32 .npy of shape [P + N - 1, vocab_size]: logits at every position run");
-  cmd->callback([args] {
-    const Status status = RunGenerate(*args);
-    if (!status.ok()) {
-      std::fprintf(stderr, "latte generate: error: %s\n", status.message().c_str());
-      ExitWith(1);
-    }
-  });
+  cmd->callback([args] { ExitOnError("generate", RunGenerate(*args)); });
 }
 
 }  // namespace latte::cli

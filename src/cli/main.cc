@@ -16,6 +16,12 @@ void ExitWith(int code) {
 }
 int ExitCode() { return g_exit_code; }
 
+void ExitOnError(const char* command, const Status& status) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "latte %s: error: %s\n", command, status.message().c_str());
+  ExitWith(1);
+}
+
 void SetThreads(int threads) {
   if (threads <= 0) threads = omp_get_num_procs();
   omp_set_num_threads(threads);

@@ -1,5 +1,5 @@
 // latte make-model: writes a random-weight model directory in the Hugging Face
-// DeepSeek layout (see model/random_checkpoint.h), for tests and benchmarks.
+// DeepSeek layout (see tools/random_checkpoint.h), for tests and benchmarks.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/random_checkpoint.h"
 #include "model/tensor_specs.h"
+#include "tools/random_checkpoint.h"
 
 namespace latte::cli {
 namespace {
@@ -25,14 +25,10 @@ struct MakeModelArgs {
   std::string out;
 };
 
-int RunMakeModel(const MakeModelArgs& args) {
-  const auto fail = [](const std::string& message) {
-    std::fprintf(stderr, "latte make-model: error: %s\n", message.c_str());
-    return 1;
-  };
+Status RunMakeModel(const MakeModelArgs& args) {
   const std::optional<CheckpointDType> dtype = ParseCheckpointDType(args.dtype);
-  if (!dtype) return fail("--dtype must be bf16, f32 or fp8, got \"" + args.dtype + "\"");
-  if (args.shard_bytes == 0) return fail("--shard-bytes must be positive");
+  if (!dtype) return Status::Error("--dtype must be bf16, f32 or fp8, got \"" + args.dtype + "\"");
+  if (args.shard_bytes == 0) return Status::Error("--shard-bytes must be positive");
 
   MakeModelOverrides overrides;
   overrides.num_hidden_layers = args.layers;
@@ -40,8 +36,7 @@ int RunMakeModel(const MakeModelArgs& args) {
   overrides.no_q_lora = args.no_q_lora;
   overrides.rope = args.rope;
   overrides.dtype = *dtype;
-  auto config = MakeModelConfig(args.preset, overrides);
-  if (!config.ok()) return fail(config.status().message());
+  LATTE_ASSIGN_OR_RETURN(const ModelConfig config, MakeModelConfig(args.preset, overrides));
 
   RandomCheckpointOptions options;
   options.dtype = *dtype;
@@ -49,20 +44,19 @@ int RunMakeModel(const MakeModelArgs& args) {
   options.shard_bytes = args.shard_bytes;
   RandomCheckpointSummary summary;
   const auto start = std::chrono::steady_clock::now();
-  const Status status = WriteRandomCheckpoint(*config, options, args.out, &summary);
-  if (!status.ok()) return fail(status.message());
+  LATTE_RETURN_IF_ERROR(WriteRandomCheckpoint(config, options, args.out, &summary));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::fprintf(stderr,
                "make-model: %s, %lld layers, %s: %lld tensors, %.1f MB in %lld file(s), "
                "%.2f s (%.0f MB/s)\n",
-               args.preset.c_str(), static_cast<long long>(config->num_hidden_layers),
+               args.preset.c_str(), static_cast<long long>(config.num_hidden_layers),
                args.dtype.c_str(), static_cast<long long>(summary.tensors), summary.bytes / 1e6,
                static_cast<long long>(summary.shards), seconds,
                seconds > 0 ? summary.bytes / 1e6 / seconds : 0.0);
   std::printf("%s\n", args.out.c_str());
-  return 0;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -85,7 +79,7 @@ void AddMakeModelCommand(CLI::App& app) {
                   "Split the weights into shards of at most this many bytes")
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Output directory (created if missing)")->required();
-  cmd->callback([args] { ExitWith(RunMakeModel(*args)); });
+  cmd->callback([args] { ExitOnError("make-model", RunMakeModel(*args)); });
 }
 
 }  // namespace latte::cli

@@ -96,13 +96,7 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->add_flag("--skip-special", args->skip_special, "With --decode: leave out special tokens");
   cmd->add_option("--bench", args->bench, "Time encoding this file (one thread) instead of reading stdin");
   cmd->add_option("--bench-repeats", args->bench_repeats, "Passes over the --bench file")->capture_default_str();
-  cmd->callback([args] {
-    const Status status = RunTokenize(*args);
-    if (!status.ok()) {
-      std::fprintf(stderr, "latte tokenize: error: %s\n", status.message().c_str());
-      ExitWith(1);
-    }
-  });
+  cmd->callback([args] { ExitOnError("tokenize", RunTokenize(*args)); });
 }
 
 }  // namespace latte::cli

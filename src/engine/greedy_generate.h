@@ -1,5 +1,5 @@
 // Greedy generation of one sequence: prefill the prompt, then decode token by
-// token through the latent cache, timing both phases.
+// token through the latent cache (engine/decode_loop.h's RunSequence), timing both phases.
 #pragma once
 
 #include <cstdint>

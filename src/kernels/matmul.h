@@ -48,9 +48,9 @@ struct WeightView {
     return static_cast<size_t>(block_rows_spanned * ((cols + block_cols - 1) / block_cols)) *
            sizeof(float);
   }
-  // Scale of the block holding element (r, c) (fp8 only).
   // The block scales of row r (fp8): one per block of block_cols columns.
   const float* ScaleRow(int64_t r) const { return scale + ((scale_row0 + r) / block_rows) * scale_ld; }
+  // Scale of the block holding element (r, c) (fp8 only).
   float ScaleAt(int64_t r, int64_t c) const { return ScaleRow(r)[c / block_cols]; }
   // Element (r, c) as f32; for set-up code and references, not hot loops.
   float At(int64_t r, int64_t c) const {

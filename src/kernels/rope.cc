@@ -5,8 +5,8 @@
 
 namespace latte {
 
-double YarnMscale(double factor, double m) {
-  return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0;
+double YarnMscale(double factor, double mscale) {
+  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
 }
 
 RopeFrequencies RopeFrequencies::Plain(int64_t dim, double theta) {

@@ -42,7 +42,10 @@ class RopeFrequencies {
   double magnitude_ = 1.0;        // cos/sin multiplier (YaRN attention factor ratio)
 };
 
-// 0.1·m·ln(s) + 1 for s > 1, else 1 (the YaRN attention temperature).
-double YarnMscale(double factor, double m);
+// 0.1·mscale·ln(factor) + 1 for factor > 1, else 1: YaRN's attention temperature
+// (yarn_get_mscale in DeepSeek-V2's Hugging Face code). The rope magnitude above is
+// YarnMscale(factor, mscale) / YarnMscale(factor, mscale_all_dim), and attention's softmax
+// scale takes YarnMscale(factor, mscale_all_dim)^2.
+double YarnMscale(double factor, double mscale);
 
 }  // namespace latte

@@ -6,10 +6,51 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/rope.h"
+
 namespace latte {
 namespace {
 
 using nlohmann::json;
+
+// One accepted config.json spelling of an enum value.
+template <typename Enum>
+struct EnumName {
+  Enum value;
+  const char* name;
+};
+
+constexpr EnumName<ScoringFunc> kScoringFuncNames[] = {
+    {ScoringFunc::kSoftmax, "softmax"},
+    {ScoringFunc::kSigmoid, "sigmoid"},
+};
+
+constexpr EnumName<TopkMethod> kTopkMethodNames[] = {
+    {TopkMethod::kGreedy, "greedy"},
+    {TopkMethod::kGroupLimitedGreedy, "group_limited_greedy"},
+    {TopkMethod::kNoauxTc, "noaux_tc"},
+};
+
+template <typename Enum, size_t N>
+const char* NameOf(const EnumName<Enum> (&names)[N], Enum value) {
+  for (const EnumName<Enum>& n : names) {
+    if (n.value == value) return n.name;
+  }
+  return "?";
+}
+
+// The value spelled `text`, or an error naming the key, the value and the accepted ones.
+template <typename Enum, size_t N>
+Result<Enum> ParseEnum(const EnumName<Enum> (&names)[N], const std::string& key,
+                       const std::string& text) {
+  std::string accepted;
+  for (const EnumName<Enum>& n : names) {
+    if (text == n.name) return n.value;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(n.name);
+  }
+  return Status::Error("key \"" + key + "\" has unsupported value \"" + text + "\" (accepted: " +
+                       accepted + ")");
+}
 
 // Reads a required integer key; the message names the key and what was found.
 Status ReadInt(const json& j, const char* key, int64_t* out) {
@@ -48,6 +89,19 @@ Status ReadOptionalString(const json& j, const char* key, std::string* out) {
   return Status::Ok();
 }
 
+// Reads an optional string key into an enum; `out` keeps its default when the key is
+// absent or null.
+template <typename Enum, size_t N>
+Status ReadOptionalEnum(const json& j, const char* key, const EnumName<Enum> (&names)[N],
+                        Enum* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  std::string text;
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(j, key, &text));
+  LATTE_ASSIGN_OR_RETURN(*out, ParseEnum(names, key, text));
+  return Status::Ok();
+}
+
 Status ReadOptionalBool(const json& j, const char* key, bool* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
@@ -73,11 +127,21 @@ Status ParseRopeScaling(const json& j, ModelConfig* c) {
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return Status::Ok();
   if (!it->is_object()) return Status::Error("key \"rope_scaling\" must be an object or null");
+  // DeepSeek's configs spell the key "type"; newer Hugging Face configs "rope_type".
+  const char* type_key = "type";
   std::string type;
-  LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "type", &type));
-  if (type.empty()) LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "rope_type", &type));
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, type_key, &type));
+  if (type.empty()) {
+    type_key = "rope_type";
+    LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, type_key, &type));
+  }
+  if (type.empty()) {
+    return Status::Error("key \"rope_scaling\" has no \"type\" (accepted: yarn)");
+  }
   if (type != "yarn") {
-    return Status::Error("rope_scaling type \"" + type + "\" is not supported (only yarn)");
+    return Status::Error(std::string("key \"rope_scaling.") + type_key +
+                         "\" has unsupported value \"" + type +
+                         "\" (accepted: yarn; rope_scaling null or absent for plain rope)");
   }
   YarnScaling y;
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "factor", &y.factor));
@@ -155,14 +219,7 @@ Status Validate(const ModelConfig& c) {
     if (c.num_experts_per_tok > c.n_routed_experts) {
       return Status::Error("num_experts_per_tok must be <= n_routed_experts");
     }
-    if (c.scoring_func != "softmax" && c.scoring_func != "sigmoid") {
-      return Status::Error("scoring_func \"" + c.scoring_func + "\" is not supported");
-    }
-    if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" &&
-        c.topk_method != "noaux_tc") {
-      return Status::Error("topk_method \"" + c.topk_method + "\" is not supported");
-    }
-    if (c.topk_method != "greedy" &&
+    if (c.topk_method != TopkMethod::kGreedy &&
         c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group)) {
       return Status::Error("num_experts_per_tok exceeds the experts in topk_group groups");
     }
@@ -178,6 +235,9 @@ Status Validate(const ModelConfig& c) {
 }
 
 }  // namespace
+
+const char* ScoringFuncName(ScoringFunc f) { return NameOf(kScoringFuncNames, f); }
+const char* TopkMethodName(TopkMethod m) { return NameOf(kTopkMethodNames, m); }
 
 Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -223,8 +283,8 @@ Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "moe_layer_freq", &c.moe_layer_freq));
   LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "norm_topk_prob", &c.norm_topk_prob));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "routed_scaling_factor", &c.routed_scaling_factor));
-  LATTE_RETURN_IF_ERROR(ReadOptionalString(j, "scoring_func", &c.scoring_func));
-  LATTE_RETURN_IF_ERROR(ReadOptionalString(j, "topk_method", &c.topk_method));
+  LATTE_RETURN_IF_ERROR(ReadOptionalEnum(j, "scoring_func", kScoringFuncNames, &c.scoring_func));
+  LATTE_RETURN_IF_ERROR(ReadOptionalEnum(j, "topk_method", kTopkMethodNames, &c.topk_method));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rms_norm_eps", &c.rms_norm_eps));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rope_theta", &c.rope_theta));
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "max_position_embeddings", &c.max_position_embeddings));
@@ -272,8 +332,8 @@ std::string ModelConfig::ToJsonText() const {
   j["moe_layer_freq"] = moe_layer_freq;
   j["norm_topk_prob"] = norm_topk_prob;
   j["routed_scaling_factor"] = routed_scaling_factor;
-  j["scoring_func"] = scoring_func;
-  j["topk_method"] = topk_method;
+  j["scoring_func"] = ScoringFuncName(scoring_func);
+  j["topk_method"] = TopkMethodName(topk_method);
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   j["max_position_embeddings"] = max_position_embeddings;
@@ -306,8 +366,9 @@ std::string ModelConfig::ToJsonText() const {
 
 double ModelConfig::SoftmaxScale() const {
   double scale = 1.0 / std::sqrt(static_cast<double>(QkHeadDim()));
-  if (rope_scaling && rope_scaling->mscale_all_dim > 0 && rope_scaling->factor > 1.0) {
-    const double mscale = 0.1 * rope_scaling->mscale_all_dim * std::log(rope_scaling->factor) + 1.0;
+  if (rope_scaling) {
+    // 1 when mscale_all_dim is 0 (absent) or factor is 1: the scale is then unchanged.
+    const double mscale = YarnMscale(rope_scaling->factor, rope_scaling->mscale_all_dim);
     scale *= mscale * mscale;
   }
   return scale;

@@ -10,7 +10,25 @@
 
 namespace latte {
 
-// rope_scaling {"type": "yarn", ...} (DeepSeek-V2/V3). Absent or null means plain rope.
+// scoring_func: how router logits become expert scores.
+enum class ScoringFunc {
+  kSoftmax,  // "softmax" (V2)
+  kSigmoid,  // "sigmoid" (V3)
+};
+
+// topk_method: how the num_experts_per_tok experts are chosen from the scores.
+enum class TopkMethod {
+  kGreedy,              // "greedy": top-k over all experts
+  kGroupLimitedGreedy,  // "group_limited_greedy": top-k inside the topk_group best groups (V2)
+  kNoauxTc,             // "noaux_tc": as above on scores + e_score_correction_bias (V3)
+};
+
+// The config.json spelling of each value (what ToJsonText writes).
+const char* ScoringFuncName(ScoringFunc f);
+const char* TopkMethodName(TopkMethod m);
+
+// rope_scaling {"type": "yarn", ...} (DeepSeek-V2/V3), the only scaling type supported;
+// rope_scaling absent or null means plain rope.
 struct YarnScaling {
   double factor = 1.0;
   int64_t original_max_position_embeddings = 4096;
@@ -48,12 +66,12 @@ struct ModelConfig {
   int64_t moe_layer_freq = 1;
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
-  std::string scoring_func = "softmax";  // "softmax" (V2) or "sigmoid" (V3)
-  std::string topk_method = "greedy";    // "greedy", "group_limited_greedy", "noaux_tc"
+  ScoringFunc scoring_func = ScoringFunc::kSoftmax;
+  TopkMethod topk_method = TopkMethod::kGreedy;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   int64_t max_position_embeddings = 4096;
-  std::optional<YarnScaling> rope_scaling;
+  std::optional<YarnScaling> rope_scaling;  // nullopt: plain rope
   std::optional<Fp8Quantization> quantization;
   bool tie_word_embeddings = false;
   int64_t bos_token_id = 0;
@@ -68,11 +86,13 @@ struct ModelConfig {
   int64_t QkHeadDim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // c_kv and k_r: the values the latent cache holds per token per layer (576 on V3).
   int64_t LatentDim() const { return kv_lora_rank + qk_rope_head_dim; }
+  // The router adds gate.e_score_correction_bias to the scores it ranks (noaux_tc).
+  bool HasScoreCorrectionBias() const { return topk_method == TopkMethod::kNoauxTc; }
   bool IsMoeLayer(int64_t layer) const {
     return n_routed_experts > 0 && layer >= first_k_dense_replace &&
            layer % moe_layer_freq == 0;
   }
-  // 1/sqrt(d_n + d_r), times mscale^2 under YaRN (docs/mla.md).
+  // 1/sqrt(d_n + d_r), times YarnMscale(factor, mscale_all_dim)^2 under YaRN (docs/mla.md).
   double SoftmaxScale() const;
 };
 

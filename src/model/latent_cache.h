@@ -10,6 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "base/aligned_buffer.h"
 #include "base/dtype.h"
@@ -18,10 +21,9 @@ namespace latte {
 
 class LatentCache {
  public:
-  // rows: [layers, capacity, row_dim] of `dtype` (kF32 or kBF16).
+  // rows: [layers, capacity, row_dim] of `dtype`, kF32 or kBF16; any other dtype aborts.
   LatentCache(int64_t layers, int64_t row_dim, int64_t capacity, DType dtype = DType::kF32)
-      : layers_(layers), row_dim_(row_dim), capacity_(capacity),
-        dtype_(dtype == DType::kBF16 ? DType::kBF16 : DType::kF32),
+      : layers_(layers), row_dim_(row_dim), capacity_(capacity), dtype_(CheckedRowDType(dtype)),
         data_(static_cast<size_t>(layers * row_dim * capacity) * DTypeSize(dtype_)) {}
 
   // Stores values: [row_dim] as the row of (layer, position), rounded to dtype().
@@ -61,6 +63,18 @@ class LatentCache {
   size_t Bytes() const { return data_.size(); }
 
  private:
+  // Write and ReadF32 round and widen f32 and bf16 only: a cache of any other dtype is a
+  // caller's bug, stopped here rather than stored as something else.
+  static DType CheckedRowDType(DType dtype) {
+    if (dtype != DType::kF32 && dtype != DType::kBF16) {
+      const std::string_view name = DTypeName(dtype);
+      std::fprintf(stderr, "LatentCache: rows of dtype %.*s are not supported (F32 or BF16)\n",
+                   static_cast<int>(name.size()), name.data());
+      std::abort();
+    }
+    return dtype;
+  }
+
   int64_t layers_;
   int64_t row_dim_;
   int64_t capacity_;

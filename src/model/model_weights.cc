@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <cctype>
 #include <map>
 #include <set>
 
@@ -16,32 +15,12 @@
 namespace latte {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string FileName(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Index of the layer a "model.layers.N." tensor belongs to, or -1.
-int64_t LayerOf(const std::string& name) {
-  static const std::string kPrefix = "model.layers.";
-  if (name.rfind(kPrefix, 0) != 0) return -1;
-  int64_t layer = 0;
-  size_t i = kPrefix.size();
-  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
-  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) {
-    layer = layer * 10 + (name[i] - '0');
-    if (layer > (int64_t{1} << 40)) return -1;
-  }
-  return layer;
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -173,7 +152,7 @@ class WeightLoader {
     if (!lw.is_moe) return LoadMlp(mlp, lw.mlp, &mem.dense_mlp);
     MoeWeights& moe = lw.moe;
     LATTE_ASSIGN_OR_RETURN(moe.router, Vector(mlp + "gate.weight", &mem.experts));
-    if (c.topk_method == "noaux_tc") {
+    if (c.HasScoreCorrectionBias()) {
       LATTE_ASSIGN_OR_RETURN(moe.score_bias, Vector(mlp + "gate.e_score_correction_bias", &mem.experts));
     }
     moe.experts.resize(c.n_routed_experts);

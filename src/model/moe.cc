@@ -40,19 +40,6 @@ float GroupScore(const float* members, int64_t n, bool sum_top2) {
 
 }  // namespace
 
-void MlpForward(const MlpWeights& w, const float* x, int64_t n, float* out, FfnScratch& s) {
-  const int64_t width = w.gate_proj.rows;
-  float* gate = Grow(s.gate, n * width);
-  float* up = Grow(s.up, n * width);
-  // gate and up read the same x: one batch (one fork/join for both at decode).
-  const MatmulProblem gate_up[2] = {
-      {x, n, w.gate_proj.cols, w.gate_proj, gate, width},
-      {x, n, w.up_proj.cols, w.up_proj, up, width}};
-  MatmulMany(gate_up, 2);
-  SiluMul(gate, up, n * width, gate);
-  Matmul(gate, n, w.down_proj, out);
-}
-
 void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
                 float* weights) {
   RouterScratch scratch;
@@ -63,7 +50,7 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
                 float* weights, RouterScratch& s) {
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
   float* scores = Grow(s.scores, E);
-  if (c.scoring_func == "sigmoid") {
+  if (c.scoring_func == ScoringFunc::kSigmoid) {
     for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
   } else {
     const float max_logit = *std::max_element(logits, logits + E);
@@ -74,15 +61,16 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
   // choice: what experts are ranked by (biased scores under noaux_tc).
   float* choice = Grow(s.choice, E);
   std::copy(scores, scores + E, choice);
-  if (c.topk_method == "noaux_tc" && score_bias != nullptr) {
+  if (c.HasScoreCorrectionBias() && score_bias != nullptr) {
     for (int64_t e = 0; e < E; ++e) choice[e] += score_bias[e];
   }
   int64_t* order = Grow(s.order, std::max(E, c.n_group));
-  if (c.topk_method != "greedy" && c.n_group > 1) {
+  if (c.topk_method != TopkMethod::kGreedy && c.n_group > 1) {
     const int64_t per_group = E / c.n_group;
     float* group_score = Grow(s.group_score, c.n_group);
+    const bool sum_top2 = c.topk_method == TopkMethod::kNoauxTc;
     for (int64_t g = 0; g < c.n_group; ++g) {
-      group_score[g] = GroupScore(choice + g * per_group, per_group, c.topk_method == "noaux_tc");
+      group_score[g] = GroupScore(choice + g * per_group, per_group, sum_top2);
     }
     TopK(group_score, c.n_group, c.topk_group, order);
     char* keep = Grow(s.keep_group, c.n_group);
@@ -131,8 +119,9 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   // The shared experts and every routed expert with rows run as two batches:
   // all gate/up products, then (after one SiLU-mul over all of them) all down
   // products, so a decode step pays two fork/joins for the whole MoE instead of
-  // three per expert. Each expert still runs once over its rows (weights read once)
-  // and the sum below keeps the old order: shared, then experts by id.
+  // three per expert. Each expert runs once over its rows (its weights are read
+  // once); the sum below adds shared, then experts by id, one fixed order, so the
+  // output does not depend on how the products were batched.
   std::vector<MoePart>& parts = s.parts;
   parts.clear();
   int64_t in_rows = 0, hidden_total = 0;

@@ -1,47 +1,15 @@
-// The feed-forward half of a block: dense MLP, and MoE (router + routed experts +
-// shared experts), docs/mla.md "MoE and the rest of the block".
+// The feed-forward of a MoE layer: router, routed experts and shared experts, docs/mla.md
+// "MoE and the rest of the block". Each expert is an MLP (model/mlp.h).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "model/config.h"
+#include "model/ffn_scratch.h"
+#include "model/mlp.h"
 #include "model/model_weights.h"
 
 namespace latte {
-
-// RouteToken's working space, reused across tokens so routing does not allocate.
-struct RouterScratch {
-  std::vector<float> scores, choice, group_score;
-  std::vector<int64_t> order;
-  std::vector<char> keep_group;
-};
-
-// One MLP of a MoE step: the shared experts (expert -1) or a routed expert over
-// the m rows routed to it.
-struct MoePart {
-  const MlpWeights* mlp = nullptr;
-  int64_t expert = -1;
-  int64_t m = 0, width = 0;
-  const float* x = nullptr;  // [m, d]
-  int64_t hidden = 0;        // offset into gate/up
-  float* y = nullptr;        // [m, d]
-};
-
-// Buffers that grow to the largest step seen and are reused: a steady decode step
-// through MlpForward / MoeForward allocates nothing.
-struct FfnScratch {
-  std::vector<float> gate, up, hidden, rows_in, rows_out, logits, route_weights;
-  std::vector<int64_t> route_ids;
-  std::vector<std::vector<int64_t>> expert_rows;  // [n_routed_experts] rows routed to each
-  std::vector<std::vector<float>> expert_weights;
-  RouterScratch router;
-  std::vector<MoePart> parts;
-  std::vector<MatmulProblem> problems;
-};
-
-// out: [n, d] = down(silu(gate · x) ⊙ (up · x)) for x: [n, d].
-void MlpForward(const MlpWeights& w, const float* x, int64_t n, float* out, FfnScratch& s);
 
 // The experts one token goes to and their weights (docs/mla.md):
 //   sigmoid (V3, noaux_tc): choose by s + e_score_correction_bias inside the topk_group

@@ -25,8 +25,8 @@ ModelConfig DeepSeekV3() {
   c.first_k_dense_replace = 3;
   c.norm_topk_prob = true;
   c.routed_scaling_factor = 2.5;
-  c.scoring_func = "sigmoid";
-  c.topk_method = "noaux_tc";
+  c.scoring_func = ScoringFunc::kSigmoid;
+  c.topk_method = TopkMethod::kNoauxTc;
   c.rms_norm_eps = 1e-6;
   c.rope_theta = 10000;
   c.max_position_embeddings = 163840;
@@ -59,8 +59,8 @@ ModelConfig DeepSeekV2() {
   c.first_k_dense_replace = 1;
   c.norm_topk_prob = false;
   c.routed_scaling_factor = 16.0;
-  c.scoring_func = "softmax";
-  c.topk_method = "group_limited_greedy";
+  c.scoring_func = ScoringFunc::kSoftmax;
+  c.topk_method = TopkMethod::kGroupLimitedGreedy;
   c.rms_norm_eps = 1e-6;
   c.rope_theta = 10000;
   c.max_position_embeddings = 163840;
@@ -84,7 +84,7 @@ ModelConfig DeepSeekV2Lite() {
   c.n_group = 1;
   c.topk_group = 1;
   c.routed_scaling_factor = 1.0;
-  c.topk_method = "greedy";
+  c.topk_method = TopkMethod::kGreedy;
   return c;
 }
 

@@ -35,15 +35,6 @@ std::string TensorContext(const std::string& file, const std::string& tensor) {
   return file + ": tensor " + Quote(tensor);
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 std::string OffsetsString(uint64_t begin, uint64_t end) {
   // Appends rather than "[" + ...: GCC 12 warns falsely (-Wrestrict) on that form.
   std::string s = "[";
@@ -282,6 +273,15 @@ Result<std::string> FindSingleFile(const std::string& dir) {
 }  // namespace
 
 // ---- Public reading API --------------------------------------------------------
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
 
 int64_t TensorInfo::NumElements() const {
   int64_t n = 1;

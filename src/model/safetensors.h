@@ -36,6 +36,9 @@ struct TensorInfo {
   int64_t NumElements() const;
 };
 
+// A shape as error messages print it: "[7168, 1536]".
+std::string ShapeString(const std::vector<int64_t>& shape);
+
 // A model directory's weights.
 class Checkpoint {
  public:

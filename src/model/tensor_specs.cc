@@ -1,8 +1,23 @@
 #include "model/tensor_specs.h"
 
+#include <cctype>
+
 namespace latte {
 
 std::string LayerPrefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+int64_t LayerOf(std::string_view name) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!name.starts_with(kPrefix)) return -1;
+  size_t i = kPrefix.size();
+  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  int64_t layer = 0;
+  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) {
+    layer = layer * 10 + (name[i] - '0');
+    if (layer > (int64_t{1} << 40)) return -1;
+  }
+  return layer;
+}
 
 std::vector<int64_t> ScaleInvShape(const std::vector<int64_t>& shape, const Fp8Quantization& q) {
   return {(shape[0] + q.block_rows - 1) / q.block_rows, (shape[1] + q.block_cols - 1) / q.block_cols};
@@ -48,7 +63,7 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c) {
       continue;
     }
     out.push_back({m + "gate.weight", {c.n_routed_experts, d}, TensorKind::kRouter});
-    if (c.topk_method == "noaux_tc") {
+    if (c.HasScoreCorrectionBias()) {
       out.push_back({m + "gate.e_score_correction_bias", {c.n_routed_experts}, TensorKind::kVector});
     }
     for (int64_t e = 0; e < c.n_routed_experts; ++e) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/config.h"
@@ -30,5 +31,9 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config);
 std::vector<int64_t> ScaleInvShape(const std::vector<int64_t>& shape, const Fp8Quantization& q);
 
 std::string LayerPrefix(int64_t layer);  // "model.layers.3."
+
+// The layer of a "model.layers.<n>.*" tensor, or -1 for tensors outside the layers
+// (and for a <n> that is not a number, or absurdly large).
+int64_t LayerOf(std::string_view name);
 
 }  // namespace latte

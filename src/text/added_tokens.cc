@@ -1,7 +1,7 @@
 #include "text/added_tokens.h"
 
-#include "text/byte_level.h"
 #include "text/regex.h"
+#include "text/utf8.h"
 
 namespace latte {
 namespace {

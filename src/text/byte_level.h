@@ -29,10 +29,4 @@ bool AppendFromByteLevel(std::string_view token, std::string& out);
 // (Unicode's "best practice", which Rust's String::from_utf8_lossy follows).
 std::string Utf8Lossy(std::string_view bytes);
 
-// Appends code point `cp` as UTF-8.
-void AppendUtf8(uint32_t cp, std::string& out);
-
-// Decodes the code point at s[i] (s must be valid UTF-8 there); sets `len`.
-uint32_t DecodeUtf8At(std::string_view s, size_t i, size_t& len);
-
 }  // namespace latte

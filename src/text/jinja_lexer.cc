@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "text/utf8.h"
+
 namespace latte::jinja {
 
 namespace {
@@ -284,19 +286,6 @@ class Lexer {
     return -1;
   }
 
-  static void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    } else {
-      out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    }
-  }
-
   bool LexString(char quote) {
     const std::string_view src = pre_.text;
     const size_t open = pos_++;
@@ -333,7 +322,7 @@ class Lexer {
           }
           pos_ += length;
           if (cp >= 0xd800 && cp <= 0xdfff) return Fail(pos_ - length - 2, "surrogate escape");
-          AppendUtf8(cp, &value);
+          AppendUtf8(cp, value);
           break;
         }
         default:

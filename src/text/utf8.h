@@ -1,8 +1,11 @@
 // UTF-8 helpers shared by the tokenizer, the streaming detokenizer and the
-// chat template: validity and the length of the longest complete prefix.
+// chat template: validity, the length of the longest complete prefix, and
+// encoding and decoding one code point.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace latte {
@@ -17,5 +20,11 @@ bool IsValidUtf8(std::string_view s);
 // arriving) multi-byte character: the bytes safe to emit while streaming.
 // Invalid bytes count as complete (they will never become valid).
 size_t CompleteUtf8Prefix(std::string_view s);
+
+// Appends code point `cp` (at most U+10FFFF) as UTF-8.
+void AppendUtf8(uint32_t cp, std::string& out);
+
+// Decodes the code point at s[i] (s must be valid UTF-8 there); sets `len`.
+uint32_t DecodeUtf8At(std::string_view s, size_t i, size_t& len);
 
 }  // namespace latte

@@ -1,4 +1,4 @@
-#include "engine/attention_benchmark.h"
+#include "tools/attention_benchmark.h"
 
 #include <chrono>
 #include <memory>
@@ -6,6 +6,7 @@
 
 #include "base/aligned_buffer.h"
 #include "kernels/attention.h"
+#include "model/cost_model.h"
 #include "model/latent_cache.h"
 #include "model/mla.h"
 #include "model/mla_preparation.h"
@@ -59,48 +60,27 @@ std::unique_ptr<BenchLayer> MakeLayer(const ModelConfig& c, MlaMode mode, uint64
   return layer;
 }
 
-}  // namespace
+using Clock = std::chrono::steady_clock;
 
-uint64_t AttentionWeightBytesPerStep(const ModelConfig& c, MlaMode mode) {
-  const uint64_t d = c.hidden_size, H = c.num_attention_heads, d_c = c.kv_lora_rank;
-  const uint64_t d_in = c.q_lora_rank ? *c.q_lora_rank : d;
-  const uint64_t q_a = c.q_lora_rank ? d_in * d : 0;
-  const uint64_t kv_a = c.LatentDim() * d;
-  const uint64_t q_b = H * c.QkHeadDim() * d_in;
-  const uint64_t kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
-  const uint64_t o_proj = d * H * c.v_head_dim;
-  uint64_t params = q_a + kv_a;
-  if (mode == MlaMode::kMaterialized) {
-    params += H * d_c * d_in + H * c.qk_rope_head_dim * d_in + d * H * d_c;  // W_Q_UK, q_b rope rows, W_UV_O
-  } else {
-    params += q_b + kv_b + o_proj;  // absorbed reads kv_b as W_UK (transposed copy) + W_UV
+struct StepTiming {
+  int64_t steps = 0;
+  double seconds = 0;  // all `steps` together
+};
+
+// Runs `step` once to warm up, then times it until `min_seconds` have passed (at
+// least one step, at most `max_steps`).
+template <typename Step>
+StepTiming TimeSteps(const Step& step, double min_seconds, int64_t max_steps) {
+  step();
+  StepTiming t;
+  const auto t0 = Clock::now();
+  while (t.steps < max_steps && (t.steps == 0 || t.seconds < min_seconds)) {
+    step();
+    ++t.steps;
+    t.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  return params * sizeof(bf16);
+  return t;
 }
-
-uint64_t AttentionFlopsPerStep(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t context) {
-  const uint64_t H = c.num_attention_heads, d_c = c.kv_lora_rank, L = c.LatentDim();
-  const uint64_t S = static_cast<uint64_t>(context) + 1;  // the new token attends to itself too
-  uint64_t per_token = AttentionWeightBytesPerStep(c, mode) / sizeof(bf16) * 2;
-  if (mode == MlaMode::kNaive) {
-    const uint64_t kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
-    per_token += 2 * S * kv_b + 2 * S * H * (c.QkHeadDim() + c.v_head_dim);
-  } else {
-    per_token += 2 * S * H * L + 2 * S * H * d_c;
-  }
-  return per_token * static_cast<uint64_t>(batch);
-}
-
-uint64_t AttentionCoreKvBytes(const ModelConfig& c, int64_t batch, int64_t context) {
-  return static_cast<uint64_t>(batch) * (context + 1) * c.LatentDim() * sizeof(bf16);
-}
-
-uint64_t AttentionCoreFlops(const ModelConfig& c, int64_t batch, int64_t context) {
-  const uint64_t H = c.num_attention_heads, S = static_cast<uint64_t>(context) + 1;
-  return static_cast<uint64_t>(batch) * (2 * S * H * c.LatentDim() + 2 * S * H * c.kv_lora_rank);
-}
-
-namespace {
 
 // `batch` bf16 caches of one layer, each holding `context` random latent rows
 // (normalised scale ~1) and room for the step's own row.
@@ -125,7 +105,6 @@ std::vector<std::unique_ptr<LatentCache>> RandomCaches(const ModelConfig& c, int
 
 Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptions& options,
                                  void (*report)(const AttentionCorePoint&, void*), void* user) {
-  using Clock = std::chrono::steady_clock;
   const int64_t H = c.num_attention_heads, L = c.LatentDim(), d_c = c.kv_lora_rank;
   std::mt19937 rng(static_cast<uint32_t>(options.seed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -150,24 +129,18 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
           SharedKeyAttention(p);
         }
       };
-      step();  // warm-up
-      int64_t steps = 0;
-      double elapsed = 0;
-      const auto t0 = Clock::now();
-      while (steps < 50 * options.max_steps && (steps == 0 || elapsed < options.min_seconds)) {
-        step();
-        ++steps;
-        elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      }
+      const StepTiming t = TimeSteps(step, options.min_seconds, 50 * options.max_steps);
+      const double seconds_per_step = t.seconds / t.steps;
       AttentionCorePoint p;
       p.batch = batch;
       p.context = context;
-      p.steps = steps;
-      p.ms_per_step = elapsed / steps * 1e3;
-      p.kv_bytes = AttentionCoreKvBytes(c, batch, context);
-      p.flops = AttentionCoreFlops(c, batch, context);
-      p.achieved_gbps = p.kv_bytes / (elapsed / steps) / 1e9;
-      p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
+      p.steps = t.steps;
+      p.ms_per_step = seconds_per_step * 1e3;
+      const AttentionStepCosts costs = ComputeAttentionCoreStepCosts(c, batch, context);
+      p.kv_bytes = costs.kv_bytes;
+      p.flops = costs.flops;
+      p.achieved_gbps = p.kv_bytes / seconds_per_step / 1e9;
+      p.achieved_gflops = p.flops / seconds_per_step / 1e9;
       report(p, user);
     }
   }
@@ -176,7 +149,6 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
 
 Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& options,
                              void (*report)(const AttentionBenchPoint&, void*), void* user) {
-  using Clock = std::chrono::steady_clock;
   const int64_t d = c.hidden_size;
   std::mt19937 rng(static_cast<uint32_t>(options.seed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -193,26 +165,21 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
         for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{caches[b].get(), context, 1});
         std::vector<float> x(batch * d), out(batch * d);
         for (float& v : x) v = normal(rng);
-        mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch);  // warm-up
-        int64_t steps = 0;
-        const auto t0 = Clock::now();
-        double elapsed = 0;
-        while (steps < options.max_steps && (steps == 0 || elapsed < options.min_seconds)) {
-          mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch);
-          ++steps;
-          elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        }
+        const auto step = [&] { mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch); };
+        const StepTiming t = TimeSteps(step, options.min_seconds, options.max_steps);
+        const double seconds_per_step = t.seconds / t.steps;
         AttentionBenchPoint p;
         p.mode = mode;
         p.batch = batch;
         p.context = context;
-        p.steps = steps;
-        p.ms_per_step = elapsed / steps * 1e3;
-        p.weight_bytes = AttentionWeightBytesPerStep(c, mode);
-        p.kv_bytes = AttentionCoreKvBytes(c, batch, context);
-        p.flops = AttentionFlopsPerStep(c, mode, batch, context);
-        p.achieved_gbps = (p.weight_bytes + p.kv_bytes) / (elapsed / steps) / 1e9;
-        p.achieved_gflops = p.flops / (elapsed / steps) / 1e9;
+        p.steps = t.steps;
+        p.ms_per_step = seconds_per_step * 1e3;
+        const AttentionStepCosts costs = ComputeAttentionStepCosts(c, mode, batch, context);
+        p.weight_bytes = costs.weight_bytes;
+        p.kv_bytes = costs.kv_bytes;
+        p.flops = costs.flops;
+        p.achieved_gbps = (p.weight_bytes + p.kv_bytes) / seconds_per_step / 1e9;
+        p.achieved_gflops = p.flops / seconds_per_step / 1e9;
         report(p, user);
       }
     }

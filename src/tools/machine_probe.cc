@@ -1,4 +1,4 @@
-#include "kernels/machine_probe.h"
+#include "tools/machine_probe.h"
 
 #include <immintrin.h>
 #include <omp.h>

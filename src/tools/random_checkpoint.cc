@@ -1,4 +1,4 @@
-#include "model/random_checkpoint.h"
+#include "tools/random_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/splitmix64.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/tensor_specs.h"
-#include "model/tiny_tokenizer.h"
+#include "tools/tiny_tokenizer.h"
 
 namespace latte {
 namespace {
@@ -21,16 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // ---- Random values ----------------------------------------------------------------
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // splitmix64's increment (2^64 / phi)
-
-// splitmix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer
-// that passes BigCrush when fed a counter, so element i can be drawn on its own.
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -44,9 +35,9 @@ struct ValueStream {
   float center = 0;
   float half_width = 0;
 
-  // Element `index` in row-major order.
+  // Element `index` in row-major order: output index + 1 of splitmix64 from `key`.
   float At(uint64_t index) const {
-    const uint64_t bits = Mix(key + (index + 1) * kGolden);
+    const uint64_t bits = SplitMix64Mix(key + (index + 1) * kSplitMix64Gamma);
     // Top 24 bits, centred: u in (-1, 1), symmetric about 0, exact in float.
     const float u = (static_cast<float>(bits >> 40) + 0.5f) * (2.0f / 16777216.0f) - 1.0f;
     return center + half_width * u;
@@ -59,7 +50,7 @@ constexpr float kSqrt3 = 1.7320508f;
 // The scales of the file-top comment in random_checkpoint.h.
 ValueStream StreamFor(const TensorSpec& spec, const ModelConfig& config, uint64_t seed) {
   ValueStream s;
-  s.key = Mix(seed ^ Mix(Fnv1a(spec.name)));
+  s.key = SplitMix64Mix(seed ^ SplitMix64Mix(Fnv1a(spec.name)));
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(config.hidden_size));
   switch (spec.kind) {
     case TensorKind::kEmbedding:

@@ -1,7 +1,7 @@
 // `latte bench attn`: one MLA layer at a model's shapes with random bf16 weights,
 // decoding B sequences of context C, in each mode. Reports time per step beside the
-// weight bytes and FLOPs the step needs, so the absorbed-vs-materialized claim of
-// docs/mla.md is measured rather than asserted.
+// weight bytes and FLOPs the step needs (model/cost_model.h), so the
+// absorbed-vs-materialized claim of docs/mla.md is measured rather than asserted.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,9 @@ struct AttentionBenchPoint {
   int64_t context = 0;
   double ms_per_step = 0;
   int64_t steps = 0;
-  uint64_t weight_bytes = 0;  // weights one step reads (bf16)
-  uint64_t kv_bytes = 0;      // latent cache rows one step reads (bf16 rows)
-  uint64_t flops = 0;         // projections + attention core, whole batch
+  int64_t weight_bytes = 0;  // weights one step reads (bf16)
+  int64_t kv_bytes = 0;      // latent cache rows one step reads (bf16 rows)
+  int64_t flops = 0;         // projections + attention core, whole batch
   double achieved_gbps = 0;   // (weight_bytes + kv_bytes) / time
   double achieved_gflops = 0;
 };
@@ -43,14 +43,14 @@ Status RunAttentionBenchmark(const ModelConfig& config, const AttentionBenchOpti
 // The attention core alone, as absorbed and materialized decode run it: for each of B
 // sequences, SharedKeyAttention of H heads (random q) over its context + 1 bf16 latent
 // rows, split over the threads by context. Its costs are exact: every row read once
-// (kv_bytes) and 2·H·(d_c + d_r) + 2·H·d_c FLOPs per row.
+// and 2·H·(d_c + d_r) + 2·H·d_c FLOPs per row (ComputeAttentionCoreStepCosts).
 struct AttentionCorePoint {
   int64_t batch = 1;
   int64_t context = 0;
   double ms_per_step = 0;
   int64_t steps = 0;
-  uint64_t kv_bytes = 0;  // bf16 rows read per step, whole batch
-  uint64_t flops = 0;     // scores + weighted sums, whole batch
+  int64_t kv_bytes = 0;  // bf16 rows read per step, whole batch
+  int64_t flops = 0;     // scores + weighted sums, whole batch
   double achieved_gbps = 0;
   double achieved_gflops = 0;
 };
@@ -58,13 +58,5 @@ struct AttentionCorePoint {
 // Runs every (batch, context) point of `options` (modes are ignored).
 Status RunAttentionCoreBenchmark(const ModelConfig& config, const AttentionBenchOptions& options,
                                  void (*report)(const AttentionCorePoint&, void*), void* user);
-
-// Bytes and FLOPs of the core for `batch` sequences of `context` cached tokens.
-uint64_t AttentionCoreKvBytes(const ModelConfig& c, int64_t batch, int64_t context);
-uint64_t AttentionCoreFlops(const ModelConfig& c, int64_t batch, int64_t context);
-
-// The bytes and FLOPs of one decode step, from the shapes (also used by the tests).
-uint64_t AttentionWeightBytesPerStep(const ModelConfig& c, MlaMode mode);
-uint64_t AttentionFlopsPerStep(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t context);
 
 }  // namespace latte

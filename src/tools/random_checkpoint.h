@@ -7,7 +7,8 @@
 // byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json).
 //
 // Weights: every tensor draws from its own counter-based stream keyed by
-// (seed, hash of its name), element i of a tensor being Mix(key + i) (splitmix64).
+// (seed, hash of its name), element i of a tensor being splitmix64's output i + 1
+// from that key (base/splitmix64.h).
 // So the bytes depend only on the seed and the config: not on tensor order,
 // sharding, thread count, or dtype (the fp8 and bf16 exports of a seed hold the
 // same values up to rounding). Values are uniform with a standard deviation chosen

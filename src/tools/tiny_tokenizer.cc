@@ -1,12 +1,13 @@
-#include "model/tiny_tokenizer.h"
+#include "tools/tiny_tokenizer.h"
 
-#include <array>
 #include <fstream>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "text/byte_level.h"
 
 namespace latte {
 namespace {
@@ -34,41 +35,6 @@ constexpr std::pair<const char*, const char*> kMerges[] = {
 
 // Special tokens after bos/eos, in DeepSeek-V3's naming.
 constexpr const char* kExtraSpecials[] = {kPadToken, kUserToken, kAssistantToken};
-
-// Appends code point `cp` as UTF-8.
-void AppendUtf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
-
-// GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the other 68
-// take code points 256, 257, ... in byte order, so every byte is a visible character.
-const std::array<std::string, 256>& ByteToUnicode() {
-  static const std::array<std::string, 256> table = [] {
-    std::array<std::string, 256> t;
-    uint32_t next = 256;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-      AppendUtf8(printable ? b : next++, t[b]);
-    }
-    return t;
-  }();
-  return table;
-}
-
-std::string ToByteLevel(const std::string& raw) {
-  std::string out;
-  for (unsigned char c : raw) out += ByteToUnicode()[c];
-  return out;
-}
 
 // Hands out ids from 0 upward, skipping the ids bos and eos already hold.
 class IdAllocator {
@@ -135,7 +101,7 @@ Result<std::string> TinyTokenizerJson(const ModelConfig& config) {
 
   IdAllocator ids(bos, eos);
   ordered_json vocab = ordered_json::object();
-  for (int b = 0; b < 256; ++b) vocab[ByteToUnicode()[b]] = ids.Next();
+  for (int b = 0; b < 256; ++b) vocab[ByteLevelChar(static_cast<uint8_t>(b))] = ids.Next();
   ordered_json merges = ordered_json::array();
   for (const auto& [a, b] : kMerges) {
     const std::string left = ToByteLevel(a), right = ToByteLevel(b);

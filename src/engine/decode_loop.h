@@ -1,0 +1,50 @@
+// The one prefill-then-decode loop, until the serving engine's scheduler takes its
+// place: a prompt is prefilled into a fresh cache, then every step feeds one token
+// per sequence and hands the logits to the caller, who picks the next tokens or stops.
+// Greedy generation, text generation and `latte bench model`'s tg run on it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "model/deepseek.h"
+#include "model/latent_cache.h"
+
+namespace latte {
+
+// Reads one step's logits ([B, vocab]: one row per sequence, in cache order), writes
+// each sequence's next token into `tokens` ([B]) and returns false to stop.
+using NextTokens = std::function<bool(std::span<const float> logits, std::span<int32_t> tokens)>;
+
+// Decode steps of B sequences together, each in its own cache: a step feeds tokens[b]
+// at the end of caches[b] in one forward (the weights are read once for all B), then
+// calls next_tokens. Stops after `max_steps` steps or when next_tokens returns false.
+// `logits` is the forward's output buffer, passed in so that a warm one is reused:
+// the steps themselves allocate nothing.
+Status DecodeSteps(DeepSeekModel& model, std::span<LatentCache* const> caches, std::span<int32_t> tokens,
+                   int64_t max_steps, const NextTokens& next_tokens, std::vector<float>& logits);
+
+// Reads one forward's logits (the prefill's rows as RunSequence's `prefill_rows` says,
+// then one row per decode step) and returns the token to feed next, or nullopt to stop.
+using NextToken = std::function<std::optional<int32_t>(std::span<const float> logits)>;
+
+struct SequenceTimes {
+  double prefill_seconds = 0;
+  double decode_seconds = 0;  // from the prefill's logits to the last step's
+};
+
+// What RunSequence needs: a prompt, and at least one token to generate. Callers that
+// size buffers from the two check it first.
+Status CheckSequenceRequest(const std::vector<int32_t>& prompt, int64_t max_tokens);
+
+// One sequence: prefills `prompt` into a fresh cache, then decodes with DecodeSteps.
+// next_token sees at most max_tokens forwards' logits (the prefill's, then up to
+// max_tokens - 1 steps'): each token it returns but the last is fed back.
+Result<SequenceTimes> RunSequence(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                  LogitRows prefill_rows, const NextToken& next_token);
+
+}  // namespace latte

@@ -1,0 +1,333 @@
+#include "model/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "model/model_weights.h"
+#include "model/tensor_specs.h"
+
+namespace latte {
+namespace {
+
+int64_t NumValues(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t dim : shape) n *= dim;
+  return n;
+}
+
+bool Contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+using ComponentField = int64_t WeightComponents::*;
+
+// The field of WeightComponents a checkpoint tensor counts toward, by its Hugging Face
+// name (the names come from ExpectedTensors, so the two cannot disagree).
+ComponentField ComponentOf(const TensorSpec& spec) {
+  const std::string_view name = spec.name;
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
+    return &WeightComponents::embeddings;
+  }
+  if (Contains(name, ".self_attn.")) return &WeightComponents::attention;
+  if (Contains(name, ".mlp.experts.")) return &WeightComponents::routed_experts;
+  if (Contains(name, ".mlp.shared_experts.")) return &WeightComponents::shared_experts;
+  if (Contains(name, ".mlp.gate.")) return &WeightComponents::router;
+  if (Contains(name, ".mlp.")) return &WeightComponents::dense_mlp;
+  return &WeightComponents::norms;  // input/post_attention layernorms, model.norm
+}
+
+// Stored bytes of one checkpoint tensor (see the header for the dtype rules).
+int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config) {
+  const int64_t values = NumValues(spec.shape);
+  if (spec.kind == TensorKind::kLinear && config.quantization) {
+    return values + NumValues(ScaleInvShape(spec.shape, *config.quantization)) * 4;
+  }
+  // The V3 release keeps the router's correction bias in f32; other vectors are bf16.
+  if (spec.kind == TensorKind::kVector && spec.name.ends_with("e_score_correction_bias")) {
+    return values * 4;
+  }
+  return values * kBf16Bytes;
+}
+
+// Adds what latte derives at load in `mode` to one layer's values (bytes = values·2, bf16).
+void AddDerived(const ModelConfig& config, MlaMode mode, WeightComponents* values) {
+  const AttentionParams p = ComputeAttentionParams(config);
+  if (config.quantization) values->kv_b_bf16 += p.kv_b;
+  if (mode == MlaMode::kNaive) return;
+  values->w_uk_t += p.w_uk;
+  if (mode == MlaMode::kMaterialized) values->materialized += p.w_q_uk + p.w_uv_o;
+}
+
+WeightComponents DerivedBytes(const WeightComponents& values) {
+  WeightComponents bytes;
+  bytes.kv_b_bf16 = values.kv_b_bf16 * kBf16Bytes;
+  bytes.w_uk_t = values.w_uk_t * kBf16Bytes;
+  bytes.materialized = values.materialized * kBf16Bytes;
+  return bytes;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+WeightComponents& WeightComponents::operator+=(const WeightComponents& o) {
+  attention += o.attention;
+  dense_mlp += o.dense_mlp;
+  routed_experts += o.routed_experts;
+  shared_experts += o.shared_experts;
+  router += o.router;
+  norms += o.norms;
+  embeddings += o.embeddings;
+  kv_b_bf16 += o.kv_b_bf16;
+  w_uk_t += o.w_uk_t;
+  materialized += o.materialized;
+  return *this;
+}
+
+WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode) {
+  const auto layers = static_cast<size_t>(config.num_hidden_layers);
+  WeightCosts costs;
+  costs.mode = mode;
+  costs.layer_params.resize(layers);
+  costs.layer_bytes.resize(layers);
+  for (const TensorSpec& spec : ExpectedTensors(config)) {
+    const int64_t layer = LayerOf(spec.name);
+    WeightComponents& params = layer < 0 ? costs.other_params : costs.layer_params[layer];
+    WeightComponents& bytes = layer < 0 ? costs.other_bytes : costs.layer_bytes[layer];
+    const ComponentField field = ComponentOf(spec);
+    params.*field += NumValues(spec.shape);
+    bytes.*field += StoredBytes(spec, config);
+  }
+  for (size_t layer = 0; layer < layers; ++layer) {
+    WeightComponents derived;
+    AddDerived(config, mode, &derived);
+    costs.layer_params[layer] += derived;
+    costs.layer_bytes[layer] += DerivedBytes(derived);
+    costs.model_params += costs.layer_params[layer];
+    costs.model_bytes += costs.layer_bytes[layer];
+  }
+  costs.model_params += costs.other_params;
+  costs.model_bytes += costs.other_bytes;
+  return costs;
+}
+
+AttentionParams ComputeAttentionParams(const ModelConfig& c) {
+  const int64_t d = c.hidden_size, H = c.num_attention_heads, d_c = c.kv_lora_rank;
+  const int64_t d_in = c.q_lora_rank.value_or(d);
+  AttentionParams p;
+  p.q_a = c.q_lora_rank ? d_in * d : 0;
+  p.q_b = H * c.QkHeadDim() * d_in;
+  p.q_b_rope = H * c.qk_rope_head_dim * d_in;
+  p.kv_a = c.LatentDim() * d;
+  p.kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
+  p.w_uk = H * c.qk_nope_head_dim * d_c;
+  p.o_proj = d * H * c.v_head_dim;
+  p.w_q_uk = H * d_c * d_in;
+  p.w_uv_o = H * d_c * d;
+  return p;
+}
+
+int64_t AttentionParams::AfterCq(MlaMode mode) const {
+  if (mode == MlaMode::kMaterialized) return w_q_uk + q_b_rope + w_uv_o;
+  return q_b + kv_b + o_proj;
+}
+
+int64_t AttentionParams::KvbDerived(MlaMode mode) const {
+  return mode == MlaMode::kMaterialized ? w_q_uk + w_uv_o : kv_b;
+}
+
+int64_t PerGpuBytes(const WeightComponents& bytes, const Parallelism& parallel) {
+  const int64_t gpus = std::max<int64_t>(parallel.gpus, 1);
+  if (!parallel.dp_attention) return CeilDiv(bytes.Total(), gpus);
+  return bytes.AttentionSide() + CeilDiv(bytes.Total() - bytes.AttentionSide(), gpus);
+}
+
+MaterializeExtra ComputeMaterializeExtra(const ModelConfig& c, int64_t gpus) {
+  const AttentionParams p = ComputeAttentionParams(c);
+  MaterializeExtra extra;
+  extra.per_layer = (p.w_q_uk + p.w_uv_o) * kBf16Bytes;
+  extra.whole_model = c.num_hidden_layers * extra.per_layer;
+  extra.per_gpu_tp = CeilDiv(extra.whole_model, std::max<int64_t>(gpus, 1));
+  extra.per_gpu_dp_attention = extra.whole_model;
+  return extra;
+}
+
+DecodeProjectionFlops ComputeDecodeProjectionFlops(const ModelConfig& c) {
+  const AttentionParams p = ComputeAttentionParams(c);
+  DecodeProjectionFlops flops;
+  flops.absorbed = 2 * p.AfterCq(MlaMode::kAbsorbed);
+  flops.materialized = 2 * p.AfterCq(MlaMode::kMaterialized);
+  flops.naive_fixed = 2 * (p.q_b + p.o_proj);
+  flops.naive_per_cached_token = 2 * p.kv_b;
+  return flops;
+}
+
+AttentionCoreFlops ComputeAttentionCoreFlops(const ModelConfig& c) {
+  const int64_t heads = c.num_attention_heads;
+  AttentionCoreFlops flops;
+  flops.absorbed = 2 * heads * c.LatentDim() + 2 * heads * c.kv_lora_rank;
+  flops.naive = 2 * heads * c.QkHeadDim() + 2 * heads * c.v_head_dim;
+  return flops;
+}
+
+int64_t DecodeFlopsPerCachedRow(const ModelConfig& c, MlaMode mode) {
+  const AttentionCoreFlops core = ComputeAttentionCoreFlops(c);
+  if (mode != MlaMode::kNaive) return core.absorbed;
+  return ComputeDecodeProjectionFlops(c).naive_per_cached_token + core.naive;
+}
+
+int64_t LatentRowBytes(const ModelConfig& c, int64_t value_bytes) { return c.LatentDim() * value_bytes; }
+
+KvCacheBytes ComputeKvCacheBytes(const ModelConfig& c) {
+  KvCacheBytes kv;
+  kv.latent_per_layer = LatentRowBytes(c, kBf16Bytes);
+  kv.latent_model = c.num_hidden_layers * kv.latent_per_layer;
+  kv.mha_per_layer = c.num_attention_heads * (c.QkHeadDim() + c.v_head_dim) * kBf16Bytes;
+  kv.mha_model = c.num_hidden_layers * kv.mha_per_layer;
+  return kv;
+}
+
+KvFit FitKvCache(int64_t memory_bytes, int64_t weight_bytes, int64_t kv_bytes_per_token) {
+  KvFit fit;
+  fit.weight_bytes = weight_bytes;
+  fit.free_bytes = memory_bytes - weight_bytes;
+  fit.tokens = fit.free_bytes > 0 && kv_bytes_per_token > 0 ? fit.free_bytes / kv_bytes_per_token : 0;
+  return fit;
+}
+
+AttentionStepCosts ComputeAttentionStepCosts(const ModelConfig& c, MlaMode mode, int64_t batch,
+                                             int64_t context) {
+  const int64_t params = ComputeAttentionParams(c).Decode(mode);
+  const int64_t rows = context + 1;
+  AttentionStepCosts costs;
+  costs.weight_bytes = params * kBf16Bytes;
+  costs.kv_bytes = batch * rows * LatentRowBytes(c, kBf16Bytes);
+  costs.flops = batch * (2 * params + rows * DecodeFlopsPerCachedRow(c, mode));
+  return costs;
+}
+
+AttentionStepCosts ComputeAttentionCoreStepCosts(const ModelConfig& c, int64_t batch, int64_t context) {
+  const int64_t rows = context + 1;
+  AttentionStepCosts costs;
+  costs.kv_bytes = batch * rows * LatentRowBytes(c, kBf16Bytes);
+  costs.flops = batch * rows * ComputeAttentionCoreFlops(c).absorbed;
+  return costs;
+}
+
+namespace {
+
+constexpr double kF32Bytes = 4;
+
+// Bytes one layer's attention projections read in `mode`: the kv_b-derived values at
+// wb.kv_b, the rest at wb.matrices.
+double AttentionBytes(const ModelConfig& c, MlaMode mode, const WeightValueBytes& wb) {
+  const AttentionParams p = ComputeAttentionParams(c);
+  const auto kv_b = static_cast<double>(p.KvbDerived(mode));
+  return static_cast<double>(p.Decode(mode) - p.KvbDerived(mode)) * wb.matrices + kv_b * wb.kv_b;
+}
+
+// RMSNorm weights of one layer: input, post-attention, q_a (when q_lora_rank), kv_a.
+double LayerNormValues(const ModelConfig& c) {
+  return 2.0 * c.hidden_size + (c.q_lora_rank ? *c.q_lora_rank : 0) + c.kv_lora_rank;
+}
+
+double ExpertParams(const ModelConfig& c) { return 3.0 * c.hidden_size * c.moe_intermediate_size; }
+
+// Router (f32) bytes of one MoE layer, with e_score_correction_bias under noaux_tc.
+double RouterBytes(const ModelConfig& c) {
+  double values = static_cast<double>(c.n_routed_experts) * c.hidden_size;
+  if (c.HasScoreCorrectionBias()) values += c.n_routed_experts;
+  return values * kF32Bytes;
+}
+
+// MLP / MoE FLOPs of one token in `layer`.
+double FfnFlops(const ModelConfig& c, int64_t layer) {
+  const double d = c.hidden_size;
+  if (!c.IsMoeLayer(layer)) return 2.0 * 3.0 * d * c.intermediate_size;
+  return 2.0 * ExpertParams(c) * (c.num_experts_per_tok + c.n_shared_experts) +
+         2.0 * c.n_routed_experts * d;
+}
+
+// FFN weight bytes one forward over `tokens` tokens reads in `layer`.
+double FfnBytes(const ModelConfig& c, int64_t layer, int64_t tokens, double wb) {  // wb: matrices
+  const double d = c.hidden_size;
+  if (!c.IsMoeLayer(layer)) return 3.0 * d * c.intermediate_size * wb;
+  const double experts = ExpectedExpertsTouched(c.n_routed_experts, c.num_experts_per_tok, tokens);
+  return (experts + c.n_shared_experts) * ExpertParams(c) * wb + RouterBytes(c);
+}
+
+// Bytes per value of a view, its fp8 block scales included.
+double ValueBytes(const WeightView& w) {
+  return static_cast<double>(w.Bytes() + w.ScaleBytes()) / static_cast<double>(w.rows * w.cols);
+}
+
+}  // namespace
+
+WeightValueBytes MeasureWeightValueBytes(const ModelWeights& weights) {
+  const MlaWeights& attn = weights.layers().front().attn;
+  WeightValueBytes wb;
+  wb.matrices = ValueBytes(attn.kv_a_proj_with_mqa);
+  if (attn.w_q_uk) {
+    wb.kv_b = ValueBytes(*attn.w_q_uk);
+  } else if (!attn.w_uk_t.empty()) {
+    wb.kv_b = ValueBytes(attn.w_uk_t.front());
+  } else {
+    wb.kv_b = ValueBytes(attn.kv_b_proj);
+  }
+  wb.embeddings = ValueBytes(weights.lm_head());
+  return wb;
+}
+
+double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens) {
+  if (experts <= 0 || per_token <= 0 || tokens <= 0) return 0;
+  if (tokens == 1) return static_cast<double>(per_token);
+  const double E = static_cast<double>(experts);
+  return E * (1.0 - std::pow(1.0 - static_cast<double>(per_token) / E, static_cast<double>(tokens)));
+}
+
+TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
+                               const WeightValueBytes& wb, int64_t kv_value_bytes) {
+  const double d = c.hidden_size;
+  const double S = context + 1;  // the new token attends to itself too
+  const auto att = static_cast<double>(ComputeAttentionParams(c).Decode(mode));
+  const auto per_row = static_cast<double>(DecodeFlopsPerCachedRow(c, mode));
+  double step_bytes = 0, flops = 0;
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    step_bytes += AttentionBytes(c, mode, wb) + LayerNormValues(c) * kF32Bytes + FfnBytes(c, layer, batch, wb.matrices);
+    flops += 2.0 * att + FfnFlops(c, layer) + S * per_row;
+  }
+  step_bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings;  // final norm, lm_head
+  step_bytes += static_cast<double>(batch) * d * wb.embeddings;                          // embedding rows
+  flops += 2.0 * c.vocab_size * d;
+  TokenCosts t;
+  t.weight_bytes = step_bytes / static_cast<double>(batch);
+  t.kv_bytes = static_cast<double>(c.num_hidden_layers) * S * static_cast<double>(LatentRowBytes(c, kv_value_bytes));
+  t.flops = flops;
+  return t;
+}
+
+TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const WeightValueBytes& wb,
+                                int64_t kv_value_bytes) {
+  const double P = static_cast<double>(prompt);
+  const double d = c.hidden_size;
+  const auto att = static_cast<double>(ComputeAttentionParams(c).Decode(MlaMode::kNaive));  // q_a, kv_a, q_b, kv_b, o_proj
+  const auto per_key = static_cast<double>(ComputeAttentionCoreFlops(c).naive);
+  const double keys = (P + 1) / 2;  // causal: token t sees t + 1 keys
+  double bytes = 0, flops = 0;
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    bytes += AttentionBytes(c, MlaMode::kNaive, wb) + LayerNormValues(c) * kF32Bytes +
+             FfnBytes(c, layer, prompt, wb.matrices);
+    flops += 2.0 * att + FfnFlops(c, layer) + keys * per_key;
+  }
+  bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings + P * d * wb.embeddings;
+  flops += 2.0 * c.vocab_size * d / P;  // logits for the last row only
+  TokenCosts t;
+  t.weight_bytes = bytes / P;
+  t.kv_bytes = static_cast<double>(c.num_hidden_layers) * static_cast<double>(LatentRowBytes(c, kv_value_bytes));
+  t.flops = flops;
+  return t;
+}
+
+}  // namespace latte

@@ -1,0 +1,161 @@
+#include "tools/model_benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "base/dtype.h"
+#include "base/splitmix64.h"
+#include "engine/decode_loop.h"
+#include "engine/greedy_generate.h"
+#include "model/deepseek.h"
+#include "model/model_weights.h"
+
+namespace latte {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> ids(n);
+  SplitMix64 rng(seed * kSplitMix64Gamma + 1);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.Next() % static_cast<uint64_t>(vocab));
+  return ids;
+}
+
+Result<double> RunPrefill(DeepSeekModel& model, int64_t P, uint64_t seed) {
+  const std::vector<int32_t> tokens = PromptIds(P, model.config().vocab_size, seed);
+  auto cache = model.NewCache(P);
+  std::vector<float> logits;
+  const auto t0 = Clock::now();
+  LATTE_RETURN_IF_ERROR(model.Forward(tokens, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kLastOfSpan, logits));
+  return static_cast<double>(P) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// B sequences with `prompt` tokens each in their caches (room for `steps` more), and
+// each one's first decode token (the argmax after its prompt). RunDecode restarts from
+// here every run.
+struct DecodeStart {
+  std::vector<std::unique_ptr<LatentCache>> caches;  // one per sequence
+  std::vector<int32_t> first;                        // [B]
+  int64_t prompt = 0;
+};
+
+// Fills a DecodeStart by prefill in chunks of `chunk` tokens (untimed). `model` may run
+// its prefill spans through the latent path (MlaSettings::decompress_prefill = false):
+// for deep fills its attention is the shared-key kernel, where the decompress path
+// re-decompresses the whole context for every chunk (minutes at 8k on two cores).
+Result<DecodeStart> FillCaches(DeepSeekModel& model, int64_t prompt, int64_t chunk, int64_t steps,
+                               int64_t batch, uint64_t seed) {
+  const int64_t vocab = model.config().vocab_size;
+  DecodeStart start;
+  start.prompt = prompt;
+  std::vector<float> logits;
+  for (int64_t b = 0; b < batch; ++b) {  // one sequence at a time
+    start.caches.push_back(model.NewCache(prompt + steps));
+    LatentCache* cache = start.caches.back().get();
+    const std::vector<int32_t> ids = PromptIds(prompt, vocab, seed * 1000 + b);
+    for (int64_t k0 = 0; k0 < prompt; k0 += chunk) {
+      const int64_t count = std::min(chunk, prompt - k0);
+      const std::vector<int32_t> part(ids.begin() + k0, ids.begin() + k0 + count);
+      LATTE_RETURN_IF_ERROR(
+          model.Forward(part, {SequenceSpan{cache, k0, count}}, LogitRows::kLastOfSpan, logits));
+    }
+    start.first.push_back(ArgMax(logits.data(), vocab));
+  }
+  return start;
+}
+
+// `steps` timed decode steps of all B sequences from `start` (whose caches are rewound
+// to `start.prompt` tokens first: the rows past it are rewritten by the steps).
+Result<double> RunDecode(DeepSeekModel& model, DecodeStart& start, int64_t steps) {
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<LatentCache*> caches;
+  for (auto& cache : start.caches) {
+    cache->set_length(start.prompt);
+    caches.push_back(cache.get());
+  }
+  std::vector<int32_t> next = start.first;
+  std::vector<float> logits;
+  const auto greedy = [vocab](std::span<const float> step_logits, std::span<int32_t> tokens) {
+    for (size_t b = 0; b < tokens.size(); ++b) tokens[b] = ArgMax(step_logits.data() + b * vocab, vocab);
+    return true;
+  };
+  const auto t0 = Clock::now();
+  LATTE_RETURN_IF_ERROR(DecodeSteps(model, caches, next, steps, greedy, logits));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<double>(static_cast<int64_t>(caches.size()) * steps) / seconds;
+}
+
+void Summarize(ModelBenchResult& r) {
+  const double n = static_cast<double>(r.tok_s.size());
+  double sum = 0;
+  for (double v : r.tok_s) sum += v;
+  r.tok_s_mean = sum / n;
+  double sq = 0;
+  for (double v : r.tok_s) sq += (v - r.tok_s_mean) * (v - r.tok_s_mean);
+  r.tok_s_sd = r.tok_s.size() > 1 ? std::sqrt(sq / (n - 1)) : 0.0;
+  r.achieved_gbps = r.costs.Bytes() * r.tok_s_mean / 1e9;
+  r.achieved_gflops = r.costs.flops * r.tok_s_mean / 1e9;
+}
+
+}  // namespace
+
+Status RunModelBenchmark(const ModelBenchOptions& o,
+                         void (*report)(const ModelBenchResult&, const ModelConfig&, void*), void* user) {
+  if (o.prompt < 0 || o.gen < 0) return Status::Error("-p and -n must be >= 0");
+  if (o.repetitions < 1) return Status::Error("-r must be at least 1");
+  if (o.batch < 1 || o.batch > 1024) return Status::Error("--batch must be in [1, 1024]");
+  if (o.tg_prompt < 1) return Status::Error("the tg prompt needs at least one token");
+  if (o.depth < 0) return Status::Error("-d must be >= 0");
+  if (o.depth_chunk < 1) return Status::Error("the depth fill needs chunks of at least one token");
+  LoadOptions load;
+  load.mode = o.mode;
+  load.progress = o.progress;
+  load.fp8 = o.fp8;
+  load.residency = o.residency;
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
+  const ModelConfig& c = weights->config();
+  const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
+  DeepSeekModel model(*weights);
+  // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCache).
+  const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
+
+  if (o.prompt > 0) {
+    ModelBenchResult r;
+    r.test = "pp" + std::to_string(o.prompt);
+    r.batch = 1;
+    r.tokens_per_run = o.prompt;
+    r.costs = PrefillCostsPerToken(c, o.prompt, wb, kvb);
+    for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
+      LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, o.prompt, static_cast<uint64_t>(run) + 1));
+      if (run > 0) r.tok_s.push_back(tok_s);
+    }
+    Summarize(r);
+    report(r, c, user);
+  }
+  if (o.gen > 0) {
+    ModelBenchResult r;
+    const int64_t prompt = o.depth > 0 ? o.depth : o.tg_prompt;
+    r.test = "tg" + std::to_string(o.gen) + (o.depth > 0 ? "@d" + std::to_string(o.depth) : "");
+    r.batch = o.batch;
+    r.tokens_per_run = o.gen * o.batch;
+    const double average_context = static_cast<double>(prompt) + static_cast<double>(o.gen - 1) / 2;
+    r.costs = DecodeCostsPerToken(c, o.mode, o.batch, average_context, wb, kvb);
+    // Deep fills prefill through the latent path (naive mode has none: it decompresses).
+    MlaSettings fill_settings;
+    fill_settings.decompress_prefill = o.depth == 0 || o.mode == MlaMode::kNaive;
+    DeepSeekModel filler(*weights, fill_settings);
+    LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, o.gen, o.batch, 1));
+    for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
+      LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, o.gen));
+      if (run > 0) r.tok_s.push_back(tok_s);
+    }
+    Summarize(r);
+    report(r, c, user);
+  }
+  return Status::Ok();
+}
+
+}  // namespace latte

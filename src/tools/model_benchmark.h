@@ -1,0 +1,60 @@
+// `latte bench model`: whole-model throughput in the style of llama-bench.
+//   pp<P>: one forward of P prompt tokens into a fresh cache (prefill: the latent
+//          path's decompress-prefill, as `generate` runs it);
+//   tg<N>: N decode steps after a short prompt, B sequences decoding together
+//          (each its own cache; the weights are read once per step for all B);
+//   tg<N>@d<D>: the same after D tokens already in each cache (-d, the attention
+//          over the D cached rows is part of the step and of its costs).
+// Each figure is mean ± sd tok/s over R runs after one warm-up run, printed beside
+// the bytes and FLOPs per token computed from the config (model/cost_model.h:
+// DecodeCostsPerToken, PrefillCostsPerToken), so the achieved GB/s and GFLOP/s can
+// be set against the machine's measured peaks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "model/cost_model.h"
+#include "model/mla_mode.h"
+#include "model/model_weights.h"
+
+namespace latte {
+
+struct ModelBenchOptions {
+  std::string model_dir;
+  int64_t prompt = 512;        // -p: pp test length (0: skip)
+  int64_t gen = 128;           // -n: tg test length (0: skip)
+  int64_t tg_prompt = 16;      // the short prompt before the timed decode steps (depth 0)
+  // -d: tg decodes after `depth` tokens already in each sequence's cache (llama-bench's
+  // --n-depth), filled by prefill in chunks of `depth_chunk` outside the timed region,
+  // once: every run restarts from the same filled cache. 0: the tg_prompt prompt.
+  int64_t depth = 0;
+  int64_t depth_chunk = 512;
+  int64_t repetitions = 5;     // -r, after one warm-up run
+  int64_t batch = 1;           // sequences decoding together in tg
+  MlaMode mode = MlaMode::kAbsorbed;
+  Fp8Weights fp8 = Fp8Weights::kKeep;                      // --fp8
+  FileResidency residency = FileResidency::kMapped;  // --huge-pages: kHugePageCopy
+  bool progress = false;       // load progress on stderr
+};
+
+struct ModelBenchResult {
+  std::string test;  // "pp512", "tg128", "tg128@d8192"
+  int64_t batch = 1;
+  int64_t tokens_per_run = 0;
+  std::vector<double> tok_s;  // one per timed run
+  double tok_s_mean = 0;
+  double tok_s_sd = 0;        // sample standard deviation (0 for one run)
+  TokenCosts costs;           // per token
+  double achieved_gbps = 0;   // costs.Bytes() · tok_s_mean
+  double achieved_gflops = 0; // costs.flops · tok_s_mean
+};
+
+// Loads the model once and runs pp then tg, calling `report` after each test.
+Status RunModelBenchmark(const ModelBenchOptions& options,
+                         void (*report)(const ModelBenchResult&, const ModelConfig&, void*), void* user);
+
+}  // namespace latte

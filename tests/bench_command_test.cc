@@ -1,0 +1,155 @@
+// latte bench model / attn / machine end to end: JSON sanity and the cost figures
+// as printed (no speed is ever asserted). The costs themselves are checked against
+// hand counts in tests/cost_model_test.cc.
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/cost_model.h"
+#include "model/presets.h"
+#include "run_command.h"
+#include "test_models.h"
+
+namespace latte {
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+CommandResult RunLatte(const std::string& args) {
+  CommandResult r;
+  r.out = testing_process::RunCommand(std::string(LATTE_BINARY) + " " + args + " 2>&1", &r.exit_code);
+  return r;
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& out) {
+  std::istringstream lines(out);
+  std::string line;
+  std::vector<nlohmann::json> objects;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '{') objects.push_back(nlohmann::json::parse(line));
+  }
+  return objects;
+}
+
+bool PositiveFinite(const nlohmann::json& v) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
+}
+
+TEST(BenchModelCommand, JsonLinesAreSane) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult r =
+      RunLatte("bench model --model " + dir + " -p 8 -n 4 -r 2 --batch 2 -t 2 --mla-mode materialized --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<nlohmann::json> objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 2u) << r.out;
+  EXPECT_EQ(objects[0]["test"], "pp8");
+  EXPECT_EQ(objects[0]["batch"], 1);
+  EXPECT_EQ(objects[1]["test"], "tg4");
+  EXPECT_EQ(objects[1]["batch"], 2);
+  for (const nlohmann::json& j : objects) {
+    EXPECT_EQ(j["mla_mode"], "materialized");
+    EXPECT_EQ(j["threads"], 2);
+    for (const char* key : {"tok_s_mean", "bytes_per_token", "flops_per_token", "achieved_gbps",
+                            "achieved_gflops", "machine_read_gbps", "fraction_of_roofline"}) {
+      EXPECT_TRUE(PositiveFinite(j[key])) << key << " in " << j.dump();
+    }
+    EXPECT_TRUE(j["tok_s_sd"].is_number() && j["tok_s_sd"].get<double>() >= 0) << j.dump();
+    EXPECT_TRUE(j["machine_bf16_gflops"].is_null() || PositiveFinite(j["machine_bf16_gflops"])) << j.dump();
+    // The figures agree with each other: GB/s = bytes per token x tok/s.
+    EXPECT_NEAR(j["achieved_gbps"].get<double>(),
+                j["bytes_per_token"].get<double>() * j["tok_s_mean"].get<double>() / 1e9,
+                1e-9 * j["achieved_gbps"].get<double>() + 1e-12);
+  }
+}
+
+// -d D: tg decodes after D tokens prefilled into each cache (600: two chunks of the
+// 512-token fill), and its per-token costs count the attention over them: the average
+// context is D + (n - 1) / 2 (without -d: the 16-token prompt, 16 + (n - 1) / 2).
+TEST(BenchModelCommand, DepthCountsTheCachedRowsInTheCosts) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult deep = RunLatte("bench model --model " + dir + " -p 0 -n 3 -r 1 -t 2 -d 600 --json");
+  ASSERT_EQ(deep.exit_code, 0) << deep.out;
+  const CommandResult shallow = RunLatte("bench model --model " + dir + " -p 0 -n 3 -r 1 -t 2 --json");
+  ASSERT_EQ(shallow.exit_code, 0) << shallow.out;
+  const std::vector<nlohmann::json> d = JsonLines(deep.out), s = JsonLines(shallow.out);
+  ASSERT_EQ(d.size(), 1u) << deep.out;
+  ASSERT_EQ(s.size(), 1u) << shallow.out;
+  EXPECT_EQ(d[0]["test"], "tg3@d600");
+  EXPECT_EQ(d[0]["depth"], 600);
+  EXPECT_EQ(s[0]["test"], "tg3");
+  EXPECT_EQ(s[0]["depth"], 0);
+  EXPECT_TRUE(PositiveFinite(d[0]["tok_s_mean"])) << d[0].dump();
+  // Tiny: 3 layers, bf16 rows of d_c + d_r = 40 values, H 4, d_c 32.
+  const double rows = 600 + 1 + 1;  // average context 601, plus the new token's own row
+  EXPECT_DOUBLE_EQ(d[0]["kv_bytes_per_token"].get<double>(), 3 * rows * 40 * 2);
+  EXPECT_DOUBLE_EQ(s[0]["kv_bytes_per_token"].get<double>(), 3 * (16 + 1 + 1) * 40 * 2);
+  EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>() - s[0]["flops_per_token"].get<double>(),
+                   3 * (601 - 17) * (2 * 4 * 40 + 2 * 4 * 32));
+  EXPECT_DOUBLE_EQ(d[0]["weight_bytes_per_token"].get<double>(), s[0]["weight_bytes_per_token"].get<double>());
+  const Result<ModelConfig> tiny = MakeModelPreset("tiny");
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  const TokenCosts want = DecodeCostsPerToken(tiny.value(), MlaMode::kAbsorbed, 1, 601, WeightValueBytes::Uniform(2), 2);
+  EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>(), want.flops);
+  EXPECT_DOUBLE_EQ(d[0]["bytes_per_token"].get<double>(), want.Bytes());
+}
+
+TEST(BenchModelCommand, RejectsANegativeDepth) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult r = RunLatte("bench model --model " + dir + " -p 0 -n 2 -r 1 -d -5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("-d"), std::string::npos) << r.out;
+}
+
+// bench attn's core rows: the bf16 rows one step reads and the core's FLOPs, exactly,
+// beside the machine peaks measured in the same run.
+TEST(BenchAttnCommand, CoreRowsCountBytesAndFlops) {
+  const CommandResult r = RunLatte(
+      "bench attn --preset v2-lite --mode absorbed --batch 1 --batch 2 --context 100 --min-seconds 0 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<nlohmann::json> objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 4u) << r.out;  // absorbed x 2 batches, then core x 2
+  for (int i = 0; i < 4; ++i) {
+    const nlohmann::json& j = objects[i];
+    const double batch = j["batch"].get<double>();
+    EXPECT_EQ(j["mode"], i < 2 ? "absorbed" : "core") << j.dump();
+    // V2-Lite: 16 heads, rows of 576 bf16 values, d_c 512; 101 rows per sequence.
+    EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), batch * 101 * 576 * 2) << j.dump();
+    if (i >= 2) {
+      EXPECT_DOUBLE_EQ(j["flops"].get<double>(), batch * 101 * (2 * 16 * 576 + 2 * 16 * 512)) << j.dump();
+      for (const char* key : {"ms_per_step", "achieved_gbps", "achieved_gflops", "machine_read_gbps",
+                              "fraction_of_read_gbps", "fraction_of_flop_peak"}) {
+        EXPECT_TRUE(PositiveFinite(j[key])) << key << " in " << j.dump();
+      }
+      EXPECT_TRUE(j["roofline"] == "flops" || j["roofline"] == "read_gbps") << j.dump();
+    }
+  }
+}
+
+TEST(BenchModelCommand, RejectsABadMode) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult r = RunLatte("bench model --model " + dir + " -p 4 -n 2 -r 1 --mla-mode fast");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--mla-mode"), std::string::npos) << r.out;
+}
+
+TEST(BenchMachineCommand, JsonParses) {
+  const CommandResult r = RunLatte("bench machine --json -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_TRUE(PositiveFinite(j["read_gbps"])) << r.out;
+  EXPECT_TRUE(PositiveFinite(j["read_gbps_1thread"])) << r.out;
+  EXPECT_TRUE(PositiveFinite(j["f32_gflops"])) << r.out;
+  EXPECT_TRUE(j["bf16_gflops"].is_null() || PositiveFinite(j["bf16_gflops"])) << r.out;
+  EXPECT_TRUE(j["f32_kernel"] == "avx512-fma" || j["f32_kernel"] == "portable") << r.out;
+}
+
+}  // namespace
+}  // namespace latte

@@ -1,0 +1,109 @@
+// `latte calc` end to end: the figures of the cost model (tests/cost_model_test.cc)
+// as the command prints them, in JSON and in tables, and its one-line errors.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/presets.h"
+
+namespace latte {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult RunLatte(const std::string& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string out_path = dir + "/calc_command_test_out.txt";
+  const std::string err_path = dir + "/calc_command_test_err.txt";
+  const std::string command =
+      std::string(LATTE_BINARY) + " " + args + " >" + out_path + " 2>" + err_path;
+  const int status = std::system(command.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadAll(out_path);
+  r.err = ReadAll(err_path);
+  return r;
+}
+
+TEST(CalcCommand, PresetR1Json) {
+  const RunResult r = RunLatte("calc --preset r1 --tp 8 --memory-gb 141 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["bytes_per_gb"], 1'000'000'000);
+  EXPECT_EQ(j["checkpoint_dtype"], "fp8_e4m3");
+  EXPECT_EQ(j["tp"], 8);
+  EXPECT_EQ(j["shape"]["q_lora_rank"], 1536);
+  EXPECT_EQ(j["per_layer_params"]["attention_projections"], 187'105'280);
+  EXPECT_EQ(j["per_layer_params"]["w_q_uk"], 100'663'296);
+  EXPECT_EQ(j["per_layer_params"]["w_uv_o"], 469'762'048);
+  EXPECT_EQ(j["materialize_extra_bytes"]["whole_model"], 69'591'891'968LL);
+  EXPECT_EQ(j["materialize_extra_bytes"]["per_gpu_tp"], 8'698'986'496LL);
+  EXPECT_EQ(j["decode_projection_flops_per_token"]["per_layer"]["absorbed"], 343'932'928);
+  EXPECT_EQ(j["decode_projection_flops_per_token"]["per_layer"]["materialized"], 1'166'016'512);
+  EXPECT_EQ(j["kv_cache_bytes_per_token"]["latent_whole_model"], 70'272);
+  EXPECT_EQ(j["layer_kinds"].size(), 2u);
+  EXPECT_EQ(j["model"]["bytes"]["materialized"]["materialized"], 69'591'891'968LL);
+  // 141 GB per GPU holds the TP8 share of either mode; absorbed fits more tokens.
+  const auto& fit = j["kv_fit"];
+  EXPECT_GT(fit["absorbed"]["tokens"].get<int64_t>(), fit["materialized"]["tokens"].get<int64_t>());
+  EXPECT_GT(fit["token_ratio"].get<double>(), 1.0);
+}
+
+TEST(CalcCommand, HumanOutputHasThousandsSeparators) {
+  const RunResult r = RunLatte("calc --preset r1 --tp 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("69,591,891,968"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("70,272"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GB = 1e9 bytes"), std::string::npos) << r.out;
+}
+
+TEST(CalcCommand, ConfigFileMatchesPreset) {
+  const std::string path = ::testing::TempDir() + "/calc_command_test_v2_lite_config.json";
+  const Result<ModelConfig> v2_lite = ReleasedConfig("v2-lite");
+  ASSERT_TRUE(v2_lite.ok()) << v2_lite.status().message();
+  std::ofstream(path) << v2_lite->ToJsonText();
+  const RunResult r = RunLatte("calc --config " + path + " --dp-attention --tp 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["checkpoint_dtype"], "bf16");
+  EXPECT_TRUE(j["shape"]["q_lora_rank"].is_null());
+  EXPECT_EQ(j["kv_cache_bytes_per_token"]["latent_whole_model"], 27 * 576 * 2);
+  EXPECT_EQ(j["per_layer_params"]["w_q_uk"], 16 * 512 * 2048);
+  EXPECT_TRUE(j["dp_attention"].get<bool>());
+  EXPECT_TRUE(j["kv_fit"].is_null());
+}
+
+TEST(CalcCommand, MissingConfigIsOneLineError) {
+  const RunResult r = RunLatte("calc --config /nonexistent/latte/config.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // exactly one line
+}
+
+TEST(CalcCommand, ConfigAndPresetTogetherIsAnError) {
+  const RunResult r = RunLatte("calc --preset r1 --config x.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
+}
+
+}  // namespace
+}  // namespace latte

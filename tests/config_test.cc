@@ -1,0 +1,198 @@
+// config.json's string keys resolve to enums once at load: every accepted spelling
+// parses and writes back the same, an unknown one is an error naming the key, the
+// value and the accepted ones. And YaRN's mscale reaches the softmax scale and the rope
+// magnitude through the same formula (checked against it written out here in double).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/rope.h"
+#include "model/config.h"
+#include "model/presets.h"
+
+namespace latte {
+namespace {
+
+using nlohmann::json;
+
+// Both sides compute in double from the same few inputs: a handful of roundings of
+// 2^-53 (1.1e-16); 1e-12 relative is far above that and far below any formula error.
+constexpr double kDoubleRelTol = 1e-12;
+
+// The config.json of DeepSeek-V3 (sigmoid, noaux_tc, YaRN), as a JSON object to edit.
+json V3Json() {
+  Result<ModelConfig> v3 = ReleasedConfig("v3");
+  EXPECT_TRUE(v3.ok());
+  return json::parse(v3->ToJsonText());
+}
+
+Result<ModelConfig> Parse(const json& j) { return ModelConfig::FromJsonText(j.dump()); }
+
+// The error of parsing `j`, "" when it parsed.
+std::string ParseError(const json& j) {
+  const Result<ModelConfig> c = Parse(j);
+  EXPECT_FALSE(c.ok()) << "parsed " << j.dump();
+  return c.ok() ? "" : c.status().message();
+}
+
+void ExpectMentions(const std::string& message, const std::vector<std::string>& words) {
+  for (const std::string& w : words) {
+    EXPECT_NE(message.find(w), std::string::npos) << "\"" << w << "\" missing from: " << message;
+  }
+}
+
+TEST(ConfigEnums, EveryScoringFuncParsesAndWritesBack) {
+  const std::pair<const char*, ScoringFunc> accepted[] = {{"softmax", ScoringFunc::kSoftmax},
+                                                          {"sigmoid", ScoringFunc::kSigmoid}};
+  for (const auto& [name, value] : accepted) {
+    SCOPED_TRACE(name);
+    json j = V3Json();
+    j["scoring_func"] = name;
+    const Result<ModelConfig> c = Parse(j);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->scoring_func, value);
+    EXPECT_EQ(json::parse(c->ToJsonText())["scoring_func"], name);
+  }
+}
+
+TEST(ConfigEnums, EveryTopkMethodParsesAndWritesBack) {
+  const std::pair<const char*, TopkMethod> accepted[] = {
+      {"greedy", TopkMethod::kGreedy},
+      {"group_limited_greedy", TopkMethod::kGroupLimitedGreedy},
+      {"noaux_tc", TopkMethod::kNoauxTc}};
+  for (const auto& [name, value] : accepted) {
+    SCOPED_TRACE(name);
+    json j = V3Json();
+    j["topk_method"] = name;
+    const Result<ModelConfig> c = Parse(j);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->topk_method, value);
+    EXPECT_EQ(c->HasScoreCorrectionBias(), value == TopkMethod::kNoauxTc);
+    EXPECT_EQ(json::parse(c->ToJsonText())["topk_method"], name);
+  }
+}
+
+TEST(ConfigEnums, AbsentKeysTakeTheDefaults) {
+  json j = V3Json();
+  j.erase("scoring_func");
+  j.erase("topk_method");
+  j.erase("rope_scaling");
+  const Result<ModelConfig> c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->scoring_func, ScoringFunc::kSoftmax);
+  EXPECT_EQ(c->topk_method, TopkMethod::kGreedy);
+  EXPECT_FALSE(c->rope_scaling.has_value());
+}
+
+TEST(ConfigEnums, RopeScalingTypes) {
+  // null: plain rope.
+  json plain = V3Json();
+  plain["rope_scaling"] = nullptr;
+  const Result<ModelConfig> p = Parse(plain);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(p->rope_scaling.has_value());
+  EXPECT_TRUE(json::parse(p->ToJsonText())["rope_scaling"].is_null());
+  // yarn, under either spelling of the type key; written back as "type".
+  for (const char* key : {"type", "rope_type"}) {
+    SCOPED_TRACE(key);
+    json j = V3Json();
+    j["rope_scaling"].erase("type");
+    j["rope_scaling"][key] = "yarn";
+    j["rope_scaling"]["factor"] = 8.0;
+    const Result<ModelConfig> c = Parse(j);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    ASSERT_TRUE(c->rope_scaling.has_value());
+    EXPECT_EQ(c->rope_scaling->factor, 8.0);
+    EXPECT_EQ(json::parse(c->ToJsonText())["rope_scaling"]["type"], "yarn");
+  }
+}
+
+TEST(ConfigEnums, UnknownScoringFuncNamesKeyValueAndAccepted) {
+  json j = V3Json();
+  j["scoring_func"] = "relu";
+  ExpectMentions(ParseError(j), {"scoring_func", "relu", "softmax", "sigmoid"});
+  // A wrong type is an error too, naming the key.
+  j["scoring_func"] = 3;
+  ExpectMentions(ParseError(j), {"scoring_func"});
+}
+
+TEST(ConfigEnums, UnknownTopkMethodNamesKeyValueAndAccepted) {
+  json j = V3Json();
+  j["topk_method"] = "top_p";
+  ExpectMentions(ParseError(j), {"topk_method", "top_p", "greedy", "group_limited_greedy", "noaux_tc"});
+}
+
+TEST(ConfigEnums, UnknownRopeScalingTypeNamesKeyValueAndAccepted) {
+  json j = V3Json();
+  j["rope_scaling"]["type"] = "linear";
+  ExpectMentions(ParseError(j), {"rope_scaling.type", "linear", "yarn"});
+  json newer = V3Json();
+  newer["rope_scaling"].erase("type");
+  newer["rope_scaling"]["rope_type"] = "dynamic";
+  ExpectMentions(ParseError(newer), {"rope_scaling.rope_type", "dynamic", "yarn"});
+  json untyped = V3Json();
+  untyped["rope_scaling"].erase("type");
+  ExpectMentions(ParseError(untyped), {"rope_scaling", "type", "yarn"});
+}
+
+// yarn_get_mscale of DeepSeek-V2's Hugging Face code, written out again here.
+double HfYarnGetMscale(double scale, double mscale) {
+  if (scale <= 1) return 1.0;
+  return 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// The rope of a config's YaRN scaling, built from its fields as the MLA layer does.
+RopeFrequencies RopeOf(const ModelConfig& c) {
+  const YarnScaling& y = *c.rope_scaling;
+  return RopeFrequencies::Yarn(c.qk_rope_head_dim, c.rope_theta,
+                               YarnParams{y.factor, y.original_max_position_embeddings,
+                                          y.beta_fast, y.beta_slow, y.mscale, y.mscale_all_dim});
+}
+
+// softmax_scale = q_head_dim^-0.5 · m_all² and the rope's cos/sin magnitude
+// = m / m_all, with m = yarn_get_mscale(factor, mscale) and
+// m_all = yarn_get_mscale(factor, mscale_all_dim): the m_all the rope divides by is the
+// one the softmax scale multiplies by.
+TEST(ConfigYarn, SoftmaxScaleAndRopeMagnitudeShareTheMscale) {
+  struct Case {
+    double factor, mscale, mscale_all_dim;
+  };
+  const Case cases[] = {
+      {40, 1.0, 1.0},      // V3 / R1
+      {40, 0.707, 0.707},  // V2 / V2-Lite
+      {40, 1.0, 0.707},    // mscale != mscale_all_dim: magnitude != 1
+      {40, 0.707, 1.3},    // magnitude < 1
+      {40, 1.0, 0.0},      // mscale_all_dim absent: softmax scale unchanged
+      {4, 1.0, 1.0},       // make-model's tiny preset
+      {1, 1.0, 1.0},       // factor 1: no temperature at all
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE("factor " + std::to_string(k.factor) + " mscale " + std::to_string(k.mscale) +
+                 " mscale_all_dim " + std::to_string(k.mscale_all_dim));
+    json j = V3Json();
+    j["rope_scaling"]["factor"] = k.factor;
+    j["rope_scaling"]["mscale"] = k.mscale;
+    j["rope_scaling"]["mscale_all_dim"] = k.mscale_all_dim;
+    const Result<ModelConfig> c = Parse(j);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+
+    const double m = HfYarnGetMscale(k.factor, k.mscale);
+    const double m_all = HfYarnGetMscale(k.factor, k.mscale_all_dim);
+    const double q_head_dim = 192;  // d_n + d_r = 128 + 64
+    ASSERT_EQ(c->QkHeadDim(), 192);
+    const double want_scale = m_all * m_all / std::sqrt(q_head_dim);
+    EXPECT_NEAR(c->SoftmaxScale(), want_scale, kDoubleRelTol * want_scale);
+    const double magnitude = RopeOf(c.value()).magnitude();
+    EXPECT_NEAR(magnitude, m / m_all, kDoubleRelTol * m / m_all);
+    // The m_all implied by the rope magnitude, squared, is the softmax scale's factor.
+    const double implied_m_all = m / magnitude;
+    EXPECT_NEAR(c->SoftmaxScale() * std::sqrt(q_head_dim), implied_m_all * implied_m_all,
+                kDoubleRelTol * want_scale * std::sqrt(q_head_dim));
+  }
+}
+
+}  // namespace
+}  // namespace latte
