@@ -102,7 +102,8 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
       }
     }
     float* q_lat = Grow(s.q_lat, H * R * d_c);  // q_lat: [H, R, d_c]
-    MatmulBatched(q_n, R * d_n, R, w.w_uk_t.data(), H, q_lat, R * d_c);
+    MatmulBatched({.x = q_n, .x_stride = R * d_n, .ldx = d_n, .m = R, .w = w.w_uk_t,
+                   .y = q_lat, .y_stride = R * d_c, .ldy = d_c});
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t h = 0; h < H; ++h) {
         float* dst = query + (r * H + h) * L;
@@ -114,7 +115,8 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
     float* q_lat = Grow(s.q_lat, R * H * d_c);  // q_lat: [R, H, d_c]
     Matmul(cq, R, *w.w_q_uk, q_lat);
     float* q_r = Grow(s.q_r, H * R * d_r);  // q_r: [H, R, d_r]
-    MatmulBatched(cq, 0, R, w.q_rope.data(), H, q_r, R * d_r);
+    MatmulBatched({.x = cq, .x_stride = 0, .ldx = d_in_, .m = R, .w = w.q_rope,
+                   .y = q_r, .y_stride = R * d_r, .ldy = d_r});
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t h = 0; h < H; ++h) {
         float* dst = query + (r * H + h) * L;
@@ -151,7 +153,8 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
       }
     }
     float* o_h = Grow(s.o_h, H * R * d_v);  // o_h: [H, R, d_v]
-    MatmulBatched(o_lat_h, R * d_c, R, w.w_uv.data(), H, o_h, R * d_v);
+    MatmulBatched({.x = o_lat_h, .x_stride = R * d_c, .ldx = d_c, .m = R, .w = w.w_uv,
+                   .y = o_h, .y_stride = R * d_v, .ldy = d_v});
     float* o = Grow(s.o, R * H * d_v);  // o: [R, H·d_v]
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t h = 0; h < H; ++h) {
@@ -192,7 +195,8 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   for (int64_t k0 = 0; k0 < S; k0 += block) {
     const int64_t count = std::min(block, S - k0);
     span.cache->ReadF32(layer, k0, count, cache_rows);
-    Matmul(cache_rows, count, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
+    Matmul({.x = cache_rows, .m = count, .ldx = L, .w = w.kv_b_proj, .y = kv_dec,
+            .ldy = H * (d_n + d_v)});
     for (int64_t t = 0; t < count; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const float* src = kv_dec + (t * H + h) * (d_n + d_v);
