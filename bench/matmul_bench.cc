@@ -70,13 +70,14 @@ Operands MakeOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
 enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn, kGemvFp8Avx512, kFp8OneDnn };
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
+  const MatmulProblem p{x, m, w.cols, w, y, w.rows};
   switch (path) {
-    case Path::kPortable: matmul_internal::MatmulPortable(x, m, w.cols, w, y, w.rows); break;
-    case Path::kFast: Matmul(x, m, w, y); break;
-    case Path::kGemvAvx512: matmul_internal::GemvAvx512(x, m, w.cols, w, y, w.rows); break;
-    case Path::kOneDnn: matmul_internal::MatmulOneDnn(x, m, w.cols, w, y, w.rows); break;
-    case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(x, m, w.cols, w, y, w.rows); break;
-    case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(x, m, w.cols, w, y, w.rows); break;
+    case Path::kPortable: matmul_internal::MatmulPortable(p); break;
+    case Path::kFast: Matmul(p); break;
+    case Path::kGemvAvx512: matmul_internal::GemvAvx512(p); break;
+    case Path::kOneDnn: matmul_internal::MatmulOneDnn(p); break;
+    case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(p); break;
+    case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(p); break;
   }
 }
 
@@ -198,7 +199,8 @@ void BM_MatmulBatched(benchmark::State& state) {
   std::vector<float> x(static_cast<size_t>(m * k * (shared ? 1 : heads)), 0.5f);
   std::vector<float> y(static_cast<size_t>(m * n * heads));
   for (auto _ : state) {
-    MatmulBatched(x.data(), x_stride, m, w.data(), heads, y.data(), m * n);
+    MatmulBatched({.x = x.data(), .x_stride = x_stride, .ldx = k, .m = m, .w = w,
+                   .y = y.data(), .y_stride = m * n, .ldy = n});
     benchmark::ClobberMemory();
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * heads * m * n * k / 1e9,

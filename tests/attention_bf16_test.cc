@@ -1,7 +1,7 @@
 // SharedKeyAttention over bf16 rows (a bf16 model's latent cache): the vdpbf16ps block
 // kernels (attention_internal.h) each against a double computation on the same bf16
 // values, and the whole kernel, portable and dispatched, split over threads and not,
-// against SharedKeyAttentionReference on random rows.
+// against the double-precision reference of test_util.h on random rows.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -22,9 +22,16 @@
 namespace latte {
 namespace {
 
+using testing_util::AttentionDouble;
+using testing_util::ExpectAllNear;
+using testing_util::ExpectWithin;
+using testing_util::OnlineSoftmaxDouble;
+using testing_util::OnlineSoftmaxStep;
+using testing_util::RandomBf16;
 using testing_util::RandomVector;
 using testing_util::ScopedOmpThreads;
 using testing_util::ScopedPortableKernels;
+using testing_util::SharedKeyAttentionDouble;
 
 namespace ai = attention_internal;
 
@@ -43,36 +50,18 @@ constexpr double kBf16LseTol = 1.5e-2;
 // still catches a merge that drops or double-counts a split (errors ~1e-2 and up).
 constexpr double kSplitTol = 1e-3;
 // bf16 rows widened to f32 (portable and AVX-512 f32 paths): the f32 error budget of
-// kernels_test.cc (1e-5), doubled for the longer 576-wide dots.
+// attention_test.cc (1e-5), doubled for the longer 576-wide dots.
 constexpr double kF32OutTol = 2e-5;
 constexpr double kF32LseTol = 2e-5;
-
-
-std::vector<bf16> RandomBf16(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<bf16> v(n);
-  for (bf16& x : v) x = F32ToBf16(dist(rng));
-  return v;
-}
-
-// Largest |got - want| and the number of NaNs.
-struct ErrorStats {
-  double max_abs = 0;
-  size_t nans = 0;
-};
-ErrorStats Compare(const std::vector<float>& got, const std::vector<float>& want) {
-  ErrorStats e;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i])) {
-      ++e.nans;
-      continue;
-    }
-    e.max_abs = std::max(e.max_abs, std::fabs(double(got[i]) - want[i]));
-  }
-  return e;
-}
-
-
+// A block kernel's dot products (bf16 × bf16 is exact in f32) and sums against double:
+// f32 accumulation, well within 1e-5 of the sum of the terms' magnitudes.
+constexpr double kBlockRelTol = 1e-5;
+// A softmax weight rounded to bf16 (<= 2^-8 relative: 8 significant bits) of an f32
+// exp good to ~1e-5 (see attention_test.cc); the running max is exact, the rescale
+// an f32 exp, the sum an f32 sum of the rounded weights.
+constexpr double kRoundedWeightRelTol = 1.0 / 256 + 1e-5;
+constexpr double kRescaleRelTol = 1e-5;
+constexpr double kSumRelTol = 2e-5;
 
 bool HasBf16Dp() { return GetCpuFeatures().avx512_bf16; }
 
@@ -94,27 +83,15 @@ TEST(AttentionBf16Blocks, WidenMatchesScalarConversion) {
     const std::vector<bf16> rows = RandomBf16(count, rng, -100.0f, 100.0f);
     std::vector<float> portable(count, NAN), avx(count, NAN);
     ai::Bf16ToF32Portable(rows.data(), count, portable.data());
-    size_t bad = 0;
-    for (int64_t i = 0; i < count; ++i) bad += portable[i] != Bf16ToF32(rows[i]);
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(portable[i], Bf16ToF32(rows[i])) << "portable, count " << count << ", element " << i;
+    }
     if (GetCpuFeatures().avx512f) {
       ai::Bf16ToF32Avx512(rows.data(), count, avx.data());
-      for (int64_t i = 0; i < count; ++i) bad += avx[i] != Bf16ToF32(rows[i]);
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(avx[i], Bf16ToF32(rows[i])) << "avx512, count " << count << ", element " << i;
+      }
     }
-    EXPECT_EQ(bad, 0u) << "count " << count;
-  }
-}
-
-TEST(AttentionBf16Blocks, RoundMatchesScalarRounding) {
-  if (!HasBf16Dp()) GTEST_SKIP() << "no AVX512_BF16";
-  std::mt19937 rng(82);
-  for (int64_t count : {1, 15, 16, 17, 576 * 5}) {
-    const std::vector<float> q = RandomVector(count, rng, -50.0f, 50.0f);
-    std::vector<bf16> got(count + 1, 0xABCD);
-    ai::RoundToBf16Avx512(q.data(), count, got.data());
-    size_t bad = 0;
-    for (int64_t i = 0; i < count; ++i) bad += got[i] != F32ToBf16(q[i]);
-    EXPECT_EQ(bad, 0u) << "count " << count;
-    EXPECT_EQ(got[count], 0xABCD) << "wrote past the end";
   }
 }
 
@@ -131,12 +108,12 @@ TEST(AttentionBf16Blocks, ScoresMatchDouble) {
         const std::vector<bf16> rows = RandomBf16(n * s.row_dim, rng);
         std::vector<float> scores(heads * kLd, NAN);
         ai::SharedKeyScoresBf16Dp(q.data(), heads, rows.data(), n, s.row_dim, scale, scores.data(), kLd);
-        size_t bad = 0;
+        std::vector<float> got(heads * n);
+        std::vector<double> want(heads * n), allowed(heads * n);
         for (int64_t h = 0; h < heads; ++h) {
           for (int64_t t = 0; t < kLd; ++t) {
-            const float got = scores[h * kLd + t];
             if (t >= n) {  // past the block: untouched
-              bad += !std::isnan(got);
+              ASSERT_TRUE(std::isnan(scores[h * kLd + t])) << "wrote score [" << h << ", " << t << "]";
               continue;
             }
             double dot = 0, mag = 0;
@@ -146,10 +123,12 @@ TEST(AttentionBf16Blocks, ScoresMatchDouble) {
               dot += x;
               mag += std::fabs(x);
             }
-            bad += !(std::fabs(got - scale * dot) <= 1e-5 * scale * mag + 1e-30);
+            got[h * n + t] = scores[h * kLd + t];
+            want[h * n + t] = scale * dot;
+            allowed[h * n + t] = kBlockRelTol * scale * mag + 1e-30;
           }
         }
-        EXPECT_EQ(bad, 0u);
+        ExpectWithin(got.data(), want.data(), allowed.data(), got.size(), "scores", {heads, n});
       }
     }
   }
@@ -163,8 +142,10 @@ TEST(AttentionBf16Blocks, SoftmaxWritesRoundedWeightsAndSumsThem) {
       SCOPED_TRACE("heads=" + std::to_string(heads) + " n=" + std::to_string(n));
       std::vector<float> max(heads, -std::numeric_limits<float>::infinity());
       std::vector<float> sum(heads, 0.0f), rescale(heads, NAN);
-      std::vector<double> want_max(heads, -1e300), want_sum(heads, 0.0);
+      std::vector<double> want_max(heads, -std::numeric_limits<double>::infinity());
+      std::vector<double> want_sum(heads, 0.0), want_rescale(heads);
       for (int pass = 0; pass < 2; ++pass) {
+        SCOPED_TRACE("pass " + std::to_string(pass));
         std::vector<float> scores = RandomVector(heads * kLd, rng, -20.0f, 20.0f);
         if (pass == 1) {
           for (int64_t h = 0; h < heads; h += 2) {
@@ -177,28 +158,30 @@ TEST(AttentionBf16Blocks, SoftmaxWritesRoundedWeightsAndSumsThem) {
                                        p.data(), kLd);
         EXPECT_EQ(scores, in) << "scores must be left as they are";
         const int64_t n_even = (n + 1) / 2 * 2;
-        size_t bad = 0;
+        std::vector<float> got(heads * n);
+        std::vector<double> want(heads * n);
         for (int64_t h = 0; h < heads; ++h) {
-          double m = want_max[h];
-          for (int64_t t = 0; t < n; ++t) m = std::max(m, double(in[h * kLd + t]));
-          const double r = std::exp(want_max[h] - m);
+          const OnlineSoftmaxStep step = OnlineSoftmaxDouble(want_max[h], &in[h * kLd], n);
           double rounded_sum = 0;
           for (int64_t t = 0; t < n; ++t) {
-            const double e = std::exp(double(in[h * kLd + t]) - m);
-            const double got = Bf16ToF32(p[h * kLd + t]);
-            rounded_sum += got;
-            // bf16 rounding (<= 2^-8 relative: 8 significant bits) of an f32 exp good to ~1e-5.
-            bad += !(std::fabs(got - e) <= (1.0 / 256 + 1e-5) * e + 1e-30);
+            got[h * n + t] = Bf16ToF32(p[h * kLd + t]);
+            want[h * n + t] = step.weights[t];
+            rounded_sum += got[h * n + t];
           }
-          if (n_even > n) bad += p[h * kLd + n] != 0;  // the pad of an odd block
-          for (int64_t t = n_even; t < kLd; ++t) bad += p[h * kLd + t] != 0xABCD;
-          want_sum[h] = want_sum[h] * r + rounded_sum;
-          want_max[h] = m;
-          bad += !(max[h] == static_cast<float>(m));
-          bad += !(std::fabs(rescale[h] - r) <= 1e-5 * r + 1e-30);
-          bad += !(std::fabs(sum[h] - want_sum[h]) <= 2e-5 * want_sum[h]);
+          if (n_even > n) {
+            ASSERT_EQ(p[h * kLd + n], 0) << "the pad of an odd block, head " << h;
+          }
+          for (int64_t t = n_even; t < kLd; ++t) {
+            ASSERT_EQ(p[h * kLd + t], 0xABCD) << "wrote past the block at [" << h << ", " << t << "]";
+          }
+          want_sum[h] = want_sum[h] * step.rescale + rounded_sum;
+          want_max[h] = step.max;
+          want_rescale[h] = step.rescale;
         }
-        EXPECT_EQ(bad, 0u) << "pass " << pass;
+        ExpectAllNear(got, want, 1e-30, kRoundedWeightRelTol, "rounded weights", {heads, n});
+        ExpectAllNear(max, want_max, 0.0, 0.0, "max");
+        ExpectAllNear(rescale, want_rescale, 1e-30, kRescaleRelTol, "rescale");
+        ExpectAllNear(sum, want_sum, 0.0, kSumRelTol, "sum of the rounded weights");
       }
     }
   }
@@ -214,18 +197,17 @@ TEST(AttentionBf16Blocks, PairRowsInterleavesTwoRows) {
       const int64_t pairs_count = (n + 1) / 2;
       std::vector<bf16> pairs(pairs_count * 2 * s.value_dim + 1, 0xABCD);
       ai::SharedKeyPairRowsAvx512(rows.data(), n, s.row_dim, s.value_dim, pairs.data());
-      size_t bad = 0;
       for (int64_t u = 0; u < pairs_count; ++u) {
         for (int64_t j = 0; j < s.value_dim; ++j) {
           for (int64_t i = 0; i < 2; ++i) {
             const int64_t t = 2 * u + i;
             const bf16 want = t < n ? rows[t * s.row_dim + j] : bf16{0};
-            bad += pairs[u * 2 * s.value_dim + 2 * j + i] != want;
+            ASSERT_EQ(pairs[u * 2 * s.value_dim + 2 * j + i], want)
+                << "pair " << u << ", column " << j << ", row " << t;
           }
         }
       }
-      bad += pairs.back() != 0xABCD;  // nothing past the pairs
-      EXPECT_EQ(bad, 0u);
+      EXPECT_EQ(pairs.back(), 0xABCD) << "wrote past the pairs";
     }
   }
 }
@@ -252,21 +234,22 @@ TEST(AttentionBf16Blocks, AccumulateMatchesDouble) {
           std::vector<float> acc = acc0;
           ai::SharedKeyAccumulateBf16Dp(p.data(), kLd, heads, pairs.data(), n, s.value_dim,
                                         with_rescale ? rescale.data() : nullptr, acc.data());
-          size_t bad = 0;
+          std::vector<double> want(acc.size()), allowed(acc.size());
           for (int64_t h = 0; h < heads; ++h) {
             const double r = with_rescale ? rescale[h] : 1.0;
             for (int64_t j = 0; j < s.value_dim; ++j) {
-              double want = acc0[h * s.value_dim + j] * r;
-              double mag = std::fabs(want);
+              double w = acc0[h * s.value_dim + j] * r;
+              double mag = std::fabs(w);
               for (int64_t t = 0; t < n; ++t) {
                 const double x = double(Bf16ToF32(p[h * kLd + t])) * Bf16ToF32(rows[t * s.row_dim + j]);
-                want += x;
+                w += x;
                 mag += std::fabs(x);
               }
-              bad += !(std::fabs(acc[h * s.value_dim + j] - want) <= 1e-5 * mag + 1e-30);
+              want[h * s.value_dim + j] = w;
+              allowed[h * s.value_dim + j] = kBlockRelTol * mag + 1e-30;
             }
           }
-          EXPECT_EQ(bad, 0u);
+          ExpectWithin(acc.data(), want.data(), allowed.data(), acc.size(), "acc", {heads, s.value_dim});
         }
       }
     }
@@ -278,6 +261,13 @@ TEST(AttentionBf16Blocks, AccumulateMatchesDouble) {
 struct Result {
   std::vector<float> out, lse;
 };
+
+// max_i |got[i] - want[i]|, for the printed summary (the checks are ExpectAllNear's).
+double MaxAbsError(const std::vector<float>& got, const std::vector<double>& want) {
+  double e = 0;
+  for (size_t i = 0; i < got.size(); ++i) e = std::max(e, std::fabs(double(got[i]) - want[i]));
+  return e;
+}
 
 Result RunShared(SharedKeyAttentionParams p) {
   Result r{std::vector<float>(p.heads * p.value_dim, NAN), std::vector<float>(p.heads, NAN)};
@@ -323,28 +313,21 @@ TEST(AttentionBf16, PortableAndDispatchedMatchReference) {
       p.row_dim = c.shape.row_dim;
       p.value_dim = c.shape.value_dim;
       p.scale = 3.0f / std::sqrt(float(c.shape.row_dim));  // score std ~1.7
-      Result want{std::vector<float>(c.heads * c.shape.value_dim), std::vector<float>(c.heads)};
-      p.out = want.out.data();
-      p.lse = want.lse.data();
-      SharedKeyAttentionReference(p);
+      const AttentionDouble want = SharedKeyAttentionDouble(p);
+      const std::vector<int64_t> out_shape = {c.heads, c.shape.value_dim};
 
       const Result dispatched = RunShared(p);
-      const ErrorStats out_err = Compare(dispatched.out, want.out);
-      const ErrorStats lse_err = Compare(dispatched.lse, want.lse);
       const double out_tol = HasBf16Dp() ? kBf16OutTol : kF32OutTol;
       const double lse_tol = HasBf16Dp() ? kBf16LseTol : kF32LseTol;
-      EXPECT_EQ(out_err.nans + lse_err.nans, 0u);
-      EXPECT_LE(out_err.max_abs, out_tol) << "dispatched out";
-      EXPECT_LE(lse_err.max_abs, lse_tol) << "dispatched lse";
-      worst_out = std::max(worst_out, out_err.max_abs);
-      worst_lse = std::max(worst_lse, lse_err.max_abs);
+      ExpectAllNear(dispatched.out, want.out, out_tol, 0.0, "dispatched out", out_shape);
+      ExpectAllNear(dispatched.lse, want.lse, lse_tol, 0.0, "dispatched lse");
+      worst_out = std::max(worst_out, MaxAbsError(dispatched.out, want.out));
+      worst_lse = std::max(worst_lse, MaxAbsError(dispatched.lse, want.lse));
 
       ScopedPortableKernels portable(true);
       const Result port = RunShared(p);
-      const ErrorStats pout = Compare(port.out, want.out), plse = Compare(port.lse, want.lse);
-      EXPECT_EQ(pout.nans + plse.nans, 0u);
-      EXPECT_LE(pout.max_abs, kF32OutTol) << "portable out";
-      EXPECT_LE(plse.max_abs, kF32LseTol) << "portable lse";
+      ExpectAllNear(port.out, want.out, kF32OutTol, 0.0, "portable out", out_shape);
+      ExpectAllNear(port.lse, want.lse, kF32LseTol, 0.0, "portable lse");
     }
   }
   std::printf("bf16 rows, dispatched vs reference: max |out error| %.2e, max |lse error| %.2e\n", worst_out,
@@ -373,10 +356,7 @@ TEST(AttentionBf16, EveryPathMatchesReference) {
       p.row_dim = row_dim;
       p.value_dim = value_dim;
       p.scale = 0.125f;
-      Result want{std::vector<float>(heads * value_dim), std::vector<float>(heads)};
-      p.out = want.out.data();
-      p.lse = want.lse.data();
-      SharedKeyAttentionReference(p);
+      const AttentionDouble want = SharedKeyAttentionDouble(p);
       for (const auto& [path, tol] : paths) {
         SCOPED_TRACE("path=" + std::to_string(static_cast<int>(path)) + " rows=" + std::to_string(num_rows) +
                      " heads=" + std::to_string(heads));
@@ -384,10 +364,8 @@ TEST(AttentionBf16, EveryPathMatchesReference) {
         p.out = got.out.data();
         p.lse = got.lse.data();
         ai::SharedKeyAttentionOnPath(p, path);
-        const ErrorStats out = Compare(got.out, want.out), lse = Compare(got.lse, want.lse);
-        EXPECT_EQ(out.nans + lse.nans, 0u);
-        EXPECT_LE(out.max_abs, tol);
-        EXPECT_LE(lse.max_abs, tol == kF32OutTol ? kF32LseTol : kBf16LseTol);
+        ExpectAllNear(got.out, want.out, tol, 0.0, "out", {heads, value_dim});
+        ExpectAllNear(got.lse, want.lse, tol == kF32OutTol ? kF32LseTol : kBf16LseTol, 0.0, "lse");
       }
     }
   }
@@ -426,8 +404,8 @@ TEST(AttentionBf16, SplitEqualsUnsplit) {
     EXPECT_EQ(no_lse, two.out);
   }
   const double tol = HasBf16Dp() ? kSplitTol : kF32OutTol;
-  EXPECT_LE(Compare(two.out, one.out).max_abs, tol);
-  EXPECT_LE(Compare(two.lse, one.lse).max_abs, tol);
+  ExpectAllNear(two.out, one.out, tol, "split vs unsplit out", {heads, value_dim});
+  ExpectAllNear(two.lse, one.lse, tol, "split vs unsplit lse");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -119,18 +120,22 @@ Problem MakeProblem(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad = 
 
 float WeightAt(const WeightView& w, int64_t r, int64_t c) { return w.At(r, c); }
 
-// Checks y [m, ldy] against the reference; the ldy padding must still hold kSentinel.
-// row_step > 1 checks every row_step-th row of x and the last (for big problems,
-// where the double-precision reference dominates the run time under ASan).
-void ExpectClose(const float* x, int64_t m, int64_t ldx, const WeightView& w, const float* y,
-                 int64_t ldy, double tol, int64_t row_step = 1) {
+// Checks the y of problem p (run already) against the reference; the ldy padding
+// must still hold kSentinel. row_step > 1 checks every row_step-th row of x and the
+// last (for big problems, where the double-precision reference dominates the run
+// time under ASan).
+void ExpectClose(const MatmulProblem& p, double tol, int64_t row_step = 1) {
+  const float* x = p.x;
+  const float* y = p.y;
+  const int64_t m = p.m, ldx = p.ldx, ldy = p.ldy;
+  const WeightView& w = p.w;
   std::vector<float> ref(static_cast<size_t>(w.rows));
   int failures = 0;
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < m; i += row_step) rows.push_back(i);
   if ((m - 1) % row_step != 0) rows.push_back(m - 1);
   for (int64_t i : rows) {
-    MatmulReference(x + i * ldx, 1, ldx, w, ref.data(), w.rows);
+    MatmulReference({x + i * ldx, 1, ldx, w, ref.data(), w.rows});
     for (int64_t n = 0; n < ldy; ++n) {
       const float got = y[i * ldy + n];
       if (n >= w.rows) {
@@ -150,8 +155,7 @@ void ExpectClose(const float* x, int64_t m, int64_t ldx, const WeightView& w, co
   EXPECT_EQ(failures, 0);
 }
 
-using Path = std::function<void(const float*, int64_t, int64_t, const WeightView&, float*,
-                                int64_t)>;
+using Path = std::function<void(const MatmulProblem&)>;
 
 void CheckPath(const Path& path, const Problem& p, double tol) {
   SCOPED_TRACE("m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
@@ -162,9 +166,9 @@ void CheckPath(const Path& path, const Problem& p, double tol) {
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t n = 0; n < p.n; ++n) y[static_cast<size_t>(i * p.ldy + n)] = NAN;
   }
-  const WeightView w = p.View();
-  path(p.x.data(), p.m, p.ldx, w, y.data(), p.ldy);
-  ExpectClose(p.x.data(), p.m, p.ldx, w, y.data(), p.ldy, tol);
+  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
+  path(problem);
+  ExpectClose(problem, tol);
 }
 
 struct Shape {
@@ -185,16 +189,12 @@ void CheckAllShapes(const Path& path, DType dtype, double tol) {
   for (int64_t m = 1; m <= 20; ++m) CheckPath(path, MakeProblem(m, 23, 77, dtype, 1), tol);
 }
 
-const Path kPortable = [](const float* x, int64_t m, int64_t ldx, const WeightView& w,
-                          float* y, int64_t ldy) { MatmulPortable(x, m, ldx, w, y, ldy); };
-const Path kGemvAvx512 = [](const float* x, int64_t m, int64_t ldx, const WeightView& w,
-                            float* y, int64_t ldy) { GemvAvx512(x, m, ldx, w, y, ldy); };
-const Path kOneDnn = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                        int64_t ldy) {
-  ASSERT_TRUE(MatmulOneDnn(x, m, ldx, w, y, ldy)) << "oneDNN has no fast primitive";
+const Path kPortable = [](const MatmulProblem& p) { MatmulPortable(p); };
+const Path kGemvAvx512 = [](const MatmulProblem& p) { GemvAvx512(p); };
+const Path kOneDnn = [](const MatmulProblem& p) {
+  ASSERT_TRUE(MatmulOneDnn(p)) << "oneDNN has no fast primitive";
 };
-const Path kDispatch = [](const float* x, int64_t m, int64_t ldx, const WeightView& w,
-                          float* y, int64_t ldy) { Matmul(x, m, ldx, w, y, ldy); };
+const Path kDispatch = [](const MatmulProblem& p) { Matmul(p); };
 
 bool HasAvx512() {
   SetPortableKernelsForTesting(false);
@@ -235,30 +235,6 @@ TEST(MatmulOneDnnTest, RepeatedCallsReuseCachedPrimitive) {
   }
 }
 
-TEST(MatmulConvertTest, Bf16RoundingMatchesScalar) {
-  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
-  std::vector<float> x(1000);
-  for (float& v : x) v = dist(rng);
-  x[3] = NAN;
-  x[4] = INFINITY;
-  x[5] = 1.0f + 1.0f / 256;  // a tie: rounds to even
-  for (bool has_bf16 : {false, true}) {
-    if (has_bf16 && !GetCpuFeatures().avx512_bf16) continue;
-    std::vector<bf16> out(x.size() + 1, 0xdead);
-    matmul_internal::ConvertToBf16Avx512(x.data(), 999, out.data(), has_bf16);
-    for (size_t i = 0; i < 999; ++i) {
-      if (std::isnan(x[i])) {
-        EXPECT_TRUE(std::isnan(Bf16ToF32(out[i])));
-      } else {
-        EXPECT_EQ(out[i], F32ToBf16(x[i])) << i << " has_bf16=" << has_bf16;
-      }
-    }
-    EXPECT_EQ(out[999], 0xdead);  // the masked tail stops at n
-  }
-}
-
 // The public entry point under both the detected and the forced-portable features.
 TEST(MatmulDispatchTest, DetectedFeatures) {
   SetPortableKernelsForTesting(false);
@@ -283,18 +259,24 @@ TEST(MatmulDispatchTest, RowBlockView) {
     for (int64_t m : {1, 3, 11}) {
       Problem q = MakeProblem(m, 17, 61, dtype, 2, 9);
       std::vector<float> y(static_cast<size_t>(m * q.ldy), kSentinel);
-      Matmul(q.x.data(), m, q.ldx, block, y.data(), q.ldy);
-      ExpectClose(q.x.data(), m, q.ldx, block, y.data(), q.ldy, tol);
+      const MatmulProblem problem{q.x.data(), m, q.ldx, block, y.data(), q.ldy};
+      Matmul(problem);
+      ExpectClose(problem, tol);
     }
   }
 }
 
 // MatmulBatched: heads of one bigger matrix, shared (x_stride 0) or per-head x,
 // for m on the GEMV side, the oneDNN side, and a size that runs heads in turn.
-void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x, DType dtype) {
+// `interleaved`: the heads' x and y are column slices of [m, batch, width] rows
+// (x_stride = k, ldx = batch · k; y_stride = n, ldy = batch · n + 2), as MLA's
+// per-head products read and write them; else each head's x and y are contiguous.
+void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x, DType dtype,
+                  bool interleaved = false) {
   SCOPED_TRACE("batched m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
                std::to_string(k) + " batch=" + std::to_string(batch) +
-               (shared_x ? " shared x " : " own x ") + std::string(DTypeName(dtype)));
+               (shared_x ? " shared x " : " own x ") + std::string(DTypeName(dtype)) +
+               (interleaved ? " interleaved" : ""));
   const bool onednn_bf16 = dtype != DType::kF32 && GetCpuFeatures().avx512f &&
                            m >= matmul_internal::kGemmMinRows;
   const double tol = onednn_bf16                ? kBf16XTol
@@ -303,16 +285,43 @@ void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x,
   Problem all = MakeProblem(1, n * batch, k, dtype, 0, 3);  // [batch * n, k]
   std::vector<WeightView> w;
   for (int64_t b = 0; b < batch; ++b) w.push_back(all.View().RowBlock(b * n, n));
-  const int64_t x_stride = shared_x ? 0 : m * k + 5;
-  const int64_t y_stride = m * n + 3;
-  Problem xs = MakeProblem(1, 1, x_stride == 0 ? m * k : x_stride * batch, DType::kF32, 0, 4);
-  std::vector<float> y(static_cast<size_t>(y_stride * batch), kSentinel);
-  MatmulBatched(xs.x.data(), x_stride, m, w.data(), batch, y.data(), y_stride);
+  BatchedMatmulParams p{.m = m, .w = w};
+  if (interleaved) {
+    p.x_stride = shared_x ? 0 : k;
+    p.ldx = shared_x ? k + 1 : batch * k + 1;
+    p.y_stride = n;
+    p.ldy = batch * n + 2;
+  } else {
+    p.x_stride = shared_x ? 0 : m * k + 5;
+    p.ldx = k;
+    p.y_stride = m * n + 3;
+    p.ldy = n;
+  }
+  const int64_t x_size = shared_x ? m * p.ldx : interleaved ? m * p.ldx : p.x_stride * batch;
+  const int64_t y_size = interleaved ? m * p.ldy : p.y_stride * batch;
+  Problem xs = MakeProblem(1, 1, x_size, DType::kF32, 0, 4);
+  std::vector<float> y(static_cast<size_t>(y_size), kSentinel);
+  p.x = xs.x.data();
+  p.y = y.data();
+  MatmulBatched(p);
+  std::vector<bool> written(y.size(), false);
   for (int64_t b = 0; b < batch; ++b) {
-    ExpectClose(xs.x.data() + b * x_stride, m, k, w[static_cast<size_t>(b)],
-                y.data() + b * y_stride, n, tol, /*row_step=*/m > 64 ? 37 : 1);
-    for (int64_t i = m * n; i < y_stride; ++i) {
-      ASSERT_EQ(y[static_cast<size_t>(b * y_stride + i)], kSentinel);
+    const MatmulProblem head{p.x + b * p.x_stride, m, p.ldx, w[static_cast<size_t>(b)],
+                             p.y + b * p.y_stride, p.ldy};
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) written[(head.y - p.y) + i * p.ldy + j] = true;
+    }
+    // ExpectClose's padding check reads [n, ldy) of each row: other heads' columns
+    // when interleaved, so check only this head's n columns there.
+    std::vector<float> own(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) own[i * n + j] = head.y[i * p.ldy + j];
+    }
+    ExpectClose({head.x, m, p.ldx, head.w, own.data(), n}, tol, /*row_step=*/m > 64 ? 37 : 1);
+  }
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (!written[i]) {
+      ASSERT_EQ(y[i], kSentinel) << "wrote outside every head's output, at " << i;
     }
   }
 }
@@ -322,7 +331,10 @@ TEST(MatmulBatchedTest, SmallProblemsSplitOverHeads) {
     SetPortableKernelsForTesting(portable);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       for (bool shared : {true, false}) {
-        for (int64_t m : {1, 3, 8, 16}) CheckBatched(m, 24, 40, 7, shared, dtype);
+        for (int64_t m : {1, 3, 8, 16}) {
+          CheckBatched(m, 24, 40, 7, shared, dtype);
+          CheckBatched(m, 24, 40, 7, shared, dtype, /*interleaved=*/true);
+        }
         CheckBatched(2, 1, 33, 3, shared, dtype);
       }
     }
@@ -333,8 +345,57 @@ TEST(MatmulBatchedTest, SmallProblemsSplitOverHeads) {
 TEST(MatmulBatchedTest, LargeProblemsRunHeadsInTurn) {
   // 512 * 128 * 1024 = 2^26 multiply-adds per head: at the split threshold.
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
-    for (bool shared : {true, false}) CheckBatched(512, 128, 1024, 2, shared, dtype);
+    for (bool shared : {true, false}) {
+      CheckBatched(512, 128, 1024, 2, shared, dtype);
+      CheckBatched(512, 128, 1024, 2, shared, dtype, /*interleaved=*/true);
+    }
   }
+}
+
+// Reading x and writing y through row strides changes no sum: MLA's per-head products
+// on [m, heads, width] rows (x_stride = width, ldx = heads · width, and the same for y)
+// give bit for bit what the same products give on packed [heads, m, width] copies. The
+// decode logits depend on it (they must not change with the layout).
+TEST(MatmulBatchedTest, InterleavedEqualsPackedBitForBit) {
+  const int64_t n = 24, k = 40, batch = 7;
+  for (bool portable : {false, true}) {
+    SetPortableKernelsForTesting(portable);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      const Problem all = MakeProblem(1, n * batch, k, dtype, 0, 5);
+      std::vector<WeightView> w;
+      for (int64_t b = 0; b < batch; ++b) w.push_back(all.View().RowBlock(b * n, n));
+      for (bool shared : {true, false}) {
+        for (int64_t m : {1, 3, 6, 8, 64, 300}) {
+          SCOPED_TRACE(std::string(DTypeName(dtype)) + (portable ? " portable" : "") +
+                       (shared ? " shared x" : " own x") + " m=" + std::to_string(m));
+          const int64_t x_heads = shared ? 1 : batch;
+          // x: [m, x_heads, k] interleaved; packed: [x_heads, m, k].
+          const Problem xs = MakeProblem(1, 1, m * x_heads * k, DType::kF32, 0, 6);
+          std::vector<float> packed_x(xs.x.size());
+          for (int64_t b = 0; b < x_heads; ++b) {
+            for (int64_t i = 0; i < m; ++i) {
+              std::copy_n(&xs.x[(i * x_heads + b) * k], k, &packed_x[(b * m + i) * k]);
+            }
+          }
+          std::vector<float> y(static_cast<size_t>(m * batch * n), NAN);  // [m, batch, n]
+          std::vector<float> packed_y(y.size(), NAN);                      // [batch, m, n]
+          MatmulBatched({.x = xs.x.data(), .x_stride = shared ? 0 : k, .ldx = x_heads * k,
+                         .m = m, .w = w, .y = y.data(), .y_stride = n, .ldy = batch * n});
+          MatmulBatched({.x = packed_x.data(), .x_stride = shared ? 0 : m * k, .ldx = k,
+                         .m = m, .w = w, .y = packed_y.data(), .y_stride = m * n, .ldy = n});
+          for (int64_t b = 0; b < batch; ++b) {
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                ASSERT_EQ(y[(i * batch + b) * n + j], packed_y[(b * m + i) * n + j])
+                    << "head " << b << " row " << i << " col " << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  SetPortableKernelsForTesting(false);
 }
 
 // MatmulMany: mixed shapes and m in one batch, big enough to run in parallel;
@@ -363,13 +424,12 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
       MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
       for (size_t i = 0; i < ps.size(); ++i) {
         const Problem& p = ps[i];
-        Matmul(p.x.data(), p.m, p.ldx, p.View(), y_one[i].data(), p.ldy);
+        Matmul({p.x.data(), p.m, p.ldx, p.View(), y_one[i].data(), p.ldy});
         const bool onednn_bf16 = dtype != DType::kF32 && !portable &&
                                  GetCpuFeatures().avx512f && p.m >= matmul_internal::kGemmMinRows;
-        ExpectClose(p.x.data(), p.m, p.ldx, p.View(), y[i].data(), p.ldy,
-                    onednn_bf16                ? kBf16XTol
-                    : dtype == DType::kF8E4M3 ? Fp8GemvTol()
-                                              : kF32Tol);
+        ExpectClose(batch[i], onednn_bf16                ? kBf16XTol
+                              : dtype == DType::kF8E4M3 ? Fp8GemvTol()
+                                                        : kF32Tol);
         for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << i << " " << j;
       }
     }
@@ -438,8 +498,7 @@ TEST(MatmulFp8Test, Portable) { CheckFp8Shapes(kPortable, kF32Tol); }
 
 TEST(MatmulFp8Test, GemvAvx512) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const Path gemv = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                       int64_t ldy) { GemvFp8Avx512(x, m, ldx, w, y, ldy); };
+  const Path gemv = [](const MatmulProblem& p) { GemvFp8Avx512(p); };
   CheckFp8Shapes(gemv, Fp8GemvTol());
   // A big one, split over threads, with tails of the 4-row groups.
   CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), Fp8GemvTol());
@@ -448,9 +507,8 @@ TEST(MatmulFp8Test, GemvAvx512) {
 // The f32 fp8 GEMV (what AVX-512 CPUs without AVX512_BF16 or VBMI run): exact x.
 TEST(MatmulFp8Test, GemvAvx512F32) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const Path gemv = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                       int64_t ldy) {
-    matmul_internal::GemvFp8Avx512F32(x, m, ldx, w, y, ldy, /*threaded=*/true);
+  const Path gemv = [](const MatmulProblem& p) {
+    matmul_internal::GemvFp8Avx512F32(p, /*threaded=*/true);
   };
   CheckFp8Shapes(gemv, kF32Tol);
   CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), kF32Tol);
@@ -482,7 +540,7 @@ TEST(MatmulFp8Test, GemvOneHotEveryPositionExact) {
         std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
         for (int64_t i = 0; i < m; ++i) x[i * k + j] = std::ldexp(1.0f, -static_cast<int>(i));
         std::vector<float> y(static_cast<size_t>(m * n), NAN);
-        GemvFp8Avx512(x.data(), m, k, view, y.data(), n);
+        GemvFp8Avx512({x.data(), m, k, view, y.data(), n});
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t r = 0; r < n; ++r) {
             const float want = Fp8E4M3ToF32(w[r * ld + j]) * scales[j / block_cols] *
@@ -517,41 +575,51 @@ TEST(MatmulFp8Test, EveryCodeDecodesExactly) {
   SetPortableKernelsForTesting(false);
 }
 
-// Dequantization for the GEMM path gives exactly the load-time values:
-// bf16(e4m3 × scale), round to nearest even, portable and AVX-512 alike.
+// The dequantization (the load's, and the GEMM path's per chunk) gives
+// bf16(e4m3 × scale), round to nearest even: the portable and AVX-512 loops and the
+// dispatching DequantizeFp8ToBf16 alike.
 TEST(MatmulFp8Test, DequantizeRowsMatchesScalar) {
   const Problem p = MakeProblem(1, 300, 203, DType::kF8E4M3, 5, 21);
   const WeightView w = p.View().RowBlock(37, 250);  // starts mid-block
-  const int64_t r0 = 90, r1 = 221;                  // crosses a block row
-  std::vector<bf16> want(static_cast<size_t>((r1 - r0) * w.cols));
-  for (int64_t r = r0; r < r1; ++r) {
-    for (int64_t c = 0; c < w.cols; ++c) want[(r - r0) * w.cols + c] = F32ToBf16(w.At(r, c));
+  const int64_t first = 90, count = 131;            // crosses a block row
+  std::vector<bf16> want(static_cast<size_t>(count * w.cols));
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < w.cols; ++c) want[r * w.cols + c] = F32ToBf16(w.At(first + r, c));
   }
+  auto expect_equal = [&](const std::vector<bf16>& got, const std::string& what) {
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << what << ": element " << i << " (row " << i / w.cols
+                                 << ", col " << i % w.cols << ")";
+    }
+    EXPECT_EQ(got.back(), 0xdead) << what << " wrote past the end";
+  };
   std::vector<bf16> got(want.size() + 1, 0xdead);
-  matmul_internal::DequantizeFp8Rows(w, r0, r1, got.data());
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "portable " << i;
+  matmul_internal::DequantizeFp8ToBf16Portable(w, first, count, got.data());
+  expect_equal(got, "portable");
+  std::fill(got.begin(), got.end(), bf16{0xdead});
+  DequantizeFp8ToBf16(w, first, count, got.data());
+  expect_equal(got, "dispatched");
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
   for (bool has_bf16 : {false, true}) {
     if (has_bf16 && !GetCpuFeatures().avx512_bf16) continue;
     std::fill(got.begin(), got.end(), bf16{0xdead});
-    matmul_internal::DequantizeFp8RowsAvx512(w, r0, r1, got.data(), has_bf16);
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << has_bf16 << " " << i;
-    EXPECT_EQ(got.back(), 0xdead);
+    matmul_internal::DequantizeFp8ToBf16Avx512(w, first, count, got.data(), has_bf16);
+    expect_equal(got, has_bf16 ? "avx512 vcvtneps2bf16" : "avx512 integer rounding");
   }
 }
 
 TEST(MatmulFp8Test, OneDnnChunks) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const Path chunked = [](const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                          int64_t ldy) {
-    ASSERT_TRUE(matmul_internal::MatmulFp8OneDnn(x, m, ldx, w, y, ldy));
+  const Path chunked = [](const MatmulProblem& p) {
+    ASSERT_TRUE(matmul_internal::MatmulFp8OneDnn(p));
   };
   for (int64_t m : {6, 9, 33}) CheckPath(chunked, MakeProblem(m, 300, 300, DType::kF8E4M3, 1), kBf16XTol);
   // 8 MiB chunks of 2900-wide bf16 rows are 1440 rows: three chunks, the last short.
   Problem p = MakeProblem(7, 3000, 2900, DType::kF8E4M3, 0, 3);
   std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
-  chunked(p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy);
-  ExpectClose(p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy, kBf16XTol, /*row_step=*/3);
+  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
+  chunked(problem);
+  ExpectClose(problem, kBf16XTol, /*row_step=*/3);
 }
 
 TEST(MatmulFp8Test, DispatchDetectedAndPortable) {
@@ -579,16 +647,51 @@ TEST(MatmulFp8Test, MidBlockRowBlocksBatched) {
                              : Fp8GemvTol();
       const Problem xs = MakeProblem(m, 1, k, DType::kF32, 0, 12);
       std::vector<float> y(static_cast<size_t>(H * m * 8), NAN);
-      MatmulBatched(xs.x.data(), 0, m, heads.data(), H, y.data(), m * 8);
+      MatmulBatched({.x = xs.x.data(), .x_stride = 0, .ldx = k, .m = m, .w = heads,
+                     .y = y.data(), .y_stride = m * 8, .ldy = 8});
       for (int64_t h = 0; h < H; ++h) {
-        ExpectClose(xs.x.data(), m, k, heads[h], y.data() + h * m * 8, 8, tol);
+        ExpectClose({xs.x.data(), m, k, heads[h], y.data() + h * m * 8, 8}, tol);
         std::vector<float> one(static_cast<size_t>(m * 8));
         Matmul(xs.x.data(), m, heads[h], one.data());
-        ExpectClose(xs.x.data(), m, k, heads[h], one.data(), 8, tol);
+        ExpectClose({xs.x.data(), m, k, heads[h], one.data(), 8}, tol);
       }
     }
   }
   SetPortableKernelsForTesting(false);
+}
+
+// ---- checked boundaries ----------------------------------------------------------
+
+TEST(MatmulDeathTest, BadProblemsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Problem p = MakeProblem(2, 8, 16, DType::kF32);
+  std::vector<float> y(64);
+  EXPECT_DEATH(Matmul({p.x.data(), 2, /*ldx=*/8, p.View(), y.data(), 8}),
+               "Matmul: ldx 8 \\(w.cols 16\\), ldy 8 \\(w.rows 8\\)");
+  EXPECT_DEATH(Matmul({nullptr, 2, 16, p.View(), y.data(), 8}), "Matmul: null x or y");
+  WeightView f16 = p.View();
+  f16.dtype = DType::kF16;
+  EXPECT_DEATH(Matmul(p.x.data(), 2, f16, y.data()), "weight dtype F16");
+  WeightView misaligned = p.View();
+  misaligned.data = reinterpret_cast<const char*>(misaligned.data) + 2;
+  EXPECT_DEATH(Matmul(p.x.data(), 2, misaligned, y.data()), "not aligned to its 4-byte elements");
+
+  const Problem fp8 = MakeProblem(2, 8, 16, DType::kF8E4M3);
+  WeightView no_scales = fp8.View();
+  no_scales.scale = nullptr;
+  EXPECT_DEATH(Matmul(fp8.x.data(), 2, no_scales, y.data()), "fp8 scales null");
+  WeightView narrow_scales = fp8.View();
+  narrow_scales.block_cols = 8;  // 16 columns are 2 blocks, scale_ld is 1
+  EXPECT_DEATH(Matmul(fp8.x.data(), 2, narrow_scales, y.data()), "fp8 scale_ld 1 < 2");
+  EXPECT_DEATH(DequantizeFp8ToBf16(p.View(), 0, 8, nullptr), "DequantizeFp8ToBf16: dtype F32");
+  std::vector<bf16> out(8 * 16);
+  EXPECT_DEATH(DequantizeFp8ToBf16(fp8.View(), 4, 5, out.data()), "rows \\[4, 9\\) of 8");
+
+  const Problem other = MakeProblem(1, 4, 16, DType::kF32);
+  const std::vector<WeightView> mixed = {p.View(), other.View()};
+  EXPECT_DEATH(MatmulBatched({.x = p.x.data(), .ldx = 16, .m = 2, .w = mixed, .y = y.data(),
+                              .y_stride = 16, .ldy = 8}),
+               "weight \\[4, 16\\] F32 differs from the first, \\[8, 16\\] F32");
 }
 
 }  // namespace

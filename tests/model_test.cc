@@ -9,6 +9,7 @@
 
 #include "base/cpu_features.h"
 #include "model/deepseek.h"
+#include "model/mla.h"
 #include "model/model_weights.h"
 #include "test_models.h"
 
@@ -116,8 +117,8 @@ TEST_P(ModelModes, ThreeModesAgreeAndIncrementalEqualsFull) {
   DeepSeekModel naive(*naive_w), absorbed(*absorbed_w), materialized(*materialized_w);
   // Multi-token spans through the latent path too, and the decompress path in blocks
   // of 4 tokens merged by log-sum-exp.
-  MlaSettings latent_prefill{MlaMode::kAbsorbed, /*decompress_prefill=*/false};
-  MlaSettings small_blocks{MlaMode::kNaive, true, /*decompress_block=*/4};
+  const MlaSettings latent_prefill{.decompress_prefill = false};
+  const MlaSettings small_blocks{.decompress_block = 4};
   DeepSeekModel absorbed_latent_prefill(*absorbed_w, latent_prefill);
   DeepSeekModel materialized_latent_prefill(*materialized_w, latent_prefill);
   DeepSeekModel naive_small_blocks(*naive_w, small_blocks);
@@ -199,6 +200,29 @@ TEST(ModelErrors, ForwardRejectsBadTokensAndSpans) {
   EXPECT_NE(st.message().find("capacity"), std::string::npos) << st.message();
   st = model.Forward({1}, {SequenceSpan{cache.get(), 2, 1}}, LogitRows::kAll, logits);
   EXPECT_NE(st.message().find("cache holds 0"), std::string::npos) << st.message();
+}
+
+// MlaLayer::Forward checks what it is handed (LATTE_CHECK): a cache whose rows are not
+// d_l wide, a span past its cache's capacity or a layer out of range aborts instead of
+// writing out of bounds.
+TEST(MlaLayerDeathTest, BadSpansAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string dir = MakeModel("tiny", MakeModelOverrides{});
+  auto w = Load(dir, MlaMode::kAbsorbed);
+  const ModelConfig& c = w->config();
+  const MlaLayer mla(c, MlaMode::kAbsorbed);
+  const MlaWeights& attn = w->layers()[0].attn;
+  MlaScratch scratch;
+  std::vector<float> x(c.hidden_size, 0.5f), out(c.hidden_size);
+  LatentCache narrow(c.num_hidden_layers, c.LatentDim() - 1, 4);
+  EXPECT_DEATH(mla.Forward(attn, 0, x.data(), {SequenceSpan{&narrow, 0, 1}}, out.data(), scratch),
+               "MlaLayer: cache rows of " + std::to_string(c.LatentDim() - 1) + " values");
+  LatentCache cache(c.num_hidden_layers, c.LatentDim(), 4);
+  EXPECT_DEATH(mla.Forward(attn, 0, x.data(), {SequenceSpan{&cache, 4, 1}}, out.data(), scratch),
+               "MlaLayer: span ends at 5, past the cache capacity 4");
+  EXPECT_DEATH(mla.Forward(attn, c.num_hidden_layers, x.data(), {SequenceSpan{&cache, 0, 1}},
+                           out.data(), scratch),
+               "MlaLayer: layer " + std::to_string(c.num_hidden_layers));
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 #include <limits>
 #include <vector>
 
+#include "base/check.h"
 #include "base/cpu_features.h"
 #include "kernels/attention_internal.h"
+#include "kernels/bf16_round.h"
 #include "kernels/prefill_attention.h"
 
 namespace latte {
@@ -36,7 +38,36 @@ inline void Scale(float alpha, float* y, int64_t n) {
 
 }  // namespace
 
+void attention_internal::CheckParams(const CausalAttentionParams& p, const char* caller) {
+  LATTE_CHECK(p.num_queries >= 0 && p.num_keys >= 0 && p.heads >= 0, caller, ": ", p.num_queries,
+              " queries, ", p.num_keys, " keys, ", p.heads, " heads");
+  LATTE_CHECK(p.key_dim >= 1 && p.value_dim >= 1, caller, ": key_dim ", p.key_dim, ", value_dim ",
+              p.value_dim);
+  LATTE_CHECK(std::isfinite(p.scale), caller, ": scale ", p.scale);
+  if (p.num_queries == 0 || p.heads == 0) return;
+  LATTE_CHECK(p.q != nullptr && p.out != nullptr, caller, ": null q or out");
+  LATTE_CHECK(p.num_keys == 0 || (p.k != nullptr && p.v != nullptr), caller, ": null k or v");
+}
+
+void attention_internal::CheckParams(const SharedKeyAttentionParams& p, const char* caller) {
+  LATTE_CHECK(p.num_rows >= 0 && p.heads >= 0, caller, ": ", p.num_rows, " rows, ", p.heads,
+              " heads");
+  LATTE_CHECK(p.value_dim >= 1 && p.row_dim >= p.value_dim, caller, ": row_dim ", p.row_dim,
+              ", value_dim ", p.value_dim, " (the value is a prefix of the row)");
+  LATTE_CHECK(p.rows_dtype == DType::kF32 || p.rows_dtype == DType::kBF16, caller,
+              ": rows dtype ", DTypeName(p.rows_dtype), " (F32 or BF16)");
+  LATTE_CHECK(std::isfinite(p.scale), caller, ": scale ", p.scale);
+  if (p.heads == 0) return;
+  LATTE_CHECK(p.q != nullptr && p.out != nullptr, caller, ": null q or out");
+  if (p.num_rows == 0) return;
+  LATTE_CHECK(p.rows != nullptr &&
+                  reinterpret_cast<uintptr_t>(p.rows) % DTypeSize(p.rows_dtype) == 0,
+              caller, ": rows null or not aligned to their ", DTypeSize(p.rows_dtype),
+              "-byte elements");
+}
+
 void CausalAttention(const CausalAttentionParams& p) {
+  attention_internal::CheckParams(p, "CausalAttention");
   if (p.num_queries >= kPrefillAttentionMinQueries) {
     PrefillAttention(p);
     return;
@@ -225,7 +256,27 @@ struct SharedKeySplit {
   std::vector<float> rows_f32;  // rows_f32: [kSharedKeyBlock, row_dim], bf16 rows widened
   std::vector<bf16> p;         // storage of the bf16 weights (vdpbf16ps path), see RunSplit
   std::vector<bf16> pairs;     // storage of the paired rows (vdpbf16ps path), see RunSplit
+  std::vector<float> out;      // out: [heads, value_dim], acc normalised (several splits only)
+  std::vector<float> lse;      // lse: [heads] (several splits only)
 };
+
+// The split's result as a partial that MergeAttentionPartials takes: out_h = acc_h / sum_h,
+// lse_h = max_h + log(sum_h); a head that saw no row gets out 0 and lse -inf. lse may be null.
+void Normalize(const SharedKeySplit& s, int64_t heads, int64_t value_dim, float* out, float* lse) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float* o = out + h * value_dim;
+    const double sum = s.sum[h];
+    if (sum == 0) {
+      std::fill(o, o + value_dim, 0.0f);
+      if (lse) lse[h] = kNegInf;
+      continue;
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    const float* acc = s.acc.data() + h * value_dim;
+    for (int64_t j = 0; j < value_dim; ++j) o[j] = acc[j] * inv;
+    if (lse) lse[h] = s.max[h] + static_cast<float>(std::log(sum));
+  }
+}
 
 // Rows are taken in blocks so the scores of one block for all heads stay in L1/L2
 // (128 heads × 64 rows × 4 B = 32 KiB) while each row is read once for every head:
@@ -301,17 +352,20 @@ void SharedKeyAttention(const SharedKeyAttentionParams& p) {
 }
 
 void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath path) {
+  CheckParams(p, "SharedKeyAttention");
+  if (p.heads == 0) return;
   // Short contexts are not worth a split: below 256 rows per thread, one split.
   const int64_t max_splits = std::max<int64_t>(1, p.num_rows / 256);
   const int64_t splits = std::min<int64_t>(omp_get_max_threads(), max_splits);
   thread_local std::vector<SharedKeySplit> states;
   thread_local std::vector<bf16> q_storage;  // holds q_rounded
+  thread_local std::vector<const float*> outs, lses;  // [splits]: the partials to merge
   if (static_cast<int64_t>(states.size()) < splits) states.resize(splits);
   std::vector<SharedKeySplit>& st = states;
   bf16* q_rounded = nullptr;  // q_rounded: [heads, row_dim], the vdpbf16ps path's q
   if (path == SharedKeyPath::kAvx512Bf16) {
     q_rounded = Aligned64(q_storage, p.heads * p.row_dim);
-    attention_internal::RoundToBf16Avx512(p.q, p.heads * p.row_dim, q_rounded);
+    bf16_internal::RoundToBf16Avx512(p.q, p.heads * p.row_dim, q_rounded, /*has_bf16=*/true);
   }
 #pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
   for (int64_t i = 0; i < splits; ++i) {
@@ -319,100 +373,60 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
     const int64_t end = p.num_rows * (i + 1) / splits;
     RunSplit(p, q_rounded, begin, end, path, st[i]);
   }
-  // Combine: out_h = Σ_i e^{m_i} acc_i / Σ_i e^{m_i} sum_i, relative to the largest m_i.
-  for (int64_t h = 0; h < p.heads; ++h) {
-    float global_max = kNegInf;
-    for (int64_t i = 0; i < splits; ++i) global_max = std::max(global_max, st[i].max[h]);
-    float* out = p.out + h * p.value_dim;
-    std::fill(out, out + p.value_dim, 0.0f);
-    double total = 0;
-    for (int64_t i = 0; i < splits; ++i) {
-      if (st[i].sum[h] == 0.0f) continue;
-      const float w = std::exp(st[i].max[h] - global_max);
-      total += static_cast<double>(w) * st[i].sum[h];
-      Axpy(w, &st[i].acc[h * p.value_dim], out, p.value_dim);
-    }
-    Scale(static_cast<float>(1.0 / total), out, p.value_dim);
-    if (p.lse) p.lse[h] = global_max + static_cast<float>(std::log(total));
+  if (splits == 1) {
+    Normalize(st[0], p.heads, p.value_dim, p.out, p.lse);
+    return;
   }
+  outs.resize(splits);
+  lses.resize(splits);
+  for (int64_t i = 0; i < splits; ++i) {
+    st[i].out.resize(p.heads * p.value_dim);
+    st[i].lse.resize(p.heads);
+    Normalize(st[i], p.heads, p.value_dim, st[i].out.data(), st[i].lse.data());
+    outs[i] = st[i].out.data();
+    lses[i] = st[i].lse.data();
+  }
+  MergeAttentionPartials(outs.data(), lses.data(), splits, p.heads, p.value_dim, p.out, p.lse);
 }
 
 void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
                             int64_t n, int64_t dim, float* out, float* lse) {
-  std::vector<float> row(dim);
+  LATTE_CHECK(parts >= 1 && n >= 0 && dim >= 1, "MergeAttentionPartials: ", parts, " parts of [",
+              n, ", ", dim, "]");
+  LATTE_CHECK(outs != nullptr && lses != nullptr && out != nullptr,
+              "MergeAttentionPartials: null outs, lses or out");
   for (int64_t r = 0; r < n; ++r) {
     float max_lse = kNegInf;
     for (int64_t i = 0; i < parts; ++i) max_lse = std::max(max_lse, lses[i][r]);
-    std::fill(row.begin(), row.end(), 0.0f);
+    // e^{lse_i - max}: the part's weight (recomputed below rather than stored: parts are few).
+    auto weight = [&](int64_t i) { return std::exp(lses[i][r] - max_lse); };
     double total = 0;
     for (int64_t i = 0; i < parts; ++i) {
-      if (lses[i][r] == kNegInf) continue;
-      const float w = std::exp(lses[i][r] - max_lse);
-      total += w;
-      Axpy(w, outs[i] + r * dim, row.data(), dim);
+      if (lses[i][r] != kNegInf) total += weight(i);
     }
+    float* o = out + r * dim;
     if (total == 0) {  // no part saw a key
-      std::fill(out + r * dim, out + (r + 1) * dim, 0.0f);
-      lse[r] = kNegInf;
+      std::fill(o, o + dim, 0.0f);
+      if (lse) lse[r] = kNegInf;
       continue;
     }
-    for (int64_t j = 0; j < dim; ++j) out[r * dim + j] = static_cast<float>(row[j] / total);
-    lse[r] = max_lse + static_cast<float>(std::log(total));
-  }
-}
-
-void CausalAttentionReference(const CausalAttentionParams& p) {
-  for (int64_t i = 0; i < p.num_queries; ++i) {
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const int64_t visible = std::min(p.first_position + i + 1, p.num_keys);
-      std::vector<double> s(visible);
-      double m = -1e300;
-      for (int64_t t = 0; t < visible; ++t) {
-        double dot = 0;
-        for (int64_t j = 0; j < p.key_dim; ++j) {
-          dot += double(p.q[(i * p.heads + h) * p.key_dim + j]) *
-                 p.k[(t * p.heads + h) * p.key_dim + j];
-        }
-        s[t] = dot * p.scale;
-        m = std::max(m, s[t]);
+    // o = Σ_i weight_i · out_i in part order, a sum from +0. The first term is written
+    // (0 + w·x), not added to o, so out may alias outs[0] (a part before it with no keys
+    // adds nothing and is never read).
+    bool first = true;
+    for (int64_t i = 0; i < parts; ++i) {
+      if (lses[i][r] == kNegInf) continue;
+      const float w = weight(i);
+      const float* src = outs[i] + r * dim;
+      if (first) {
+        for (int64_t j = 0; j < dim; ++j) o[j] = 0.0f + w * src[j];
+        first = false;
+      } else {
+        Axpy(w, src, o, dim);
       }
-      double z = 0;
-      for (auto& x : s) z += (x = std::exp(x - m));
-      for (int64_t j = 0; j < p.value_dim; ++j) {
-        double acc = 0;
-        for (int64_t t = 0; t < visible; ++t) acc += s[t] * p.v[(t * p.heads + h) * p.value_dim + j];
-        p.out[(i * p.heads + h) * p.value_dim + j] = static_cast<float>(acc / z);
-      }
-      if (p.lse) p.lse[i * p.heads + h] = static_cast<float>(m + std::log(z));
     }
-  }
-}
-
-void SharedKeyAttentionReference(const SharedKeyAttentionParams& p) {
-  const auto row = [&p](int64_t t, int64_t j) -> double {
-    const int64_t i = t * p.row_dim + j;
-    return p.rows_dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(p.rows)[i])
-                                        : static_cast<const float*>(p.rows)[i];
-  };
-  for (int64_t h = 0; h < p.heads; ++h) {
-    std::vector<double> s(p.num_rows);
-    double m = -1e300;
-    for (int64_t t = 0; t < p.num_rows; ++t) {
-      double dot = 0;
-      for (int64_t j = 0; j < p.row_dim; ++j) {
-        dot += double(p.q[h * p.row_dim + j]) * row(t, j);
-      }
-      s[t] = dot * p.scale;
-      m = std::max(m, s[t]);
-    }
-    double z = 0;
-    for (auto& x : s) z += (x = std::exp(x - m));
-    for (int64_t j = 0; j < p.value_dim; ++j) {
-      double acc = 0;
-      for (int64_t t = 0; t < p.num_rows; ++t) acc += s[t] * row(t, j);
-      p.out[h * p.value_dim + j] = static_cast<float>(acc / z);
-    }
-    if (p.lse) p.lse[h] = static_cast<float>(m + std::log(z));
+    for (int64_t j = 0; j < dim; ++j) o[j] = static_cast<float>(o[j] / total);
+    if (lse) lse[r] = max_lse + static_cast<float>(std::log(total));
   }
 }
 

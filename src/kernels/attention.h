@@ -33,7 +33,8 @@ void CausalAttention(const CausalAttentionParams& p);
 // cache is): score_h(t) = scale · q_h · row(t) over all row_dim values, and
 // out_h = Σ_t softmax(score_h)(t) · row(t)[0:value_dim] (the value is a prefix of the row).
 // Every row is read once for all heads. The context is split over threads, each split
-// producing a partial (output, lse) that is merged exactly.
+// producing a partial (output, lse) that MergeAttentionPartials merges. With no rows a
+// head gets out 0 and lse -inf.
 //
 // Rows are f32 or bf16. With bf16 rows on a CPU with AVX512_BF16 the dot products run
 // on vdpbf16ps: q and the softmax weights are rounded to bf16 for them (relative
@@ -56,12 +57,10 @@ void SharedKeyAttention(const SharedKeyAttentionParams& p);
 
 // Merges `parts` partial results for the same queries over disjoint key sets:
 // out_i: [n, dim] with lse_i: [n] → out: [n, dim], lse: [n] (out, lse may alias
-// outs[0], lses[0]). Parts with lse = -inf (no keys) contribute nothing.
+// outs[0], lses[0]; lse may be null). Parts with lse = -inf (no keys) contribute
+// nothing; a query no part saw gets out 0 and lse -inf. SharedKeyAttention merges its
+// context splits with it, the decompress path its key blocks.
 void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
                             int64_t n, int64_t dim, float* out, float* lse);
-
-// Plain loops over the same definitions, for tests.
-void CausalAttentionReference(const CausalAttentionParams& p);
-void SharedKeyAttentionReference(const SharedKeyAttentionParams& p);
 
 }  // namespace latte

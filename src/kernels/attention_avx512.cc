@@ -54,7 +54,7 @@ inline void ScoresTile(const float* q, const float* rows, int64_t row_dim, float
     }
   }
   if (k < row_dim) {
-    const __mmask16 m = TailMask(row_dim - k);
+    const __mmask16 m = TailMask16(row_dim - k);
     __m512 rv[R];
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) rv[r] = _mm512_maskz_loadu_ps(m, rows + r * row_dim + k);
@@ -65,19 +65,7 @@ inline void ScoresTile(const float* q, const float* rows, int64_t row_dim, float
       for (int r = 0; r < R; ++r) acc[h][r] = _mm512_fmadd_ps(qv, rv[r], acc[h][r]);
     }
   }
-  if constexpr (H == 4 && R == 4) {
-    const __m512 s = _mm512_mul_ps(Reduce16(&acc[0][0]), _mm512_set1_ps(scale));
-    _mm_storeu_ps(scores + 0 * ld, _mm512_extractf32x4_ps(s, 0));
-    _mm_storeu_ps(scores + 1 * ld, _mm512_extractf32x4_ps(s, 1));
-    _mm_storeu_ps(scores + 2 * ld, _mm512_extractf32x4_ps(s, 2));
-    _mm_storeu_ps(scores + 3 * ld, _mm512_extractf32x4_ps(s, 3));
-  } else {
-    #pragma GCC unroll 16
-    for (int h = 0; h < H; ++h) {
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) scores[h * ld + r] = scale * _mm512_reduce_add_ps(acc[h][r]);
-    }
-  }
+  StoreScoresTile<H, R>(acc, scale, scores, ld);
 }
 
 template <int H>
@@ -117,8 +105,6 @@ inline void AccumulateTile(const float* p, int64_t ld, const float* rows, int64_
   StoreAccumulators<H, V>(a, last, acc, lda);
 }
 
-constexpr int kAccVecs = 4;  // 16-float vectors per value tile
-
 // One column range (V vectors, the last masked by `last`) of acc for all heads. Column
 // ranges are the outer loop so the block's slice of rows (n x 64 floats, <= 16 KiB)
 // stays in L1 while every head tile reads it.
@@ -150,7 +136,7 @@ void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n,
     const __m512 vnew = _mm512_set1_ps(new_max);
     __m512 vsum = _mm512_setzero_ps();
     for (int64_t t = 0; t < n; t += 16) {
-      const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
+      const __mmask16 m = TailMask16(std::min<int64_t>(16, n - t));
       const __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + t), vnew));
       _mm512_mask_storeu_ps(sc + t, m, e);
       vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
@@ -164,35 +150,20 @@ void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n,
 void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const float* rows,
                                int64_t n, int64_t row_dim, int64_t value_dim,
                                const float* rescale, float* acc) {
-  constexpr int64_t kCols = kAccVecs * 16;
-  const __mmask16 full = static_cast<__mmask16>(0xFFFF);
-  int64_t c = 0;
-  for (; c + kCols <= value_dim; c += kCols) {
-    AccumulateColumns<kAccVecs>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c,
-                                full);
-  }
-  const int64_t rest = value_dim - c;
-  if (rest == 0) return;
-  const __mmask16 last = TailMask(rest - (rest - 1) / 16 * 16);
-  switch ((rest + 15) / 16) {
-    case 1: AccumulateColumns<1>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
-    case 2: AccumulateColumns<2>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
-    case 3: AccumulateColumns<3>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
-    case 4: AccumulateColumns<4>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last); break;
-    default: break;
-  }
+  ForEachColumnTile(value_dim, [&]<int V>(int64_t c, __mmask16 last) {
+    AccumulateColumns<V>(p, ld, heads, rows + c, n, row_dim, value_dim, rescale, acc + c, last);
+  });
 }
 
 void Bf16ToF32Avx512(const bf16* rows, int64_t count, float* out) {
   int64_t i = 0;
   for (; i + 16 <= count; i += 16) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + i));
-    _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
+    _mm512_storeu_ps(out + i, WidenBf16x16(_mm256_loadu_si256(
+                                  reinterpret_cast<const __m256i*>(rows + i))));
   }
   if (i < count) {
-    const __mmask16 m = TailMask(count - i);
-    const __m256i v = _mm256_maskz_loadu_epi16(m, rows + i);
-    _mm512_mask_storeu_ps(out + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
+    const __mmask16 m = TailMask16(count - i);
+    _mm512_mask_storeu_ps(out + i, m, WidenBf16x16(_mm256_maskz_loadu_epi16(m, rows + i)));
   }
 }
 

@@ -25,6 +25,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -86,19 +87,7 @@ inline void ScoresTile(const bf16* q, const bf16* rows, int64_t row_dim, float s
       for (int r = 0; r < R; ++r) acc[h][r] = _mm512_dpbf16_ps(acc[h][r], qv, rv[r]);
     }
   }
-  if constexpr (H == 4 && R == 4) {
-    const __m512 s = _mm512_mul_ps(Reduce16(&acc[0][0]), _mm512_set1_ps(scale));
-    _mm_storeu_ps(scores + 0 * ld, _mm512_extractf32x4_ps(s, 0));
-    _mm_storeu_ps(scores + 1 * ld, _mm512_extractf32x4_ps(s, 1));
-    _mm_storeu_ps(scores + 2 * ld, _mm512_extractf32x4_ps(s, 2));
-    _mm_storeu_ps(scores + 3 * ld, _mm512_extractf32x4_ps(s, 3));
-  } else {
-    #pragma GCC unroll 16
-    for (int h = 0; h < H; ++h) {
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) scores[h * ld + r] = scale * _mm512_reduce_add_ps(acc[h][r]);
-    }
-  }
+  StoreScoresTile<H, R>(acc, scale, scores, ld);
 }
 
 using ScoresTileFn = void (*)(const bf16*, const bf16*, int64_t, float, float*, int64_t, const bf16*);
@@ -144,8 +133,6 @@ inline void AccumulateTile(const bf16* p, int64_t ldp, const bf16* pairs, int64_
   StoreAccumulators<H, V>(a, last, acc, lda);
 }
 
-constexpr int kAccVecs = 4;  // 16-column vectors per value tile
-
 template <int V>
 inline void AccumulateColumns(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs,
                               int64_t ldp2, int64_t num_pairs, int64_t lda, const float* rescale,
@@ -187,12 +174,12 @@ void SharedKeySoftmaxBf16Avx512(float* scores, int64_t ld, int64_t heads, int64_
     const __m512 vnew = _mm512_set1_ps(new_max);
     __m512 vsum = _mm512_setzero_ps();
     for (int64_t t = 0; t < n_even; t += 16) {
-      const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));  // the real weights
-      const __mmask16 store = TailMask(std::min<int64_t>(16, n_even - t));  // + the pad
+      const __mmask16 m = TailMask16(std::min<int64_t>(16, n - t));  // the real weights
+      const __mmask16 store = TailMask16(std::min<int64_t>(16, n_even - t));  // + the pad
       const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + t), vnew)));
-      const __m256i eb = (__m256i)_mm512_cvtneps_pbh(e);  // round to nearest even
+      const __m256i eb = RoundToBf16x16(e, /*has_bf16=*/true);
       _mm256_mask_storeu_epi16(p + h * ldp + t, store, eb);
-      vsum = _mm512_add_ps(vsum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(eb), 16)));
+      vsum = _mm512_add_ps(vsum, WidenBf16x16(eb));
     }
     sum[h] = sum[h] * r + _mm512_reduce_add_ps(vsum);
     max[h] = new_max;
@@ -233,34 +220,13 @@ void SharedKeyPairRowsAvx512(const bf16* rows, int64_t n, int64_t row_dim, int64
 
 void SharedKeyAccumulateBf16Dp(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs,
                                int64_t n, int64_t value_dim, const float* rescale, float* acc) {
-  constexpr int64_t kCols = kAccVecs * 16;
   const int64_t num_pairs = (n + 1) / 2, ldp2 = 2 * value_dim;
-  const __mmask16 full = static_cast<__mmask16>(0xFFFF);
-  const __mmask32 full32 = static_cast<__mmask32>(0xFFFFFFFFu);
-  int64_t c = 0;
-  for (; c + kCols <= value_dim; c += kCols) {
-    AccumulateColumns<kAccVecs>(p, ldp, heads, pairs + 2 * c, ldp2, num_pairs, value_dim, rescale,
-                                acc + c, full, full32);
-  }
-  const int64_t rest = value_dim - c;
-  if (rest == 0) return;
-  const int64_t last_cols = rest - (rest - 1) / 16 * 16;  // columns in the last vector, [1, 16]
-  const __mmask16 last = TailMask(last_cols);
-  const __mmask32 last32 = TailMask32(2 * last_cols);
-  switch ((rest + 15) / 16) {
-    case 1: AccumulateColumns<1>(p, ldp, heads, pairs + 2 * c, ldp2, num_pairs, value_dim, rescale, acc + c, last, last32); break;
-    case 2: AccumulateColumns<2>(p, ldp, heads, pairs + 2 * c, ldp2, num_pairs, value_dim, rescale, acc + c, last, last32); break;
-    case 3: AccumulateColumns<3>(p, ldp, heads, pairs + 2 * c, ldp2, num_pairs, value_dim, rescale, acc + c, last, last32); break;
-    case 4: AccumulateColumns<4>(p, ldp, heads, pairs + 2 * c, ldp2, num_pairs, value_dim, rescale, acc + c, last, last32); break;
-    default: break;
-  }
-}
-
-void RoundToBf16Avx512(const float* q, int64_t count, bf16* out) {
-  for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 m = TailMask(std::min<int64_t>(16, count - i));
-    _mm256_mask_storeu_epi16(out + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, q + i)));
-  }
+  ForEachColumnTile(value_dim, [&]<int V>(int64_t c, __mmask16 last) {
+    // The last vector's pair values: two per column it holds.
+    const __mmask32 last32 = TailMask32(2 * std::popcount(static_cast<unsigned>(last)));
+    AccumulateColumns<V>(p, ldp, heads, pairs + 2 * c, ldp2, num_pairs, value_dim, rescale,
+                         acc + c, last, last32);
+  });
 }
 
 }  // namespace latte::attention_internal

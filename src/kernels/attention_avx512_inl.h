@@ -9,13 +9,11 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/avx512_inl.h"
+
 namespace latte::attention_internal {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-inline __mmask16 TailMask(int64_t count) {  // the low `count` lanes, count in [1, 16]
-  return static_cast<__mmask16>((1u << count) - 1u);
-}
 
 // Lane k of the result = the sum of the 16 lanes of v[k].
 inline __m512 Reduce16(const __m512* v) {
@@ -40,6 +38,26 @@ inline __m512 Reduce16(const __m512* v) {
   }
   return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_f32x4(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The epilogue of an H-head × R-row scores tile: scores[h * ld + r] = scale · (the sum of
+// the 16 lanes of acc[h][r]). A full 4 × 4 tile reduces its 16 sums together (Reduce16:
+// 45 shuffles/adds instead of 16 horizontal reductions).
+template <int H, int R>
+inline void StoreScoresTile(const __m512 (&acc)[H][R], float scale, float* scores, int64_t ld) {
+  if constexpr (H == 4 && R == 4) {
+    const __m512 s = _mm512_mul_ps(Reduce16(&acc[0][0]), _mm512_set1_ps(scale));
+    _mm_storeu_ps(scores + 0 * ld, _mm512_extractf32x4_ps(s, 0));
+    _mm_storeu_ps(scores + 1 * ld, _mm512_extractf32x4_ps(s, 1));
+    _mm_storeu_ps(scores + 2 * ld, _mm512_extractf32x4_ps(s, 2));
+    _mm_storeu_ps(scores + 3 * ld, _mm512_extractf32x4_ps(s, 3));
+  } else {
+    #pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) scores[h * ld + r] = scale * _mm512_reduce_add_ps(acc[h][r]);
+    }
+  }
 }
 
 // e^x for x <= 0 (Cephes expf: range reduction by ln 2, degree-6 polynomial,
@@ -74,12 +92,32 @@ inline void ForEachHeadTile(int64_t heads, Tile&& tile) {
   }
 }
 
+// Calls tile.template operator()<V>(c, last) over columns [0, width) in tiles of V
+// 16-column vectors starting at column c: tiles of 4 vectors, then one tile of the 1-4
+// vectors left; `last` masks the columns the tile's last vector holds (all 16 but in
+// the final tile).
+template <typename Tile>
+inline void ForEachColumnTile(int64_t width, Tile&& tile) {
+  int64_t c = 0;
+  for (; c + 64 <= width; c += 64) tile.template operator()<4>(c, static_cast<__mmask16>(0xFFFF));
+  const int64_t rest = width - c;
+  if (rest == 0) return;
+  const __mmask16 last = TailMask16(rest - (rest - 1) / 16 * 16);
+  switch ((rest + 15) / 16) {
+    case 1: tile.template operator()<1>(c, last); break;
+    case 2: tile.template operator()<2>(c, last); break;
+    case 3: tile.template operator()<3>(c, last); break;
+    case 4: tile.template operator()<4>(c, last); break;
+    default: break;
+  }
+}
+
 // max(scores[0, n)), -inf for n = 0.
 inline float RowMax(const float* scores, int64_t n) {
   const __m512 neg_inf = _mm512_set1_ps(kNegInf);
   __m512 vmax = neg_inf;
   for (int64_t t = 0; t < n; t += 16) {
-    const __mmask16 m = TailMask(std::min<int64_t>(16, n - t));
+    const __mmask16 m = TailMask16(std::min<int64_t>(16, n - t));
     vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, m, scores + t));
   }
   return _mm512_reduce_max_ps(vmax);

@@ -22,6 +22,12 @@ enum class SharedKeyPath {
   kAvx512Bf16,  // bf16 rows only: vdpbf16ps, q and the weights rounded to bf16
 };
 
+// The checks (LATTE_CHECK) every attention entry point makes of its params: counts
+// and widths in range, non-null pointers where something is read or written, rows
+// aligned to their dtype. `caller` names the entry point in the message.
+void CheckParams(const CausalAttentionParams& p, const char* caller);
+void CheckParams(const SharedKeyAttentionParams& p, const char* caller);
+
 // SharedKeyAttention on a given path (for tests: every path the CPU can run, whatever
 // the dispatch would pick). kAvx512* need the CPU features they name.
 void SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath path);
@@ -86,8 +92,5 @@ void SharedKeyPairRowsAvx512(const bf16* rows, int64_t n, int64_t row_dim, int64
 // rescale may be null (no rescaling).
 void SharedKeyAccumulateBf16Dp(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs,
                                int64_t n, int64_t value_dim, const float* rescale, float* acc);
-
-// q: [count] rounded to bf16 (round to nearest even).
-void RoundToBf16Avx512(const float* q, int64_t count, bf16* out);
 
 }  // namespace latte::attention_internal

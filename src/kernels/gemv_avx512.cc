@@ -21,6 +21,8 @@
 
 #include <algorithm>
 
+#include "base/parallel.h"
+#include "kernels/avx512_inl.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -36,9 +38,8 @@ constexpr int64_t kPrefetchRows = 8;
 template <bool kBf16>
 inline __m512 LoadW(const void* base, int64_t off) {
   if constexpr (kBf16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-        static_cast<const bf16*>(base) + off));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return WidenBf16x16(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const bf16*>(base) + off)));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(base) + off);
   }
@@ -47,8 +48,7 @@ inline __m512 LoadW(const void* base, int64_t off) {
 template <bool kBf16>
 inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
   if constexpr (kBf16) {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(base) + off);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return WidenBf16x16(_mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(base) + off));
   } else {
     return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + off);
   }
@@ -87,7 +87,7 @@ void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, flo
     }
   }
   if (kk < k) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (k - kk)) - 1);
+    const __mmask16 mask = TailMask16(k - kk);
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = LoadWMasked<kBf16>(wr[r], kk, mask);
     for (int i = 0; i < M; ++i) {
@@ -133,59 +133,22 @@ void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n
 }
 
 template <bool kBf16>
-void Gemv(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy,
-          bool threaded) {
-  // Below ~64K weights (128 KiB bf16) a fork/join (~1-2 us) costs more than it saves.
-  const bool parallel = threaded && w.rows >= 2 * kRows && w.rows * w.cols >= (int64_t{1} << 16);
-  if (!parallel) {
-    Rows<kBf16>(x, m, ldx, w, 0, w.rows, y, ldy);
-    return;
-  }
-#pragma omp parallel
-  {
-    // A contiguous, kRows-aligned share per thread: one sequential region each.
-    const int64_t nt = omp_get_num_threads();
-    const int64_t t = omp_get_thread_num();
-    const int64_t blocks = (w.rows + kRows - 1) / kRows;
-    const int64_t b0 = blocks * t / nt;
-    const int64_t b1 = blocks * (t + 1) / nt;
-    Rows<kBf16>(x, m, ldx, w, std::min(w.rows, b0 * kRows), std::min(w.rows, b1 * kRows), y,
-                ldy);
-  }
+void Gemv(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
+  const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
+  // A contiguous, kRows-aligned share per thread: one sequential region each.
+  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
+    Rows<kBf16>(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy);
+  });
 }
 
 }  // namespace
 
-void GemvAvx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                int64_t ldy, bool threaded) {
-  if (w.dtype == DType::kBF16) {
-    Gemv<true>(x, m, ldx, w, y, ldy, threaded);
+void GemvAvx512(const MatmulProblem& p, bool threaded) {
+  if (p.w.dtype == DType::kBF16) {
+    Gemv<true>(p, threaded);
   } else {
-    Gemv<false>(x, m, ldx, w, y, ldy, threaded);
-  }
-}
-
-void ConvertToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16) {
-  // Both branches round to nearest even (vcvtneps2bf16 does; the integer path adds
-  // 0x7fff + lsb like F32ToBf16) and keep NaN a NaN.
-  auto convert = [has_bf16](__m512 v) -> __m256i {
-    if (has_bf16) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
-  };
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), convert(_mm512_loadu_ps(x + i)));
-  }
-  if (i < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm256_mask_storeu_epi16(out + i, mask, convert(_mm512_maskz_loadu_ps(mask, x + i)));
+    Gemv<false>(p, threaded);
   }
 }
 

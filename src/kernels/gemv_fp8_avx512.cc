@@ -59,10 +59,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
+#include "base/parallel.h"
+#include "kernels/avx512_inl.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -82,8 +83,6 @@ inline __m512 Fp8x16(__m128i bytes) {
       _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
   return _mm512_cvtph_ps(h);
 }
-
-inline __mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
 // y[i][r] = x[i] · w[r] for i < M, r < R. w: row 0 of the tile (row stride ld);
 // scale_rows[r]: the scale row (one f32 per column block) of tile row r.
@@ -124,7 +123,7 @@ void Tile(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
     }
     for (; kk + 16 <= k1; kk += 16) step16(kk);
     if (kk < k1) {  // only in the last block, when k is not a multiple of 16
-      const __mmask16 mask = TailMask(k1 - kk);
+      const __mmask16 mask = TailMask16(k1 - kk);
       __m512 wv[R];
       for (int r = 0; r < R; ++r) wv[r] = Fp8x16(_mm_maskz_loadu_epi8(mask, w + r * ld + kk));
       for (int i = 0; i < M; ++i) {
@@ -281,8 +280,8 @@ void RoundX(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t block_col
       for (int64_t c = k0; c < k1; c += kStep, o += kStep) {
         for (int g = 0; g < 4; ++g) {
           const int64_t n = std::clamp<int64_t>(k1 - c - 16 * g, 0, 16);
-          const __m512 v = _mm512_maskz_loadu_ps(TailMask(n), xi + c + 16 * g);
-          const __m256i b = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+          const __m512 v = _mm512_maskz_loadu_ps(TailMask16(n), xi + c + 16 * g);
+          const __m256i b = RoundToBf16x16(v, /*has_bf16=*/true);
           _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 8 * g), _mm256_castsi256_si128(b));
           _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32 + 8 * g),
                            _mm256_extracti128_si256(b, 1));
@@ -398,110 +397,76 @@ void RowsBf16(const Bf16Ctx& ctx, int64_t m, const WeightView& w, int64_t n0, in
   });
 }
 
-void GemvFp8Bf16(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                 int64_t ldy, bool threaded) {
+void GemvFp8Bf16(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
   const int64_t blocks = (w.cols + w.block_cols - 1) / w.block_cols;
   const int64_t stride = BlockStride(w.block_cols);
   const int64_t ldxb = std::max<int64_t>(blocks, 1) * stride;
   // x in bf16, [m, ldxb] per thread, grown once: a decode step allocates nothing.
   // Shared with the team below (read-only there).
   thread_local AlignedBuffer x_scratch;
-  const size_t bytes = static_cast<size_t>(m * ldxb) * sizeof(bf16);
+  const size_t bytes = static_cast<size_t>(p.m * ldxb) * sizeof(bf16);
   if (x_scratch.size() < bytes) x_scratch = AlignedBuffer(bytes);
   bf16* xb = x_scratch.as<bf16>();
-  RoundX(x, m, ldx, w.cols, w.block_cols, xb, ldxb);
+  RoundX(p.x, p.m, p.ldx, w.cols, w.block_cols, xb, ldxb);
   const int64_t pf_rows =
       std::max<int64_t>(kRows, (kPrefetchBytes + w.ld - 1) / std::max<int64_t>(w.ld, 1));
   const Bf16Ctx ctx{xb, ldxb, w.cols, w.block_cols, stride, &Fp8Bf16Lut(), pf_rows};
-  const bool parallel = threaded && w.rows >= 2 * kRows && w.rows * w.cols >= (int64_t{1} << 16);
-  if (!parallel) {
-    RowsBf16(ctx, m, w, 0, w.rows, y, ldy);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads();
-    const int64_t t = omp_get_thread_num();
-    const int64_t groups = (w.rows + kRows - 1) / kRows;
-    const int64_t g0 = groups * t / nt;
-    const int64_t g1 = groups * (t + 1) / nt;
-    RowsBf16(ctx, m, w, std::min(w.rows, g0 * kRows), std::min(w.rows, g1 * kRows), y, ldy);
-  }
+  const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
+  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
+    RowsBf16(ctx, p.m, w, rows.begin, rows.end, p.y, p.ldy);
+  });
 }
 
 #pragma GCC pop_options
 
 }  // namespace
 
-void GemvFp8Avx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                   int64_t ldy, bool threaded) {
-  if (m <= 0 || w.rows <= 0) return;
+void GemvFp8Avx512(const MatmulProblem& p, bool threaded) {
+  if (p.m <= 0 || p.w.rows <= 0) return;
   // AVX512_BF16 without VBMI (Cooper Lake) keeps the f32 path.
   static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
   if (GetCpuFeatures().avx512_bf16 && has_vbmi) {
-    GemvFp8Bf16(x, m, ldx, w, y, ldy, threaded);
+    GemvFp8Bf16(p, threaded);
     return;
   }
-  GemvFp8Avx512F32(x, m, ldx, w, y, ldy, threaded);
+  GemvFp8Avx512F32(p, threaded);
 }
 
-void GemvFp8Avx512F32(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                      int64_t ldy, bool threaded) {
-  if (m <= 0 || w.rows <= 0) return;
+void GemvFp8Avx512F32(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return;
   if (w.block_cols % 16 != 0) {  // the 16-wide steps would straddle blocks
-    MatmulPortable(x, m, ldx, w, y, ldy, threaded);
+    MatmulPortable(p, threaded);
     return;
   }
-  // Below ~64K weights (64 KiB fp8) a fork/join (~1-2 us) costs more than it saves.
-  const bool parallel = threaded && w.rows >= 2 * kRows && w.rows * w.cols >= (int64_t{1} << 16);
-  if (!parallel) {
-    Rows(x, m, ldx, w, 0, w.rows, y, ldy);
-    return;
-  }
-#pragma omp parallel
-  {
-    // A contiguous, kRows-aligned share per thread: one sequential region each.
-    const int64_t nt = omp_get_num_threads();
-    const int64_t t = omp_get_thread_num();
-    const int64_t groups = (w.rows + kRows - 1) / kRows;
-    const int64_t g0 = groups * t / nt;
-    const int64_t g1 = groups * (t + 1) / nt;
-    Rows(x, m, ldx, w, std::min(w.rows, g0 * kRows), std::min(w.rows, g1 * kRows), y, ldy);
-  }
+  const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
+  // A contiguous, kRows-aligned share per thread: one sequential region each.
+  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
+    Rows(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy);
+  });
 }
 
-void DequantizeFp8RowsAvx512(const WeightView& w, int64_t r0, int64_t r1, bf16* out,
-                             bool has_bf16) {
+void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out,
+                               bool has_bf16) {
   if (w.block_cols % 16 != 0) {  // the 16-wide steps would straddle blocks
-    DequantizeFp8Rows(w, r0, r1, out);
+    DequantizeFp8ToBf16Portable(w, first, count, out);
     return;
   }
   const int64_t k = w.cols;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  // 4 MiB of bf16 output per call at most (the GEMM chunk): worth both cores.
-#pragma omp parallel if ((r1 - r0) * k >= (int64_t{1} << 16) && !omp_in_parallel())
-  {
-    // f32 staging when the CPU lacks vcvtneps2bf16: [k] per thread, grown once.
-    thread_local std::vector<float> row;
-    if (!has_bf16 && row.size() < static_cast<size_t>(k)) row.resize(static_cast<size_t>(k));
-#pragma omp for schedule(static)
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = base + r * w.ld;
-      const float* scales = w.ScaleRow(r);
-      bf16* out_row = out + (r - r0) * k;
-      for (int64_t c = 0; c < k; c += 16) {
-        const __mmask16 mask = TailMask(std::min<int64_t>(16, k - c));
-        // Exact: (value × 2^-8) × (scale × 2^8) rounds once, like value × scale.
-        const __m512 v = _mm512_mul_ps(Fp8x16(_mm_maskz_loadu_epi8(mask, wr + c)),
-                                       _mm512_set1_ps(scales[c / w.block_cols] * kFp8ViaF16));
-        if (has_bf16) {  // round to nearest even, in registers
-          _mm256_mask_storeu_epi16(out_row + c, mask,
-                                   reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-        } else {
-          _mm512_mask_storeu_ps(row.data() + c, mask, v);
-        }
-      }
-      if (!has_bf16) ConvertToBf16Avx512(row.data(), k, out_row, /*has_bf16=*/false);
+#pragma omp parallel for schedule(static) if (WorthParallel(count * k) && !omp_in_parallel())
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t r = first + i;
+    const uint8_t* wr = base + r * w.ld;
+    const float* scales = w.ScaleRow(r);
+    bf16* out_row = out + i * k;
+    for (int64_t c = 0; c < k; c += 16) {
+      const __mmask16 mask = TailMask16(std::min<int64_t>(16, k - c));
+      // Exact: (value × 2^-8) × (scale × 2^8) rounds once, like value × scale.
+      const __m512 v = _mm512_mul_ps(Fp8x16(_mm_maskz_loadu_epi8(mask, wr + c)),
+                                     _mm512_set1_ps(scales[c / w.block_cols] * kFp8ViaF16));
+      _mm256_mask_storeu_epi16(out_row + c, mask, RoundToBf16x16(v, has_bf16));
     }
   }
 }

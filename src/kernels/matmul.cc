@@ -14,12 +14,17 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "base/cpu_features.h"
+#include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte {
 
 WeightView WeightView::RowBlock(int64_t first, int64_t count) const {
+  LATTE_DCHECK(first >= 0 && count >= 0 && first + count <= rows, "RowBlock [", first, ", ",
+               first + count, ") of ", rows, " rows");
   WeightView v = *this;
   v.rows = count;
   v.data = static_cast<const uint8_t*>(data) + static_cast<size_t>(first * ld) * DTypeSize(dtype);
@@ -32,13 +37,13 @@ WeightView WeightView::RowBlock(int64_t first, int64_t count) const {
   return v;
 }
 
-void MatmulReference(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                     int64_t ldy) {
-  for (int64_t i = 0; i < m; ++i) {
+void MatmulReference(const MatmulProblem& p) {
+  const WeightView& w = p.w;
+  for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t n = 0; n < w.rows; ++n) {
       double acc = 0;
-      for (int64_t k = 0; k < w.cols; ++k) acc += double(x[i * ldx + k]) * w.At(n, k);
-      y[i * ldy + n] = static_cast<float>(acc);
+      for (int64_t k = 0; k < w.cols; ++k) acc += double(p.x[i * p.ldx + k]) * w.At(n, k);
+      p.y[i * p.ldy + n] = static_cast<float>(acc);
     }
   }
 }
@@ -129,29 +134,27 @@ void PortableBlock(const float* x, int64_t m, int64_t ldx, const WeightView& w, 
 }
 
 template <bool kBf16>
-void Portable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-              int64_t ldy, bool threaded) {
+void Portable(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
   const int64_t blocks = (w.rows + kPBlock - 1) / kPBlock;
-  // Below ~64K multiply-adds a fork/join (~1-2 us) costs more than it saves.
-  const bool parallel = threaded && blocks > 1 && m * w.rows * w.cols >= (int64_t{1} << 16);
+  const bool parallel = threaded && blocks > 1 && WorthParallel(p.m * w.rows * w.cols);
   // schedule(static): each thread gets one contiguous run of blocks to stream.
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < blocks; ++b) {
-    PortableBlock<kBf16>(x, m, ldx, w, b * kPBlock, std::min(w.rows, (b + 1) * kPBlock), y,
-                         ldy);
+    PortableBlock<kBf16>(p.x, p.m, p.ldx, w, b * kPBlock, std::min(w.rows, (b + 1) * kPBlock),
+                         p.y, p.ldy);
   }
 }
 
 }  // namespace
 
-void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                    int64_t ldy, bool threaded) {
-  if (w.dtype == DType::kF8E4M3) {
-    MatmulFp8Portable(x, m, ldx, w, y, ldy, threaded);
-  } else if (w.dtype == DType::kBF16) {
-    Portable<true>(x, m, ldx, w, y, ldy, threaded);
+void MatmulPortable(const MatmulProblem& p, bool threaded) {
+  if (p.w.dtype == DType::kF8E4M3) {
+    MatmulFp8Portable(p, threaded);
+  } else if (p.w.dtype == DType::kBF16) {
+    Portable<true>(p, threaded);
   } else {
-    Portable<false>(x, m, ldx, w, y, ldy, threaded);
+    Portable<false>(p, threaded);
   }
 }
 
@@ -167,29 +170,26 @@ bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
 }
 
 // The GEMV-side kernel for the view's dtype.
-void Gemv(const CpuFeatures& cpu, const float* x, int64_t m, int64_t ldx, const WeightView& w,
-          float* y, int64_t ldy, bool threaded) {
+void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
   if (!cpu.avx512f) {
-    MatmulPortable(x, m, ldx, w, y, ldy, threaded);
-  } else if (w.dtype == DType::kF8E4M3) {
-    GemvFp8Avx512(x, m, ldx, w, y, ldy, threaded);
+    MatmulPortable(p, threaded);
+  } else if (p.w.dtype == DType::kF8E4M3) {
+    GemvFp8Avx512(p, threaded);
   } else {
-    GemvAvx512(x, m, ldx, w, y, ldy, threaded);
+    GemvAvx512(p, threaded);
   }
 }
 
 // One problem; `threaded` false when the caller already runs one per thread.
-void MatmulOne(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-               int64_t ldy, bool threaded) {
-  if (m <= 0 || w.rows <= 0) return;
+void MatmulOne(const MatmulProblem& p, bool threaded) {
+  if (p.m <= 0 || p.w.rows <= 0) return;
   const CpuFeatures& cpu = GetCpuFeatures();
   // oneDNN inside an OpenMP region runs single-threaded on its own.
-  if (UseOneDnn(cpu, m, w.dtype)) {
-    const bool done = w.dtype == DType::kF8E4M3 ? MatmulFp8OneDnn(x, m, ldx, w, y, ldy)
-                                                : MatmulOneDnn(x, m, ldx, w, y, ldy);
+  if (UseOneDnn(cpu, p.m, p.w.dtype)) {
+    const bool done = p.w.dtype == DType::kF8E4M3 ? MatmulFp8OneDnn(p) : MatmulOneDnn(p);
     if (done) return;
   }
-  Gemv(cpu, x, m, ldx, w, y, ldy, threaded);
+  Gemv(cpu, p, threaded);
 }
 
 // MatmulBatched splits over heads (one whole problem per thread) when each
@@ -205,11 +205,8 @@ constexpr int64_t kBatchSplitMaxMacs = int64_t{1} << 26;
 // whole GEMM per thread pays no per-GEMM fork/join. A single one gets every thread.
 void RunGemms(const MatmulProblem* p, std::vector<int64_t>& gemms) {
   if (gemms.empty()) return;
-  auto run = [p](int64_t i, bool threaded) {
-    MatmulOne(p[i].x, p[i].m, p[i].ldx, p[i].w, p[i].y, p[i].ldy, threaded);
-  };
   if (gemms.size() == 1 || omp_get_max_threads() == 1) {
-    for (int64_t i : gemms) run(i, /*threaded=*/true);
+    for (int64_t i : gemms) MatmulOne(p[i], /*threaded=*/true);
     return;
   }
   auto cost = [p](int64_t i) { return p[i].m * p[i].w.rows * p[i].w.cols; };
@@ -218,16 +215,49 @@ void RunGemms(const MatmulProblem* p, std::vector<int64_t>& gemms) {
             [&](int64_t a, int64_t b) { return cost(a) > cost(b) || (cost(a) == cost(b) && a < b); });
   const int64_t n = static_cast<int64_t>(gemms.size());
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t j = 0; j < n; ++j) run(gemms[j], /*threaded=*/false);
+  for (int64_t j = 0; j < n; ++j) MatmulOne(p[gemms[j]], /*threaded=*/false);
+}
+
+// What every kernel assumes of a weight view (see WeightView).
+void CheckWeightView(const WeightView& w, const char* caller) {
+  LATTE_CHECK(w.rows >= 0 && w.cols >= 0 && w.ld >= w.cols, caller, ": weight [", w.rows, ", ",
+              w.cols, "] with row stride ", w.ld);
+  LATTE_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF8E4M3,
+              caller, ": weight dtype ", DTypeName(w.dtype), " (kernels take F32, BF16, F8_E4M3)");
+  if (w.rows == 0 || w.cols == 0) return;
+  LATTE_CHECK(w.data != nullptr, caller, ": null weight data");
+  LATTE_CHECK(reinterpret_cast<uintptr_t>(w.data) % DTypeSize(w.dtype) == 0, caller,
+              ": weight data not aligned to its ", DTypeSize(w.dtype), "-byte elements");
+  if (w.dtype != DType::kF8E4M3) return;
+  LATTE_CHECK(w.block_rows > 0 && w.block_cols > 0, caller, ": fp8 blocks ", w.block_rows, "x",
+              w.block_cols);
+  LATTE_CHECK(w.scale != nullptr &&
+                  reinterpret_cast<uintptr_t>(w.scale) % alignof(float) == 0,
+              caller, ": fp8 scales null or not 4-byte aligned");
+  LATTE_CHECK(w.scale_ld >= (w.cols + w.block_cols - 1) / w.block_cols, caller, ": fp8 scale_ld ",
+              w.scale_ld, " < ", (w.cols + w.block_cols - 1) / w.block_cols, " column blocks");
+  LATTE_CHECK(w.scale_row0 >= 0 && w.scale_row0 < w.block_rows, caller, ": fp8 scale_row0 ",
+              w.scale_row0, " outside [0, ", w.block_rows, ")");
+}
+
+void CheckProblem(const MatmulProblem& p, const char* caller) {
+  CheckWeightView(p.w, caller);
+  LATTE_CHECK(p.m >= 0, caller, ": m = ", p.m);
+  LATTE_CHECK(p.ldx >= p.w.cols && p.ldy >= p.w.rows, caller, ": ldx ", p.ldx, " (w.cols ",
+              p.w.cols, "), ldy ", p.ldy, " (w.rows ", p.w.rows, ")");
+  if (p.m == 0) return;
+  LATTE_CHECK(p.x != nullptr && p.y != nullptr, caller, ": null x or y");
 }
 
 }  // namespace
 
-void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy) {
-  MatmulOne(x, m, ldx, w, y, ldy, /*threaded=*/true);
+void Matmul(const MatmulProblem& p) {
+  CheckProblem(p, "Matmul");
+  MatmulOne(p, /*threaded=*/true);
 }
 
 void MatmulMany(const MatmulProblem* p, int64_t count) {
+  LATTE_CHECK(count >= 0 && (count == 0 || p != nullptr), "MatmulMany: ", count, " problems");
   const CpuFeatures& cpu = GetCpuFeatures();
   // Rows of the GEMV-sized problems, end to end; cost of a row = its weight elements.
   int64_t total = 0;
@@ -235,6 +265,7 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   thread_local std::vector<int64_t> gemms;  // indices of the GEMM-sized problems
   gemms.clear();
   for (int64_t i = 0; i < count; ++i) {
+    CheckProblem(p[i], "MatmulMany");
     if (p[i].m <= 0 || p[i].w.rows <= 0) continue;
     if (UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
       gemms.push_back(i);
@@ -247,10 +278,13 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   if (small == 0) return;
   auto run_rows = [&](const MatmulProblem& q, int64_t r0, int64_t r1) {
     if (r1 <= r0) return;
-    Gemv(cpu, q.x, q.m, q.ldx, q.w.RowBlock(r0, r1 - r0), q.y + r0, q.ldy, /*threaded=*/false);
+    MatmulProblem rows = q;
+    rows.w = q.w.RowBlock(r0, r1 - r0);
+    rows.y = q.y + r0;
+    Gemv(cpu, rows, /*threaded=*/false);
   };
   // Same fork/join threshold as the single-problem GEMV.
-  const bool parallel = omp_get_max_threads() > 1 && total >= (int64_t{1} << 16);
+  const bool parallel = omp_get_max_threads() > 1 && WorthParallel(total);
   if (!parallel) {
     for (int64_t i = 0; i < count; ++i) {
       if (p[i].m > 0 && p[i].w.rows > 0 && !UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
@@ -261,53 +295,117 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   }
 #pragma omp parallel
   {
-    const int64_t nt = omp_get_num_threads();
-    const int64_t t = omp_get_thread_num();
-    const int64_t lo = total * t / nt;
-    const int64_t hi = total * (t + 1) / nt;
-    // A row belongs to the thread whose [lo, hi) holds the row's first element.
+    // This thread's share of the weight elements, [share.begin, share.end).
+    const RowRange share = ThisThreadRows(total);
+    // A row belongs to the thread whose share holds the row's first element.
     int64_t off = 0;
-    for (int64_t i = 0; i < count && off < hi; ++i) {
+    for (int64_t i = 0; i < count && off < share.end; ++i) {
       const MatmulProblem& q = p[i];
       if (q.m <= 0 || q.w.rows <= 0 || UseOneDnn(cpu, q.m, q.w.dtype)) continue;
       const int64_t cols = std::max<int64_t>(q.w.cols, 1);
       const int64_t cost = q.w.rows * cols;
-      if (off + cost > lo) {
+      if (off + cost > share.begin) {
         auto first_row_at = [&](int64_t pos) {
           return std::clamp<int64_t>((pos - off + cols - 1) / cols, 0, q.w.rows);
         };
-        run_rows(q, lo > off ? first_row_at(lo) : 0, first_row_at(hi));
+        run_rows(q, share.begin > off ? first_row_at(share.begin) : 0, first_row_at(share.end));
       }
       off += cost;
     }
   }
 }
 
-void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView* w,
-                   int64_t batch, float* y, int64_t y_stride) {
-  if (batch <= 0 || m <= 0) return;
-  const int64_t macs = m * w[0].rows * w[0].cols;
+namespace {
+
+// MatmulBatched on operands as they are: one problem per thread, or heads in turn.
+void RunBatched(const BatchedMatmulParams& p) {
+  const WeightView& w0 = p.w[0];
+  const int64_t batch = static_cast<int64_t>(p.w.size());
+  auto problem = [&p](int64_t b) {
+    return MatmulProblem{p.x + b * p.x_stride, p.m, p.ldx, p.w[b], p.y + b * p.y_stride, p.ldy};
+  };
+  const int64_t macs = p.m * w0.rows * w0.cols;
   const bool over_heads = batch > 1 && omp_get_max_threads() > 1 &&
-                          (m < kGemmMinRows || macs < kBatchSplitMaxMacs);
+                          (p.m < kGemmMinRows || macs < kBatchSplitMaxMacs);
   if (over_heads) {
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < batch; ++b) {
-      MatmulOne(x + b * x_stride, m, w[b].cols, w[b], y + b * y_stride, w[b].rows,
-                /*threaded=*/false);
-    }
+    for (int64_t b = 0; b < batch; ++b) MatmulOne(problem(b), /*threaded=*/false);
     return;
   }
   // Big problems: heads in turn, each on all threads. With a shared x the
   // bf16 rounding of x is done once for all heads (not for fp8 weights: their
   // chunked path rounds x per call).
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (x_stride == 0 && w[0].dtype != DType::kF8E4M3 && UseOneDnn(cpu, m, w[0].dtype) &&
-      MatmulOneDnnSharedX(x, m, w, batch, y, y_stride)) {
+  if (p.x_stride == 0 && w0.dtype != DType::kF8E4M3 && UseOneDnn(cpu, p.m, w0.dtype) &&
+      MatmulOneDnnSharedX(p)) {
     return;
   }
+  for (int64_t b = 0; b < batch; ++b) MatmulOne(problem(b), /*threaded=*/true);
+}
+
+// oneDNN picks its kernel, and with it the order of its sums, from the operands'
+// strides (a strided f32 output measured other last bits than a packed one), while
+// MatmulBatched gives the bits of packed operands whatever the strides. So for
+// oneDNN-sized m, a strided y, or a strided x that oneDNN reads as it is (f32 weights;
+// bf16 and fp8 weights read x through a packed bf16 copy anyway), goes through packed
+// per-thread copies. The GEMV (m < kGemmMinRows: decode) reads and writes the strides
+// directly.
+bool NeedsPackedOperands(const BatchedMatmulParams& p) {
+  const WeightView& w0 = p.w[0];
+  return UseOneDnn(GetCpuFeatures(), p.m, w0.dtype) &&
+         (p.ldy != w0.rows || (w0.dtype == DType::kF32 && p.ldx != w0.cols));
+}
+
+void RunBatchedPacked(const BatchedMatmulParams& p) {
+  const int64_t batch = static_cast<int64_t>(p.w.size());
+  const int64_t m = p.m, k = p.w[0].cols, n = p.w[0].rows;
+  thread_local std::vector<float> x_storage, y_storage;
+  BatchedMatmulParams packed = p;
+  if (p.w[0].dtype == DType::kF32 && p.ldx != k) {
+    const int64_t x_batch = p.x_stride == 0 ? 1 : batch;
+    float* x = Grow(x_storage, x_batch * m * k);  // x: [x_batch, m, k]
+    for (int64_t b = 0; b < x_batch; ++b) {
+      for (int64_t i = 0; i < m; ++i) {
+        std::memcpy(x + (b * m + i) * k, p.x + b * p.x_stride + i * p.ldx, k * sizeof(float));
+      }
+    }
+    packed.x = x;
+    packed.x_stride = p.x_stride == 0 ? 0 : m * k;
+    packed.ldx = k;
+  }
+  if (p.ldy != n) {
+    packed.y = Grow(y_storage, batch * m * n);  // y: [batch, m, n]
+    packed.y_stride = m * n;
+    packed.ldy = n;
+  }
+  RunBatched(packed);
+  if (packed.y == p.y) return;
   for (int64_t b = 0; b < batch; ++b) {
-    MatmulOne(x + b * x_stride, m, w[b].cols, w[b], y + b * y_stride, w[b].rows,
-              /*threaded=*/true);
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(p.y + b * p.y_stride + i * p.ldy, packed.y + (b * m + i) * n, n * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+void MatmulBatched(const BatchedMatmulParams& p) {
+  if (p.w.empty()) return;
+  const WeightView& w0 = p.w[0];
+  CheckProblem(MatmulProblem{p.x, p.m, p.ldx, w0, p.y, p.ldy}, "MatmulBatched");
+  for (const WeightView& w : p.w) {
+    CheckWeightView(w, "MatmulBatched");
+    LATTE_CHECK(w.rows == w0.rows && w.cols == w0.cols && w.dtype == w0.dtype,
+                "MatmulBatched: weight [", w.rows, ", ", w.cols, "] ", DTypeName(w.dtype),
+                " differs from the first, [", w0.rows, ", ", w0.cols, "] ", DTypeName(w0.dtype));
+  }
+  LATTE_CHECK(p.x_stride >= 0 && p.y_stride >= 0, "MatmulBatched: x_stride ", p.x_stride,
+              ", y_stride ", p.y_stride);
+  if (p.m <= 0) return;
+  if (NeedsPackedOperands(p)) {
+    RunBatchedPacked(p);
+  } else {
+    RunBatched(p);
   }
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/dtype.h"
 
@@ -76,32 +77,47 @@ inline WeightView Fp8WeightView(int64_t rows, int64_t cols, int64_t ld, const ui
   return v;
 }
 
-// y: [m, w.rows] (row stride ldy) = x: [m, w.cols] (row stride ldx) · wᵀ.
-void Matmul(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y, int64_t ldy);
+// Rows [first, first + count) of an fp8 view as bf16: out [count, w.cols] row-major,
+// each value e4m3 × its block's scale in f32, rounded once to nearest even. The load
+// dequantizes the weights it does not keep in fp8 with it, and the large-m matmul a
+// bounded chunk of rows at a time. Threads over rows unless already in a parallel region.
+void DequantizeFp8ToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out);
 
-// Contiguous shorthand: x [m, w.cols], y [m, w.rows].
-inline void Matmul(const float* x, int64_t m, const WeightView& w, float* y) {
-  Matmul(x, m, w.cols, w, y, w.rows);
-}
-
-// `batch` independent products, one per head:
-//   y + b*y_stride: [m, w[b].rows] = (x + b*x_stride): [m, w[b].cols] · w[b]ᵀ
-// x_stride may be 0 (every head reads the same x). Rows within one problem are
-// contiguous (ldx = w[b].cols, ldy = w[b].rows). All w[b] share shape and dtype
-// (fp8 views may differ in scale pointers and scale_row0).
-void MatmulBatched(const float* x, int64_t x_stride, int64_t m, const WeightView* w,
-                   int64_t batch, float* y, int64_t y_stride);
-
-// One product of a MatmulMany batch: y [m, w.rows] (row stride ldy) = x [m, w.cols]
-// (row stride ldx) · wᵀ.
+// One product y = x · wᵀ. Strides let x and y be column ranges of wider rows (one
+// head's slice of [rows, heads, width] activations) without a copy.
 struct MatmulProblem {
-  const float* x = nullptr;
+  const float* x = nullptr;  // x: [m, w.cols], row stride ldx >= w.cols
   int64_t m = 0;
   int64_t ldx = 0;
   WeightView w;
-  float* y = nullptr;
+  float* y = nullptr;        // y: [m, w.rows], row stride ldy >= w.rows
   int64_t ldy = 0;
 };
+
+void Matmul(const MatmulProblem& p);
+
+// Contiguous shorthand: x [m, w.cols], y [m, w.rows].
+inline void Matmul(const float* x, int64_t m, const WeightView& w, float* y) {
+  Matmul(MatmulProblem{x, m, w.cols, w, y, w.rows});
+}
+
+// `w.size()` independent products of one shape (one per head):
+//   problem b: y + b·y_stride = (x + b·x_stride) · w[b]ᵀ
+// with x + b·x_stride: [m, w[b].cols] (row stride ldx) and y + b·y_stride: [m, w[b].rows]
+// (row stride ldy). Per-head slices of [m, heads, width] activations are x_stride =
+// width, ldx = heads · width; x_stride 0 gives every head the same x. All w[b] share
+// rows, cols and dtype (fp8 views may differ in scale pointers and scale_row0).
+struct BatchedMatmulParams {
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  int64_t ldx = 0;
+  int64_t m = 0;
+  std::span<const WeightView> w;  // w: [batch]
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int64_t ldy = 0;
+};
+void MatmulBatched(const BatchedMatmulParams& p);
 
 // Independent products of any shapes, same results as Matmul() on each in turn.
 // The GEMV-sized ones (m < kGemmMinRows) run in ONE parallel region: the rows of
@@ -112,7 +128,6 @@ struct MatmulProblem {
 void MatmulMany(const MatmulProblem* p, int64_t count);
 
 // The plain triple loop the fast paths are tested against (double accumulation).
-void MatmulReference(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                     int64_t ldy);
+void MatmulReference(const MatmulProblem& p);
 
 }  // namespace latte

@@ -1,17 +1,22 @@
 // fp8 e4m3 weights with block scales (WeightView::dtype kF8E4M3), the parts that
-// need no AVX-512: the portable GEMV, the portable dequantization to bf16, and
-// the large-m path that runs oneDNN's bf16 GEMM on bounded chunks of dequantized
-// rows. The AVX-512 GEMV and dequantization are in gemv_fp8_avx512.cc.
+// need no AVX-512: the portable GEMV, the dequantization to bf16 (its dispatch and
+// portable loop), and the large-m path that runs oneDNN's bf16 GEMM on bounded
+// chunks of dequantized rows. The AVX-512 GEMV and dequantization are in
+// gemv_fp8_avx512.cc.
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "base/check.h"
 #include "base/cpu_features.h"
+#include "base/parallel.h"
+#include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
-namespace latte::matmul_internal {
+namespace latte {
+namespace matmul_internal {
 namespace {
 
 // Output rows per parallel work item of the portable GEMV.
@@ -77,66 +82,73 @@ int64_t ChunkRows(const WeightView& w) {
 
 }  // namespace
 
-void MatmulFp8Portable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                       int64_t ldy, bool threaded) {
-  if (m <= 0 || w.rows <= 0) return;
+void MatmulFp8Portable(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return;
   const int64_t blocks = (w.rows + kPortableRowBlock - 1) / kPortableRowBlock;
-  // Below ~64K multiply-adds a fork/join (~1-2 us) costs more than it saves.
-  const bool parallel = threaded && blocks > 1 && m * w.rows * w.cols >= (int64_t{1} << 16);
+  const bool parallel = threaded && blocks > 1 && WorthParallel(p.m * w.rows * w.cols);
 #pragma omp parallel if (parallel)
   {
     // [w.cols] per thread, grown once: a decode step allocates nothing.
     thread_local std::vector<float> row;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
-      PortableRows(x, m, ldx, w, b * kPortableRowBlock,
-                   std::min(w.rows, (b + 1) * kPortableRowBlock), y, ldy, row);
+      PortableRows(p.x, p.m, p.ldx, w, b * kPortableRowBlock,
+                   std::min(w.rows, (b + 1) * kPortableRowBlock), p.y, p.ldy, row);
     }
   }
 }
 
-void DequantizeFp8Rows(const WeightView& w, int64_t r0, int64_t r1, bf16* out) {
+void DequantizeFp8ToBf16Portable(const WeightView& w, int64_t first, int64_t count, bf16* out) {
   const int64_t k = w.cols;
-#pragma omp parallel if ((r1 - r0) * k >= (int64_t{1} << 16) && !omp_in_parallel())
+#pragma omp parallel if (WorthParallel(count * k) && !omp_in_parallel())
   {
     thread_local std::vector<float> row;  // [k], grown once per thread
     if (row.size() < static_cast<size_t>(k)) row.resize(static_cast<size_t>(k));
 #pragma omp for schedule(static)
-    for (int64_t r = r0; r < r1; ++r) {
-      DequantizeRowF32(w, r, row.data());
-      for (int64_t c = 0; c < k; ++c) out[(r - r0) * k + c] = F32ToBf16(row[c]);
+    for (int64_t i = 0; i < count; ++i) {
+      DequantizeRowF32(w, first + i, row.data());
+      for (int64_t c = 0; c < k; ++c) out[i * k + c] = F32ToBf16(row[c]);
     }
   }
 }
 
-bool MatmulFp8OneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                     int64_t ldy) {
-  if (m <= 0 || w.rows <= 0) return true;
-  const CpuFeatures& cpu = GetCpuFeatures();
+bool MatmulFp8OneDnn(const MatmulProblem& p) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return true;
   const int64_t k = w.cols;
   thread_local AlignedBuffer x_scratch, w_scratch;
-  bf16* xb = Scratch(x_scratch, m * k);  // [m, k]: x rounded to bf16 once for every chunk
-#pragma omp parallel for schedule(static) if (m * k >= (int64_t{1} << 18) && !omp_in_parallel())
-  for (int64_t i = 0; i < m; ++i) {
-    if (cpu.avx512f) {
-      ConvertToBf16Avx512(x + i * ldx, k, xb + i * k, cpu.avx512_bf16);
-    } else {
-      for (int64_t j = 0; j < k; ++j) xb[i * k + j] = F32ToBf16(x[i * ldx + j]);
-    }
-  }
+  bf16* xb = Scratch(x_scratch, p.m * k);  // [m, k]: x rounded to bf16 once for every chunk
+  RoundToBf16(p.x, p.m, p.ldx, k, xb);
   const int64_t chunk = ChunkRows(w);
   bf16* wb = Scratch(w_scratch, chunk * k);  // [chunk, k]
   for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
     const int64_t n = std::min(chunk, w.rows - r0);
-    if (cpu.avx512f) {
-      DequantizeFp8RowsAvx512(w, r0, r0 + n, wb, cpu.avx512_bf16);
-    } else {
-      DequantizeFp8Rows(w, r0, r0 + n, wb);
-    }
+    DequantizeFp8ToBf16(w, r0, n, wb);
     const WeightView block{DType::kBF16, n, k, k, wb};
-    if (!MatmulOneDnnBf16X(xb, m, k, block, y + r0, ldy)) return false;
+    if (!MatmulOneDnnBf16X({xb, p.m, k, block, p.y + r0, p.ldy})) return false;
   }
   return true;
 }
 
-}  // namespace latte::matmul_internal
+}  // namespace matmul_internal
+
+void DequantizeFp8ToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out) {
+  LATTE_CHECK(w.dtype == DType::kF8E4M3, "DequantizeFp8ToBf16: dtype ", DTypeName(w.dtype));
+  LATTE_CHECK(first >= 0 && count >= 0 && first + count <= w.rows, "DequantizeFp8ToBf16: rows [",
+              first, ", ", first + count, ") of ", w.rows);
+  LATTE_CHECK(w.ld >= w.cols && w.block_rows > 0 && w.block_cols > 0 && w.scale_row0 >= 0 &&
+                  w.scale_ld >= (w.cols + w.block_cols - 1) / w.block_cols,
+              "DequantizeFp8ToBf16: bad view geometry");
+  if (count == 0 || w.cols == 0) return;
+  LATTE_CHECK(w.data != nullptr && w.scale != nullptr && out != nullptr,
+              "DequantizeFp8ToBf16: null data, scales or out");
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (cpu.avx512f) {
+    matmul_internal::DequantizeFp8ToBf16Avx512(w, first, count, out, cpu.avx512_bf16);
+  } else {
+    matmul_internal::DequantizeFp8ToBf16Portable(w, first, count, out);
+  }
+}
+
+}  // namespace latte

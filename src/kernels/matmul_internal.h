@@ -21,69 +21,63 @@ namespace latte::matmul_internal {
 inline constexpr int64_t kGemmMinRows = 6;
 
 // Plain C++ for any m and every dtype including fp8 (GCC vectorises it at the
-// x86-64 baseline). `threaded`:
-// spread output rows over the OpenMP team; false when the caller already runs
-// one problem per thread (MatmulBatched).
-void MatmulPortable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                    int64_t ldy, bool threaded = true);
+// x86-64 baseline). `threaded`: spread output rows over the OpenMP team; false when
+// the caller already runs one problem per thread (MatmulBatched).
+void MatmulPortable(const MatmulProblem& p, bool threaded = true);
 
 // AVX-512 GEMV, any m (meant for m < kGemmMinRows). Streams each weight row once
 // for all m rows of x; x stays f32 (bf16 weights are widened in registers).
 // Call only when GetCpuFeatures().avx512f.
-void GemvAvx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                int64_t ldy, bool threaded = true);
+void GemvAvx512(const MatmulProblem& p, bool threaded = true);
 
 // The portable fp8 kernel MatmulPortable runs for kF8E4M3 views (matmul_fp8.cc).
-void MatmulFp8Portable(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                       int64_t ldy, bool threaded);
+void MatmulFp8Portable(const MatmulProblem& p, bool threaded);
 
 // AVX-512 GEMV for fp8 e4m3 weights with block scales, any m (meant for m <
 // kGemmMinRows): streams the e4m3 bytes once, converts them in registers exactly
 // and applies each block's scale once per row and block (gemv_fp8_avx512.cc).
 // Views whose block_cols is not a multiple of 16 go to MatmulPortable.
 // Call only when GetCpuFeatures().avx512f.
-void GemvFp8Avx512(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                   int64_t ldy, bool threaded = true);
+void GemvFp8Avx512(const MatmulProblem& p, bool threaded = true);
 // Its f32 path alone (e4m3 -> f16 -> f32, FMA): what AVX-512 CPUs without
 // AVX512_BF16 or VBMI run; GemvFp8Avx512 takes the bf16 table path where it can.
-void GemvFp8Avx512F32(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                      int64_t ldy, bool threaded);
+void GemvFp8Avx512F32(const MatmulProblem& p, bool threaded);
 
-// Rows [r0, r1) of an fp8 view dequantized to bf16 (e4m3 × block scale, rounded
-// to nearest even, the same values the load-time dequantization gives):
-// out [r1 - r0, w.cols] row-major. Threads over rows unless already in a
-// parallel region. The AVX-512 variant needs GetCpuFeatures().avx512f.
-void DequantizeFp8Rows(const WeightView& w, int64_t r0, int64_t r1, bf16* out);
-void DequantizeFp8RowsAvx512(const WeightView& w, int64_t r0, int64_t r1, bf16* out,
-                             bool has_bf16);
+// The loops behind DequantizeFp8ToBf16 (matmul.h), exposed for tests: the portable
+// one (matmul_fp8.cc) and the AVX-512 one (gemv_fp8_avx512.cc; vcvtneps2bf16 when
+// `has_bf16`; call only when GetCpuFeatures().avx512f). Same contract.
+void DequantizeFp8ToBf16Portable(const WeightView& w, int64_t first, int64_t count, bf16* out);
+void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out,
+                               bool has_bf16);
 
 // Large-m product with an fp8 weight (matmul_fp8.cc): x is rounded to bf16 once,
 // then a bounded chunk of weight rows at a time (8 MiB of bf16, matmul_fp8.cc) is
 // dequantized into per-thread scratch and multiplied by oneDNN's bf16 GEMM, so a
 // 129280 x 7168 matrix is never dequantized whole. Same contract as MatmulOneDnn.
-bool MatmulFp8OneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                     int64_t ldy);
-
-// f32 -> bf16, round to nearest even. AVX-512 (needs avx512f; uses vcvtneps2bf16
-// when `has_bf16`). Call only when GetCpuFeatures().avx512f.
-void ConvertToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16);
-
+bool MatmulFp8OneDnn(const MatmulProblem& p);
 
 // oneDNN matmul (bf16 weights: x rounded to bf16, bf16 x bf16 -> f32; f32 weights:
 // sgemm). Primitives are cached per thread by shape. Returns false (and writes
 // nothing) when oneDNN cannot build an optimised primitive for the shape/CPU, so
 // the caller falls back; the tests treat false as a failure on AVX-512 CPUs.
-bool MatmulOneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                  int64_t ldy);
+bool MatmulOneDnn(const MatmulProblem& p);
 
-// oneDNN bf16 x bf16 -> f32 with x already rounded to bf16 (xb: [m, ldxb]);
-// w.dtype must be kBF16. Same contract as MatmulOneDnn.
-bool MatmulOneDnnBf16X(const bf16* xb, int64_t m, int64_t ldxb, const WeightView& w, float* y,
-                       int64_t ldy);
+// A MatmulProblem whose x is already rounded to bf16.
+struct Bf16XProblem {
+  const bf16* x = nullptr;  // x: [m, w.cols], row stride ldx
+  int64_t m = 0;
+  int64_t ldx = 0;
+  WeightView w;             // kBF16
+  float* y = nullptr;       // y: [m, w.rows], row stride ldy
+  int64_t ldy = 0;
+};
 
-// MatmulBatched with x_stride 0 on the oneDNN path: x [m, w[0].cols] is rounded
-// to bf16 once for all heads. Same contract as MatmulOneDnn.
-bool MatmulOneDnnSharedX(const float* x, int64_t m, const WeightView* w, int64_t batch,
-                         float* y, int64_t y_stride);
+// oneDNN bf16 x bf16 -> f32 with x already rounded to bf16; w.dtype must be kBF16.
+// Same contract as MatmulOneDnn.
+bool MatmulOneDnnBf16X(const Bf16XProblem& p);
+
+// MatmulBatched with x_stride 0 on the oneDNN path: x is rounded to bf16 once for
+// all heads. Same contract as MatmulOneDnn.
+bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
 
 }  // namespace latte::matmul_internal

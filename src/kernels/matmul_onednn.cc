@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "base/aligned_buffer.h"
-#include "base/cpu_features.h"
+#include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -85,24 +85,6 @@ Entry Build(Context& c, const Key& key) {
   return e;
 }
 
-// x [m, ldx] f32 -> out [m, k] bf16.
-void ConvertRows(const float* x, int64_t m, int64_t ldx, int64_t k, bf16* out) {
-  const CpuFeatures& cpu = GetCpuFeatures();
-  // m=512, k=10944 is 5.6M values: worth both cores; tiny inputs stay serial.
-#pragma omp parallel for schedule(static) if (m * k >= (int64_t{1} << 18))
-  for (int64_t i = 0; i < m; ++i) {
-    if (cpu.avx512f) {
-      ConvertToBf16Avx512(x + i * ldx, k, out + i * k, cpu.avx512_bf16);
-    } else {
-      for (int64_t j = 0; j < k; ++j) out[i * k + j] = F32ToBf16(x[i * ldx + j]);
-    }
-  }
-}
-
-}  // namespace
-
-namespace {
-
 // y = src · wᵀ with src already in the operand type (bf16 for bf16 weights).
 bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView& w, float* y,
          int64_t ldy) {
@@ -137,36 +119,35 @@ bf16* Scratch(Context& c, int64_t count) {
 
 }  // namespace
 
-bool MatmulOneDnn(const float* x, int64_t m, int64_t ldx, const WeightView& w, float* y,
-                  int64_t ldy) {
-  if (m <= 0 || w.rows <= 0) return true;
+bool MatmulOneDnn(const MatmulProblem& p) {
+  if (p.m <= 0 || p.w.rows <= 0) return true;
   Context& c = ThreadContext();
-  if (w.dtype != DType::kBF16) return Run(c, x, m, ldx, w, y, ldy);
-  bf16* xb = Scratch(c, m * w.cols);  // [m, k]
-  ConvertRows(x, m, ldx, w.cols, xb);
-  return Run(c, xb, m, w.cols, w, y, ldy);
+  if (p.w.dtype != DType::kBF16) return Run(c, p.x, p.m, p.ldx, p.w, p.y, p.ldy);
+  bf16* xb = Scratch(c, p.m * p.w.cols);  // [m, k]
+  RoundToBf16(p.x, p.m, p.ldx, p.w.cols, xb);
+  return Run(c, xb, p.m, p.w.cols, p.w, p.y, p.ldy);
 }
 
-bool MatmulOneDnnBf16X(const bf16* xb, int64_t m, int64_t ldxb, const WeightView& w, float* y,
-                       int64_t ldy) {
-  if (m <= 0 || w.rows <= 0) return true;
-  if (w.dtype != DType::kBF16) return false;
-  return Run(ThreadContext(), xb, m, ldxb, w, y, ldy);
+bool MatmulOneDnnBf16X(const Bf16XProblem& p) {
+  if (p.m <= 0 || p.w.rows <= 0) return true;
+  if (p.w.dtype != DType::kBF16) return false;
+  return Run(ThreadContext(), p.x, p.m, p.ldx, p.w, p.y, p.ldy);
 }
 
-bool MatmulOneDnnSharedX(const float* x, int64_t m, const WeightView* w, int64_t batch,
-                         float* y, int64_t y_stride) {
-  if (m <= 0 || batch <= 0 || w[0].rows <= 0) return true;
+bool MatmulOneDnnSharedX(const BatchedMatmulParams& p) {
+  if (p.m <= 0 || p.w.empty() || p.w[0].rows <= 0) return true;
   Context& c = ThreadContext();
-  const int64_t k = w[0].cols;
-  const void* src = x;
-  if (w[0].dtype == DType::kBF16) {
-    bf16* xb = Scratch(c, m * k);  // [m, k], converted once for every head
-    ConvertRows(x, m, k, k, xb);
+  const int64_t k = p.w[0].cols;
+  const void* src = p.x;
+  int64_t ldsrc = p.ldx;
+  if (p.w[0].dtype == DType::kBF16) {
+    bf16* xb = Scratch(c, p.m * k);  // [m, k], rounded once for every head
+    RoundToBf16(p.x, p.m, p.ldx, k, xb);
     src = xb;
+    ldsrc = k;
   }
-  for (int64_t b = 0; b < batch; ++b) {
-    if (!Run(c, src, m, k, w[b], y + b * y_stride, w[b].rows)) return false;
+  for (size_t b = 0; b < p.w.size(); ++b) {
+    if (!Run(c, src, p.m, ldsrc, p.w[b], p.y + b * p.y_stride, p.ldy)) return false;
   }
   return true;
 }

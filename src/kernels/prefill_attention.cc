@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/scratch.h"
+#include "kernels/attention_internal.h"
 #include "kernels/matmul.h"
 
 namespace latte {
@@ -79,8 +80,12 @@ void AttendHead(const CausalAttentionParams& p, int64_t h, HeadScratch& s) {
       continue;
     }
     // scores: [rows, seen] = q_h · k_hᵀ (unscaled)
-    Matmul(p.q + (i0 * H + h) * dk, rows, H * dk, WeightView{DType::kF32, seen, dk, H * dk, p.k + h * dk},
-           scores, seen);
+    Matmul({.x = p.q + (i0 * H + h) * dk,
+            .m = rows,
+            .ldx = H * dk,
+            .w = WeightView{DType::kF32, seen, dk, H * dk, p.k + h * dk},
+            .y = scores,
+            .ldy = seen});
     float row_max[kQueryChunk];
     double row_sum[kQueryChunk];
     for (int64_t r = 0; r < rows; ++r) {
@@ -88,7 +93,12 @@ void AttendHead(const CausalAttentionParams& p, int64_t h, HeadScratch& s) {
       row_sum[r] = SoftmaxNumerators(scores + r * seen, visible, seen, p.scale, &row_max[r]);
     }
     // out rows: [rows, dv] = P · v_h, normalised below.
-    Matmul(scores, rows, seen, WeightView{DType::kF32, dv, seen, nk, vt}, out, H * dv);
+    Matmul({.x = scores,
+            .m = rows,
+            .ldx = seen,
+            .w = WeightView{DType::kF32, dv, seen, nk, vt},
+            .y = out,
+            .ldy = H * dv});
     for (int64_t r = 0; r < rows; ++r) {
       float* o = out + r * H * dv;
       const bool empty = row_sum[r] == 0;  // no visible key
@@ -105,6 +115,7 @@ void AttendHead(const CausalAttentionParams& p, int64_t h, HeadScratch& s) {
 }  // namespace
 
 void PrefillAttention(const CausalAttentionParams& p) {
+  attention_internal::CheckParams(p, "PrefillAttention");
   if (p.num_queries <= 0 || p.heads <= 0) return;
   // One head per thread at a time; the GEMMs inside run on that thread alone.
 #pragma omp parallel

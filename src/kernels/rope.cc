@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/check.h"
+
 namespace latte {
 
 double YarnMscale(double factor, double mscale) {
@@ -10,6 +12,8 @@ double YarnMscale(double factor, double mscale) {
 }
 
 RopeFrequencies RopeFrequencies::Plain(int64_t dim, double theta) {
+  LATTE_CHECK(dim > 0 && dim % 2 == 0, "rope: dim ", dim, " must be even and positive");
+  LATTE_CHECK(theta > 0, "rope: theta ", theta);
   RopeFrequencies r;
   r.dim_ = dim;
   r.inv_freq_.resize(dim / 2);
@@ -44,20 +48,37 @@ RopeFrequencies RopeFrequencies::Yarn(int64_t dim, double theta, const YarnParam
   return r;
 }
 
-void RopeFrequencies::ApplyOne(float* x, int64_t position) const {
-  for (int64_t i = 0; i < dim_ / 2; ++i) {
-    const double angle = static_cast<double>(position) * inv_freq_[i];
-    const float c = static_cast<float>(std::cos(angle) * magnitude_);
-    const float s = static_cast<float>(std::sin(angle) * magnitude_);
-    const float a = x[2 * i];
-    const float b = x[2 * i + 1];
-    x[2 * i] = a * c - b * s;
-    x[2 * i + 1] = a * s + b * c;
+void RopeFrequencies::ApplyAtPosition(float* x, int64_t ld, int64_t rows,
+                                      int64_t position) const {
+  LATTE_DCHECK(rows >= 0 && ld >= dim_ && (rows == 0 || x != nullptr), "rope: ", rows,
+               " rows of stride ", ld, " (dim ", dim_, ")");
+  // Pairs are taken kPairs at a time so their cos/sin fit in two stack arrays.
+  constexpr int64_t kPairs = 32;
+  float cos_a[kPairs], sin_a[kPairs];
+  for (int64_t i0 = 0; i0 < dim_ / 2; i0 += kPairs) {
+    const int64_t pairs = std::min(kPairs, dim_ / 2 - i0);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double angle = static_cast<double>(position) * inv_freq_[i0 + i];
+      cos_a[i] = static_cast<float>(std::cos(angle) * magnitude_);
+      sin_a[i] = static_cast<float>(std::sin(angle) * magnitude_);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* v = x + r * ld + 2 * i0;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const float a = v[2 * i];
+        const float b = v[2 * i + 1];
+        v[2 * i] = a * cos_a[i] - b * sin_a[i];
+        v[2 * i + 1] = a * sin_a[i] + b * cos_a[i];
+      }
+    }
   }
 }
 
 void RopeFrequencies::Apply(float* x, int64_t ld, int64_t rows, const int64_t* positions) const {
-  for (int64_t r = 0; r < rows; ++r) ApplyOne(x + r * ld, positions[r]);
+  LATTE_CHECK(rows >= 0 && ld >= dim_, "rope: ", rows, " rows of stride ", ld, " (dim ", dim_, ")");
+  if (rows == 0) return;
+  LATTE_CHECK(x != nullptr && positions != nullptr, "rope: null x or positions");
+  for (int64_t r = 0; r < rows; ++r) ApplyAtPosition(x + r * ld, dim_, 1, positions[r]);
 }
 
 }  // namespace latte

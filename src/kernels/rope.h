@@ -31,10 +31,14 @@ class RopeFrequencies {
   const std::vector<double>& inv_freq() const { return inv_freq_; }
   double magnitude() const { return magnitude_; }
 
-  // Rotates `rows` vectors of length dim (row stride ld), row r at position positions[r].
+  // Rotates `rows` vectors of length dim (row stride ld >= dim), row r at position
+  // positions[r].
   void Apply(float* x, int64_t ld, int64_t rows, const int64_t* positions) const;
+  // Rotates `rows` vectors of length dim (row stride ld >= dim) that share one position
+  // (the heads of one token): cos/sin are computed once for all of them.
+  void ApplyAtPosition(float* x, int64_t ld, int64_t rows, int64_t position) const;
   // Rotates one vector at `position`.
-  void ApplyOne(float* x, int64_t position) const;
+  void ApplyOne(float* x, int64_t position) const { ApplyAtPosition(x, dim_, 1, position); }
 
  private:
   int64_t dim_ = 0;

@@ -2,10 +2,16 @@
 
 #include <cmath>
 
+#include "base/check.h"
+#include "base/parallel.h"
+
 namespace latte {
 
 void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
-#pragma omp parallel for schedule(static) if (count > 65536)
+  LATTE_CHECK(count >= 0, "SiluMul: count ", count);
+  if (count == 0) return;
+  LATTE_CHECK(gate != nullptr && up != nullptr && out != nullptr, "SiluMul: null gate, up or out");
+#pragma omp parallel for schedule(static) if (WorthParallel(count))
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];

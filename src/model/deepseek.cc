@@ -8,15 +8,8 @@
 
 namespace latte {
 
-namespace {
-MlaSettings WithMode(MlaSettings settings, MlaMode mode) {
-  settings.mode = mode;
-  return settings;
-}
-}  // namespace
-
-DeepSeekModel::DeepSeekModel(const ModelWeights& weights, MlaSettings settings)
-    : w_(weights), mla_(weights.config(), WithMode(settings, weights.mode())) {}
+DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings)
+    : w_(weights), mla_(weights.config(), weights.mode(), settings) {}
 
 std::unique_ptr<LatentCache> DeepSeekModel::NewCache(int64_t capacity) const {
   // Rows in the compute precision: bf16 for bf16 / fp8 checkpoints, f32 for f32 ones.

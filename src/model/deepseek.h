@@ -23,8 +23,8 @@ enum class LogitRows {
 
 class DeepSeekModel {
  public:
-  // settings.mode is ignored: the weights were prepared for one mode, which is used.
-  explicit DeepSeekModel(const ModelWeights& weights, MlaSettings settings = {});
+  // Attention runs in the mode the weights were prepared for (weights.mode()).
+  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {});
 
   // A cache sized for `capacity` tokens of one sequence, rows in the weights' compute
   // dtype (bf16, or f32 for f32 checkpoints).

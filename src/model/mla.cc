@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/attention.h"
+#include "base/check.h"
 #include "base/scratch.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 
@@ -19,25 +20,43 @@ RopeFrequencies MakeRope(const ModelConfig& c) {
                                           y.beta_slow, y.mscale, y.mscale_all_dim});
 }
 
-
 }  // namespace
 
-MlaLayer::MlaLayer(const ModelConfig& config, const MlaSettings& settings)
-    : c_(config), settings_(settings), rope_(MakeRope(config)),
+MlaLayer::MlaLayer(const ModelConfig& config, MlaMode mode, const MlaSettings& settings)
+    : c_(config), mode_(mode), settings_(settings), rope_(MakeRope(config)),
       scale_(static_cast<float>(config.SoftmaxScale())),
-      d_in_(config.q_lora_rank ? *config.q_lora_rank : config.hidden_size) {}
+      d_in_(config.q_lora_rank ? *config.q_lora_rank : config.hidden_size) {
+  LATTE_CHECK(settings.decompress_block >= 1, "MlaSettings: decompress_block ",
+              settings.decompress_block);
+}
 
 bool MlaLayer::UsesLatentPath(const SequenceSpan& span) const {
-  if (settings_.mode == MlaMode::kNaive) return false;
+  if (mode_ == MlaMode::kNaive) return false;
   return span.count == 1 || !settings_.decompress_prefill;
 }
 
 void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
                        const std::vector<SequenceSpan>& spans, float* out, MlaScratch& s) const {
-  const int64_t d = c_.hidden_size, d_c = c_.kv_lora_rank, L = c_.LatentDim();
+  const int64_t d = c_.hidden_size, d_c = c_.kv_lora_rank, d_l = c_.LatentDim();
   const float eps = static_cast<float>(c_.rms_norm_eps);
+  LATTE_CHECK(layer >= 0 && layer < c_.num_hidden_layers, "MlaLayer: layer ", layer, " of ",
+              c_.num_hidden_layers);
+  LATTE_CHECK(x != nullptr && out != nullptr, "MlaLayer: null x or out");
   int64_t T = 0;
-  for (const SequenceSpan& span : spans) T += span.count;
+  for (const SequenceSpan& span : spans) {
+    LATTE_CHECK(span.cache != nullptr && span.count >= 1 && span.start >= 0,
+                "MlaLayer: span of ", span.count, " tokens at ", span.start,
+                span.cache == nullptr ? " without a cache" : "");
+    LATTE_CHECK(span.start + span.count <= span.cache->capacity(), "MlaLayer: span ends at ",
+                span.start + span.count, ", past the cache capacity ", span.cache->capacity());
+    LATTE_CHECK(span.cache->row_dim() == d_l, "MlaLayer: cache rows of ", span.cache->row_dim(),
+                " values, the model's are ", d_l);
+    T += span.count;
+  }
+  LATTE_DCHECK(mode_ == MlaMode::kNaive || w.w_uk_t.size() == static_cast<size_t>(c_.num_attention_heads),
+               "MlaLayer: weights not prepared for mode ", MlaModeName(mode_));
+  LATTE_DCHECK(mode_ != MlaMode::kMaterialized || (w.w_q_uk && w.w_uv_o),
+               "MlaLayer: weights not prepared for mode ", MlaModeName(mode_));
 
   // c_q: [T, d_in]
   const float* c_q = x;
@@ -48,10 +67,10 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
     c_q = cq;
   }
 
-  // kv: [T, L] = c_kv | k_r, normalised and rotated in place, then appended to the caches.
-  float* kv = Grow(s.kv, T * L);
+  // kv: [T, d_l] = c_kv | k_r, normalised and rotated in place, then appended to the caches.
+  float* kv = Grow(s.kv, T * d_l);
   Matmul(x, T, w.kv_a_proj_with_mqa, kv);
-  RmsNorm(kv, L, w.kv_a_layernorm.data(), T, d_c, eps, kv, L);
+  RmsNorm(kv, d_l, w.kv_a_layernorm.data(), T, d_c, eps, kv, d_l);
   int64_t* positions = Grow(s.positions, T);
   std::vector<int64_t>& latent_rows = s.latent_rows;
   std::vector<const SequenceSpan*>& latent_spans = s.latent_spans;
@@ -61,8 +80,8 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
   for (const SequenceSpan& span : spans) {
     for (int64_t i = 0; i < span.count; ++i, ++row) {
       positions[row] = span.start + i;
-      rope_.ApplyOne(kv + row * L + d_c, positions[row]);
-      span.cache->Write(layer, positions[row], kv + row * L);  // rounded to the cache dtype once
+      rope_.ApplyOne(kv + row * d_l + d_c, positions[row]);
+      span.cache->Write(layer, positions[row], kv + row * d_l);  // rounded to the cache dtype once
       if (UsesLatentPath(span)) {
         latent_rows.push_back(row);
         latent_spans.push_back(&span);
@@ -82,7 +101,7 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
                           const std::vector<int64_t>& rows, const std::vector<const SequenceSpan*>& row_span,
                           float* out, MlaScratch& s) const {
   const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
-  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), L = c_.LatentDim();
+  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
   const int64_t d = c_.hidden_size;
   const int64_t R = static_cast<int64_t>(rows.size());
 
@@ -90,52 +109,40 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
   float* cq = Grow(s.rows_in, R * d_in_);
   for (int64_t r = 0; r < R; ++r) std::memcpy(cq + r * d_in_, c_q + rows[r] * d_in_, d_in_ * sizeof(float));
 
-  // query: [R, H, L] = q_lat | q_r per head
-  float* query = Grow(s.query, R * H * L);
-  if (settings_.mode == MlaMode::kAbsorbed) {
+  // query: [R, H, d_l] = q_lat | q_r per head
+  float* query = Grow(s.query, R * H * d_l);
+  if (mode_ == MlaMode::kAbsorbed) {
     float* q = Grow(s.q, R * H * qk);  // q: [R, H, d_n + d_r]
     Matmul(cq, R, w.q_b_proj, q);
-    float* q_n = Grow(s.q_n, H * R * d_n);  // q_n: [H, R, d_n]
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t r = 0; r < R; ++r) {
-        std::memcpy(q_n + (h * R + r) * d_n, q + (r * H + h) * qk, d_n * sizeof(float));
-      }
-    }
-    float* q_lat = Grow(s.q_lat, H * R * d_c);  // q_lat: [H, R, d_c]
-    MatmulBatched(q_n, R * d_n, R, w.w_uk_t.data(), H, q_lat, R * d_c);
-    for (int64_t r = 0; r < R; ++r) {
-      for (int64_t h = 0; h < H; ++h) {
-        float* dst = query + (r * H + h) * L;
-        std::memcpy(dst, q_lat + (h * R + r) * d_c, d_c * sizeof(float));
-        std::memcpy(dst + d_c, q + (r * H + h) * qk + d_n, d_r * sizeof(float));
-      }
+    // q_lat,h = W_UK,hᵀ · q_n,h: read from q's d_n columns of head h, written to query's d_c.
+    MatmulBatched({.x = q, .x_stride = qk, .ldx = H * qk, .m = R, .w = w.w_uk_t,
+                   .y = query, .y_stride = d_l, .ldy = H * d_l});
+    for (int64_t rh = 0; rh < R * H; ++rh) {
+      std::memcpy(query + rh * d_l + d_c, q + rh * qk + d_n, d_r * sizeof(float));
     }
   } else {
     float* q_lat = Grow(s.q_lat, R * H * d_c);  // q_lat: [R, H, d_c]
     Matmul(cq, R, *w.w_q_uk, q_lat);
-    float* q_r = Grow(s.q_r, H * R * d_r);  // q_r: [H, R, d_r]
-    MatmulBatched(cq, 0, R, w.q_rope.data(), H, q_r, R * d_r);
-    for (int64_t r = 0; r < R; ++r) {
-      for (int64_t h = 0; h < H; ++h) {
-        float* dst = query + (r * H + h) * L;
-        std::memcpy(dst, q_lat + (r * H + h) * d_c, d_c * sizeof(float));
-        std::memcpy(dst + d_c, q_r + (h * R + r) * d_r, d_r * sizeof(float));
-      }
+    for (int64_t rh = 0; rh < R * H; ++rh) {
+      std::memcpy(query + rh * d_l, q_lat + rh * d_c, d_c * sizeof(float));
     }
+    // q_r,h = q_b_rope,h · c_q, written to query's d_r columns of head h.
+    MatmulBatched({.x = cq, .x_stride = 0, .ldx = d_in_, .m = R, .w = w.q_rope,
+                   .y = query + d_c, .y_stride = d_l, .ldy = H * d_l});
   }
   // o_lat: [R, H, d_c]; each row attends to its sequence's rows [0, position].
   float* o_lat = Grow(s.o_lat, R * H * d_c);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t position = s.positions[rows[r]];
-    for (int64_t h = 0; h < H; ++h) rope_.ApplyOne(query + (r * H + h) * L + d_c, position);
+    rope_.ApplyAtPosition(query + r * H * d_l + d_c, d_l, H, position);  // q_r of every head
     SharedKeyAttentionParams p;
-    p.q = query + r * H * L;
+    p.q = query + r * H * d_l;
     p.rows = row_span[r]->cache->Rows(layer);
     p.rows_dtype = row_span[r]->cache->dtype();
     p.out = o_lat + r * H * d_c;
     p.num_rows = position + 1;
     p.heads = H;
-    p.row_dim = L;
+    p.row_dim = d_l;
     p.value_dim = d_c;
     p.scale = scale_;
     SharedKeyAttention(p);
@@ -143,21 +150,11 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
 
   // out rows: [R, d]
   float* result = Grow(s.rows_out, R * d);
-  if (settings_.mode == MlaMode::kAbsorbed) {
-    float* o_lat_h = Grow(s.o_lat_h, H * R * d_c);  // [H, R, d_c]
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t r = 0; r < R; ++r) {
-        std::memcpy(o_lat_h + (h * R + r) * d_c, o_lat + (r * H + h) * d_c, d_c * sizeof(float));
-      }
-    }
-    float* o_h = Grow(s.o_h, H * R * d_v);  // o_h: [H, R, d_v]
-    MatmulBatched(o_lat_h, R * d_c, R, w.w_uv.data(), H, o_h, R * d_v);
-    float* o = Grow(s.o, R * H * d_v);  // o: [R, H·d_v]
-    for (int64_t r = 0; r < R; ++r) {
-      for (int64_t h = 0; h < H; ++h) {
-        std::memcpy(o + (r * H + h) * d_v, o_h + (h * R + r) * d_v, d_v * sizeof(float));
-      }
-    }
+  if (mode_ == MlaMode::kAbsorbed) {
+    // o_h = W_UV,h · o_lat,h: read from o_lat's head h, written to o's: o: [R, H, d_v].
+    float* o = Grow(s.o, R * H * d_v);
+    MatmulBatched({.x = o_lat, .x_stride = d_c, .ldx = H * d_c, .m = R, .w = w.w_uv,
+                   .y = o, .y_stride = d_v, .ldy = H * d_v});
     Matmul(o, R, w.o_proj, result);
   } else {
     Matmul(o_lat, R, *w.w_uv_o, result);
@@ -168,20 +165,18 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
 void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
                               float* out, MlaScratch& s) const {
   const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
-  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), L = c_.LatentDim();
+  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
   const int64_t n = span.count, S = span.start + span.count;
 
   float* q = Grow(s.q, n * H * qk);  // q: [n, H, d_n + d_r]
   Matmul(c_q, n, w.q_b_proj, q);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t h = 0; h < H; ++h) rope_.ApplyOne(q + (i * H + h) * qk + d_n, span.start + i);
-  }
+  for (int64_t i = 0; i < n; ++i) rope_.ApplyAtPosition(q + i * H * qk + d_n, qk, H, span.start + i);
 
   // Decompress the cached tokens block by block — kv_dec: [block, H, d_n + d_v] =
   // kv_b · c_kv(t) — and merge the blocks' partial attention by log-sum-exp, so a
   // 32k-token context needs 2k tokens of decompressed K/V at a time, not all of them.
   const int64_t block = std::min<int64_t>(S, settings_.decompress_block);
-  float* cache_rows = Grow(s.cache_rows, block * L);  // cache_rows: [block, L], widened to f32
+  float* cache_rows = Grow(s.cache_rows, block * d_l);  // cache_rows: [block, d_l], widened to f32
   float* kv_dec = Grow(s.kv_dec, block * H * (d_n + d_v));
   float* k = Grow(s.k, block * H * qk);   // k: [block, H, d_n + d_r], k_r shared by all heads
   float* v = Grow(s.v, block * H * d_v);  // v: [block, H, d_v]
@@ -192,12 +187,14 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   for (int64_t k0 = 0; k0 < S; k0 += block) {
     const int64_t count = std::min(block, S - k0);
     span.cache->ReadF32(layer, k0, count, cache_rows);
-    Matmul(cache_rows, count, L, w.kv_b_proj, kv_dec, H * (d_n + d_v));
+    // kv_dec = kv_b · c_kv: the first d_c columns of each cached row.
+    Matmul({.x = cache_rows, .m = count, .ldx = d_l, .w = w.kv_b_proj, .y = kv_dec,
+            .ldy = H * (d_n + d_v)});
     for (int64_t t = 0; t < count; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const float* src = kv_dec + (t * H + h) * (d_n + d_v);
         std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
-        std::memcpy(k + (t * H + h) * qk + d_n, cache_rows + t * L + d_c, d_r * sizeof(float));
+        std::memcpy(k + (t * H + h) * qk + d_n, cache_rows + t * d_l + d_c, d_r * sizeof(float));
         std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
       }
     }

@@ -8,7 +8,9 @@
 //   d_n     qk_nope_head_dim    128     128
 //   d_r     qk_rope_head_dim    64      64
 //   d_v     v_head_dim          128     128
-//   L       d_c + d_r           576     576  (latent cache row)
+//   d_l     d_c + d_r           576     576  (one latent cache row: c_kv | k_r; LatentDim())
+//   d_in    width of c_q: d_cq, or d with a plain q_proj
+//   R       the rows of one forward call that take the latent path (decode tokens)
 //
 // Common to every mode, for each new token:
 //   c_q  = rmsnorm(q_a_proj · x)            (or c_q = x with a plain q_proj)
@@ -22,6 +24,9 @@
 //   q = q_b · c_q;  q_lat,h = W_UK,hᵀ · q_n,h  (bmm over heads);  rope(q_r)
 //   o_lat = shared_key_attention([q_lat | q_r], cache rows)   (576-wide dots, MQA-like)
 //   o_h = W_UV,h · o_lat,h  (bmm over heads);  out = o_proj · o
+//   Every tensor keeps the token-major layout [R, H, ·]: the bmms read each head's slice
+//   with a row stride (q_n out of q, o_lat,h out of o_lat) and write it the same way
+//   (q_lat into query, o_h into o), so nothing is reshuffled to [H, R, ·] and back.
 // Materialized (decode; the baseline):
 //   q_lat = W_Q_UK · c_q;  q_r = q_b_rope · c_q;  o_lat as above;  out = W_UV_O · o_lat
 #pragma once
@@ -37,8 +42,8 @@
 
 namespace latte {
 
+// How multi-token spans run (the mode itself comes with the weights: ModelWeights::mode()).
 struct MlaSettings {
-  MlaMode mode = MlaMode::kAbsorbed;
   // Multi-token spans in absorbed/materialized mode decompress K/V (compute-bound,
   // one decompression shared by many queries); false runs them through the latent
   // path too (used by tests to exercise it on many positions).
@@ -50,17 +55,34 @@ struct MlaSettings {
 };
 
 // Reused buffers, grown on demand and never shrunk: a steady decode step allocates nothing.
+// T: rows of the call; R: rows on the latent path; n: rows of one decompressed span;
+// B: decompress_block (or the context, if shorter).
 struct MlaScratch {
-  std::vector<float> c_q, kv, q, q_n, q_lat, q_r, query, o_lat, o_lat_h, o_h, o, kv_dec, k, v, rows_in,
-      rows_out, lse, o_part, lse_part, cache_rows;
-  std::vector<int64_t> positions;
-  std::vector<int64_t> latent_rows;                 // rows taking the latent path
-  std::vector<const SequenceSpan*> latent_spans;  // their spans
+  std::vector<float> c_q;         // c_q: [T, d_in] = rmsnorm(q_a_proj · x) (unused with q_proj)
+  std::vector<float> kv;          // kv: [T, d_l] = c_kv | k_r, the rows written to the caches
+  std::vector<int64_t> positions;  // positions: [T], each row's position in its sequence
+  std::vector<int64_t> latent_rows;                // latent_rows: [R], rows taking the latent path
+  std::vector<const SequenceSpan*> latent_spans;  // latent_spans: [R], their spans
+  std::vector<float> rows_in;     // rows_in: [R, d_in], c_q of the latent rows
+  std::vector<float> q;           // q: [R or n, H, d_n + d_r] = q_b_proj · c_q
+  std::vector<float> q_lat;       // q_lat: [R, H, d_c] = W_Q_UK · c_q (materialized)
+  std::vector<float> query;       // query: [R, H, d_l] = q_lat | rope(q_r) per head
+  std::vector<float> o_lat;       // o_lat: [R, H, d_c], the latent attention output
+  std::vector<float> o;           // o: [R or n, H, d_v], per-head outputs before o_proj
+  std::vector<float> rows_out;    // rows_out: [R, d], the latent rows' results
+  std::vector<float> cache_rows;  // cache_rows: [B, d_l], cached rows widened to f32
+  std::vector<float> kv_dec;      // kv_dec: [B, H, d_n + d_v] = kv_b_proj · c_kv
+  std::vector<float> k;           // k: [B, H, d_n + d_r] = k_n | k_r (k_r shared by heads)
+  std::vector<float> v;           // v: [B, H, d_v]
+  std::vector<float> lse;         // lse: [n, H], of o over the blocks so far
+  std::vector<float> o_part;      // o_part: [n, H, d_v], one block's attention output
+  std::vector<float> lse_part;    // lse_part: [n, H], its log-sum-exp
 };
 
 class MlaLayer {
  public:
-  MlaLayer(const ModelConfig& config, const MlaSettings& settings);
+  // `mode`: the one the weights were prepared for (ModelWeights::mode()).
+  MlaLayer(const ModelConfig& config, MlaMode mode, const MlaSettings& settings = {});
 
   // x: [T, d] (already input_layernorm'd), rows in span order; out: [T, d].
   // Writes each span's new latent rows into its cache at `layer`.
@@ -75,6 +97,7 @@ class MlaLayer {
                       float* out, MlaScratch& s) const;
 
   const ModelConfig& c_;
+  MlaMode mode_;
   MlaSettings settings_;
   RopeFrequencies rope_;
   float scale_;

@@ -67,8 +67,12 @@ class Preparer {
     AlignedBuffer uv_o(static_cast<size_t>(d * H * d_c) * sizeof(float));
     for (int64_t h = 0; h < H; ++h) {
       TransposeToF32(a.w_uv[h], uv_t.data());  // [d_c, d_v]
-      Matmul(o_proj.data() + h * d_v, d, H * d_v, WeightView{DType::kF32, d_c, d_v, d_v, uv_t.data()},
-             uv_o.as<float>() + h * d_c, H * d_c);
+      Matmul({.x = o_proj.data() + h * d_v,
+              .m = d,
+              .ldx = H * d_v,
+              .w = WeightView{DType::kF32, d_c, d_v, d_v, uv_t.data()},
+              .y = uv_o.as<float>() + h * d_c,
+              .ldy = H * d_c});
     }
     a.w_uv_o = Store(std::move(uv_o), d, H * d_c);
   }

@@ -187,9 +187,7 @@ class WeightLoader {
     } else if (t.dtype == DType::kF8E4M3) {
       LATTE_ASSIGN_OR_RETURN(const TensorInfo* s, Fp8Scales(t));
       if (keep_fp8 && options_.fp8 == Fp8Weights::kKeep) {
-        const Fp8Quantization& q = *m_.config_.quantization;
-        view = Fp8WeightView(rows, cols, cols, t.data, ScalesAsF32(*s), s->shape[1], q.block_rows,
-                             q.block_cols);
+        view = Fp8View(t, *s, ScalesAsF32(*s));
         m_.fp8_kept_ = true;
       } else {
         view.data = DequantizeFp8(t, *s);
@@ -261,7 +259,7 @@ class WeightLoader {
   }
 
   // The scales as f32: the mapping itself when stored f32 and 4-byte aligned,
-  // else an owned converted copy (counted by the view's ScaleBytes()).
+  // else an owned converted copy (counted by a kept view's ScaleBytes()).
   const float* ScalesAsF32(const TensorInfo& s) {
     if (s.dtype == DType::kF32 && reinterpret_cast<uintptr_t>(s.data) % alignof(float) == 0) {
       return reinterpret_cast<const float*>(s.data);
@@ -272,22 +270,22 @@ class WeightLoader {
     return out;
   }
 
-  // weight = fp8 value × scale_inv of its block (the V3/R1 release format), as bf16.
-  const void* DequantizeFp8(const TensorInfo& t, const TensorInfo& s) {
+  // fp8 weight t as an e4m3 view with its block scales (f32: [ceil(rows / block_rows),
+  // ceil(cols / block_cols)]).
+  WeightView Fp8View(const TensorInfo& t, const TensorInfo& s, const float* scales) const {
     const Fp8Quantization& q = *m_.config_.quantization;
-    const int64_t rows = t.shape[0];
     const int64_t cols = t.shape[1];
-    const int64_t scale_cols = s.shape[1];
-    std::byte* dst = NewBuffer(static_cast<size_t>(rows * cols) * sizeof(bf16));
-    bf16* out = reinterpret_cast<bf16*>(dst);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const float scale = ElementToF32(s.dtype, s.data, (r / q.block_rows) * scale_cols + c / q.block_cols);
-        out[r * cols + c] = F32ToBf16(Fp8E4M3ToF32(t.data[r * cols + c]) * scale);
-      }
-    }
-    return dst;
+    return Fp8WeightView(t.shape[0], cols, cols, t.data, scales, s.shape[1], q.block_rows,
+                         q.block_cols);
+  }
+
+  // weight = fp8 value × scale_inv of its block (the V3/R1 release format), as bf16,
+  // by the kernels' dequantization (the one the large-m fp8 matmul runs).
+  const void* DequantizeFp8(const TensorInfo& t, const TensorInfo& s) {
+    const WeightView fp8 = Fp8View(t, s, ScalesAsF32(s));
+    bf16* out = reinterpret_cast<bf16*>(NewBuffer(static_cast<size_t>(fp8.rows * fp8.cols) * sizeof(bf16)));
+    DequantizeFp8ToBf16(fp8, 0, fp8.rows, out);
+    return out;
   }
 
   void Done(const TensorInfo& t) {

@@ -155,7 +155,7 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
   for (MlaMode mode : options.modes) {
     const std::unique_ptr<BenchLayer> layer = MakeLayer(c, mode, options.seed);
     // A one-layer config: MlaLayer reads only attention fields.
-    MlaLayer mla(c, MlaSettings{mode, true});
+    MlaLayer mla(c, mode);
     MlaScratch scratch;
     for (int64_t batch : options.batches) {
       for (int64_t context : options.contexts) {
