@@ -306,8 +306,7 @@ TEST(AttentionBf16, PortableAndDispatchedMatchReference) {
       const std::vector<bf16> rows = RandomBf16(c.rows * c.shape.row_dim, rng);
       SharedKeyAttentionParams p;
       p.q = q.data();
-      p.rows = rows.data();
-      p.rows_dtype = DType::kBF16;
+      p.rows = PagedRows::Contiguous(rows.data(), DType::kBF16, c.shape.row_dim, c.rows);
       p.num_rows = c.rows;
       p.heads = c.heads;
       p.row_dim = c.shape.row_dim;
@@ -349,8 +348,7 @@ TEST(AttentionBf16, EveryPathMatchesReference) {
       const std::vector<bf16> rows = RandomBf16(num_rows * row_dim, rng);
       SharedKeyAttentionParams p;
       p.q = q.data();
-      p.rows = rows.data();
-      p.rows_dtype = DType::kBF16;
+      p.rows = PagedRows::Contiguous(rows.data(), DType::kBF16, row_dim, num_rows);
       p.num_rows = num_rows;
       p.heads = heads;
       p.row_dim = row_dim;
@@ -381,8 +379,7 @@ TEST(AttentionBf16, SplitEqualsUnsplit) {
   const std::vector<bf16> rows = RandomBf16(num_rows * row_dim, rng);
   SharedKeyAttentionParams p;
   p.q = q.data();
-  p.rows = rows.data();
-  p.rows_dtype = DType::kBF16;
+  p.rows = PagedRows::Contiguous(rows.data(), DType::kBF16, row_dim, num_rows);
   p.num_rows = num_rows;
   p.heads = heads;
   p.row_dim = row_dim;

@@ -118,7 +118,7 @@ SharedKeyAttentionParams SharedParams(const std::vector<float>& q, const float* 
                                       int64_t num_rows, int64_t heads) {
   SharedKeyAttentionParams p;
   p.q = q.data();
-  p.rows = rows;
+  p.rows = PagedRows::Contiguous(rows, DType::kF32, kRowDim, num_rows);
   p.num_rows = num_rows;
   p.heads = heads;
   p.row_dim = kRowDim;
@@ -477,7 +477,7 @@ TEST(SharedKeyAttention, PortableAndDispatchedMatchReference) {
         const std::vector<float> rows = RandomVector(num_rows * s.row_dim, rng);
         SharedKeyAttentionParams p;
         p.q = q.data();
-        p.rows = rows.data();
+        p.rows = PagedRows::Contiguous(rows.data(), DType::kF32, s.row_dim, num_rows);
         p.num_rows = num_rows;
         p.heads = heads;
         p.row_dim = s.row_dim;
@@ -513,14 +513,20 @@ TEST(AttentionDeathTest, BadParamsAbort) {
   wide.value_dim = kRowDim + 1;
   EXPECT_DEATH(SharedKeyAttention(wide), "row_dim 72, value_dim 73");
   SharedKeyAttentionParams no_rows = p;
-  no_rows.rows = nullptr;
-  EXPECT_DEATH(SharedKeyAttention(no_rows), "rows null or not aligned");
+  no_rows.rows.data = nullptr;
+  EXPECT_DEATH(SharedKeyAttention(no_rows), "rows without data, block table or block size");
   SharedKeyAttentionParams misaligned = p;
-  misaligned.rows = reinterpret_cast<const char*>(rows.data()) + 1;
-  EXPECT_DEATH(SharedKeyAttention(misaligned), "rows null or not aligned to their 4-byte elements");
+  misaligned.rows.data = reinterpret_cast<const std::byte*>(rows.data()) + 1;
+  EXPECT_DEATH(SharedKeyAttention(misaligned), "rows not aligned to their 4-byte elements");
   SharedKeyAttentionParams f16 = p;
-  f16.rows_dtype = DType::kF16;
+  f16.rows.dtype = DType::kF16;
   EXPECT_DEATH(SharedKeyAttention(f16), "rows dtype F16");
+  SharedKeyAttentionParams narrow = p;
+  narrow.rows.row_dim = kRowDim - 1;
+  EXPECT_DEATH(SharedKeyAttention(narrow), "rows of 71 values, row_dim 72");
+  SharedKeyAttentionParams fp8 = p;
+  fp8.rows.dtype = DType::kF8E4M3;
+  EXPECT_DEATH(SharedKeyAttention(fp8), "fp8 rows without scales");
 
   CausalAttentionParams c;
   c.q = q.data();

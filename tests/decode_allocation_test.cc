@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/greedy_generate.h"
+#include "tools/greedy_generate.h"
 #include "model/deepseek.h"
 #include "test_models.h"
 
@@ -113,15 +113,15 @@ TEST_P(DecodeAllocationModes, WarmDecodeStepsDoNotAllocate) {
   std::vector<float> logits;
 
   auto run_round = [&](bool count) {
-    std::vector<std::unique_ptr<LatentCache>> caches;
+    SequenceCaches caches = model.NewCaches(kSequences, prompt + steps);
     std::vector<int32_t> prompts;
     std::vector<SequenceSpan> prefill;
+    std::vector<int64_t> lengths(kSequences, prompt);
     for (int64_t b = 0; b < kSequences; ++b) {
-      caches.push_back(model.NewCache(prompt + steps));
-      prefill.push_back({caches.back().get(), 0, prompt});
+      prefill.push_back({caches.table(b), 0, prompt});
       for (int64_t i = 0; i < prompt; ++i) prompts.push_back(static_cast<int32_t>((i * 37 + b * 11 + 5) % vocab));
     }
-    EXPECT_TRUE(model.Forward(prompts, prefill, LogitRows::kLastOfSpan, logits).ok());
+    EXPECT_TRUE(model.Forward(prompts, prefill, caches.cache(), logits).ok());
     std::vector<int32_t> one(1), all(kSequences);
     std::vector<SequenceSpan> first(1), spans(kSequences);
     int64_t allocations = 0;
@@ -129,14 +129,14 @@ TEST_P(DecodeAllocationModes, WarmDecodeStepsDoNotAllocate) {
       auto decode = [&] {
         if (step % 2 == 0) {  // the first sequence alone
           one[0] = ArgMax(logits.data(), vocab);
-          first[0] = {caches[0].get(), caches[0]->length(), 1};
-          EXPECT_TRUE(model.Forward(one, first, LogitRows::kLastOfSpan, logits).ok());
+          first[0] = {caches.table(0), lengths[0]++, 1};
+          EXPECT_TRUE(model.Forward(one, first, caches.cache(), logits).ok());
         } else {  // every sequence that still has room, batched
           for (int64_t b = 0; b < kSequences; ++b) {
             all[b] = static_cast<int32_t>((step * 13 + b) % vocab);
-            spans[b] = {caches[b].get(), caches[b]->length(), 1};
+            spans[b] = {caches.table(b), lengths[b]++, 1};
           }
-          EXPECT_TRUE(model.Forward(all, spans, LogitRows::kLastOfSpan, logits).ok());
+          EXPECT_TRUE(model.Forward(all, spans, caches.cache(), logits).ok());
         }
       };
       if (count) {

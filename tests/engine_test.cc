@@ -38,7 +38,7 @@ Loaded Load(const std::string& dir, MlaMode mode) {
 
 std::string TinyModel(DType dtype) {
   MakeModelOverrides o;
-  o.dtype = dtype;
+  o.dtype = dtype == DType::kF32 ? CheckpointDType::kF32 : CheckpointDType::kBf16;
   return MakeModel("tiny", o, /*seed=*/11);
 }
 

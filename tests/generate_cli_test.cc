@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "base/npy.h"
-#include "engine/greedy_generate.h"
+#include "tools/greedy_generate.h"
 #include "model/deepseek.h"
 #include "run_command.h"
 #include "test_models.h"

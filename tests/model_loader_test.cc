@@ -189,10 +189,11 @@ std::vector<float> Logits(const std::string& dir, const std::vector<int32_t>& to
   EXPECT_TRUE(w.ok()) << w.status().message();
   if (!w.ok()) return {};
   DeepSeekModel model(**w);
-  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  SequenceCaches caches = model.NewCaches(1, n);
   std::vector<float> logits;
-  const Status st = model.Forward(tokens, {SequenceSpan{cache.get(), 0, static_cast<int64_t>(tokens.size())}},
-                                  LogitRows::kAll, logits);
+  const SequenceSpan span[] = {{caches.table(0), 0, n, SpanLogits::kAll}};
+  const Status st = model.Forward(tokens, span, caches.cache(), logits);
   EXPECT_TRUE(st.ok()) << st.message();
   return logits;
 }

@@ -161,29 +161,28 @@ TEST(ModelBatch, SpansInOneForwardEqualSeparateRuns) {
     const int64_t vocab = w->config().vocab_size;
     const std::vector<int64_t> lengths = {4, 9, 1};
     std::vector<std::vector<int32_t>> seqs;
-    std::vector<std::unique_ptr<LatentCache>> caches;
     std::vector<float> expected, logits;
     for (size_t i = 0; i < lengths.size(); ++i) {
       seqs.push_back(RandomTokens(lengths[i] + 1, vocab, 7 + i));
       // Alone: prefill all but the last token, then decode the last.
-      auto cache = model.NewCache(32);
+      SequenceCaches alone = model.NewCaches(1, 32, KvCacheDtype::kAuto, 4);
       std::vector<int32_t> prompt(seqs[i].begin(), seqs[i].end() - 1);
-      ASSERT_TRUE(model.Forward(prompt, {SequenceSpan{cache.get(), 0, lengths[i]}}, LogitRows::kLastOfSpan, logits).ok());
-      ASSERT_TRUE(model.Forward({seqs[i].back()}, {SequenceSpan{cache.get(), lengths[i], 1}}, LogitRows::kLastOfSpan, logits).ok());
+      const SequenceSpan prefill[] = {{alone.table(0), 0, lengths[i]}};
+      ASSERT_TRUE(model.Forward(prompt, prefill, alone.cache(), logits).ok());
+      const SequenceSpan decode[] = {{alone.table(0), lengths[i], 1}};
+      ASSERT_TRUE(model.Forward(std::vector<int32_t>{seqs[i].back()}, decode, alone.cache(), logits).ok());
       expected.insert(expected.end(), logits.begin(), logits.end());
-      caches.push_back(model.NewCache(32));
     }
-    // Together: prefill sequences 0 and 1 in one forward, then one step decoding
-    // all three — sequence 2 is a 2-token prefill riding along in the same batch.
+    // Together, in one pool of 4-token blocks: prefill sequences 0 and 1 in one forward,
+    // then one step decoding both while sequence 2 is a 2-token prefill riding along.
+    SequenceCaches caches = model.NewCaches(3, 32, KvCacheDtype::kAuto, 4);
     std::vector<int32_t> tokens(seqs[0].begin(), seqs[0].end() - 1);
     tokens.insert(tokens.end(), seqs[1].begin(), seqs[1].end() - 1);
-    ASSERT_TRUE(model.Forward(tokens, {SequenceSpan{caches[0].get(), 0, 4}, SequenceSpan{caches[1].get(), 0, 9}},
-                              LogitRows::kLastOfSpan, logits).ok());
+    const SequenceSpan prefills[] = {{caches.table(0), 0, 4}, {caches.table(1), 0, 9}};
+    ASSERT_TRUE(model.Forward(tokens, prefills, caches.cache(), logits).ok());
     tokens = {seqs[0].back(), seqs[1].back(), seqs[2][0], seqs[2][1]};
-    ASSERT_TRUE(model.Forward(tokens,
-                              {SequenceSpan{caches[0].get(), 4, 1}, SequenceSpan{caches[1].get(), 9, 1},
-                               SequenceSpan{caches[2].get(), 0, 2}},
-                              LogitRows::kLastOfSpan, logits).ok());
+    const SequenceSpan step[] = {{caches.table(0), 4, 1}, {caches.table(1), 9, 1}, {caches.table(2), 0, 2}};
+    ASSERT_TRUE(model.Forward(tokens, step, caches.cache(), logits).ok());
     EXPECT_LE(RelativeError(logits, expected), kF32Tolerance);
   }
 }
@@ -192,18 +191,26 @@ TEST(ModelErrors, ForwardRejectsBadTokensAndSpans) {
   const std::string dir = MakeModel("tiny", MakeModelOverrides{});
   auto w = Load(dir, MlaMode::kAbsorbed);
   DeepSeekModel model(*w);
-  auto cache = model.NewCache(4);
+  SequenceCaches caches = model.NewCaches(1, 4, KvCacheDtype::kAuto, 4);
   std::vector<float> logits;
-  Status st = model.Forward({1, 100000}, {SequenceSpan{cache.get(), 0, 2}}, LogitRows::kAll, logits);
+  const auto forward = [&](std::vector<int32_t> tokens, std::span<const int32_t> table, int64_t start) {
+    const SequenceSpan span[] = {{table, start, static_cast<int64_t>(tokens.size()), SpanLogits::kAll}};
+    return model.Forward(tokens, span, caches.cache(), logits);
+  };
+  Status st = forward({1, 100000}, caches.table(0), 0);
   EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos) << st.message();
-  st = model.Forward({1, 2, 3, 4, 5}, {SequenceSpan{cache.get(), 0, 5}}, LogitRows::kAll, logits);
-  EXPECT_NE(st.message().find("capacity"), std::string::npos) << st.message();
-  st = model.Forward({1}, {SequenceSpan{cache.get(), 2, 1}}, LogitRows::kAll, logits);
-  EXPECT_NE(st.message().find("cache holds 0"), std::string::npos) << st.message();
+  st = forward({1, 2, 3, 4, 5}, caches.table(0), 0);
+  EXPECT_NE(st.message().find("has only 1 blocks of 4"), std::string::npos) << st.message();
+  const std::vector<int32_t> foreign = {7};
+  st = forward({1}, foreign, 0);
+  EXPECT_NE(st.message().find("block 7 is outside the cache's 1 blocks"), std::string::npos) << st.message();
+  const SequenceSpan two[] = {{caches.table(0), 0, 2}};
+  st = model.Forward(std::vector<int32_t>{1}, two, caches.cache(), logits);
+  EXPECT_NE(st.message().find("token count does not match"), std::string::npos) << st.message();
 }
 
 // MlaLayer::Forward checks what it is handed (LATTE_CHECK): a cache whose rows are not
-// d_l wide, a span past its cache's capacity or a layer out of range aborts instead of
+// d_l wide, a span past its block table or a layer out of range aborts instead of
 // writing out of bounds.
 TEST(MlaLayerDeathTest, BadSpansAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -214,14 +221,16 @@ TEST(MlaLayerDeathTest, BadSpansAbort) {
   const MlaWeights& attn = w->layers()[0].attn;
   MlaScratch scratch;
   std::vector<float> x(c.hidden_size, 0.5f), out(c.hidden_size);
-  LatentCache narrow(c.num_hidden_layers, c.LatentDim() - 1, 4);
-  EXPECT_DEATH(mla.Forward(attn, 0, x.data(), {SequenceSpan{&narrow, 0, 1}}, out.data(), scratch),
-               "MlaLayer: cache rows of " + std::to_string(c.LatentDim() - 1) + " values");
-  LatentCache cache(c.num_hidden_layers, c.LatentDim(), 4);
-  EXPECT_DEATH(mla.Forward(attn, 0, x.data(), {SequenceSpan{&cache, 4, 1}}, out.data(), scratch),
-               "MlaLayer: span ends at 5, past the cache capacity 4");
-  EXPECT_DEATH(mla.Forward(attn, c.num_hidden_layers, x.data(), {SequenceSpan{&cache, 0, 1}},
-                           out.data(), scratch),
+  const std::vector<int32_t> table = {0};
+  KvCache narrow(c.num_hidden_layers, c.LatentDim() - 1, 1, 4, DType::kF32);
+  const SequenceSpan first[] = {{table, 0, 1}};
+  EXPECT_DEATH(mla.Forward(attn, 0, x.data(), first, narrow, out.data(), scratch),
+               std::to_string(c.LatentDim() - 1) + "-value rows");
+  KvCache cache(c.num_hidden_layers, c.LatentDim(), 1, 4, DType::kF32);
+  const SequenceSpan past[] = {{table, 4, 1}};
+  EXPECT_DEATH(mla.Forward(attn, 0, x.data(), past, cache, out.data(), scratch),
+               "MlaLayer: span ends at 5, past its 1 blocks of 4");
+  EXPECT_DEATH(mla.Forward(attn, c.num_hidden_layers, x.data(), first, cache, out.data(), scratch),
                "MlaLayer: layer " + std::to_string(c.num_hidden_layers));
 }
 
@@ -252,57 +261,21 @@ TEST(ModelPortable, PortableKernelsMatchDispatchedKernels) {
 namespace latte {
 namespace {
 
-// The latent cache stores rows in the model's compute dtype: bf16 rows are half the
-// bytes of f32 ones, rounded once on write (round to nearest even, as F32ToBf16), and
-// read back as exactly those values by every reader.
-TEST(LatentCache, Bf16RowsTakeHalfTheBytesAndRoundOnce) {
-  const int64_t layers = 3, row_dim = 576, capacity = 100;
-  LatentCache f32(layers, row_dim, capacity, DType::kF32);
-  LatentCache b16(layers, row_dim, capacity, DType::kBF16);
-  EXPECT_EQ(f32.dtype(), DType::kF32);
-  EXPECT_EQ(b16.dtype(), DType::kBF16);
-  EXPECT_EQ(f32.Bytes(), static_cast<size_t>(layers * row_dim * capacity) * 4);
-  EXPECT_EQ(b16.Bytes() * 2, f32.Bytes());
-
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> row(row_dim);
-  for (float& v : row) v = normal(rng);
-  f32.Write(2, 17, row.data());
-  b16.Write(2, 17, row.data());
-  std::vector<float> back_f32(row_dim), back_b16(row_dim);
-  f32.ReadF32(2, 17, 1, back_f32.data());
-  b16.ReadF32(2, 17, 1, back_b16.data());
-  const bf16* raw = static_cast<const bf16*>(b16.Rows(2)) + 17 * row_dim;
-  size_t bad = 0;
-  for (int64_t i = 0; i < row_dim; ++i) {
-    bad += back_f32[i] != row[i];
-    bad += back_b16[i] != Bf16ToF32(F32ToBf16(row[i]));
-    bad += raw[i] != F32ToBf16(row[i]);
-  }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_EQ(static_cast<const float*>(f32.Rows(2)) + 17 * row_dim + 5, &static_cast<const float*>(f32.Rows(0))[(2 * capacity + 17) * row_dim + 5]);
-}
-
-// Write and ReadF32 know f32 and bf16 rows only: any other dtype stops at construction,
-// naming itself, rather than becoming an f32 cache.
-TEST(LatentCacheDeathTest, UnsupportedDTypeAborts) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(LatentCache(2, 576, 16, DType::kF8E4M3), "LatentCache.*F8_E4M3");
-  EXPECT_DEATH(LatentCache(2, 576, 16, DType::kF16), "LatentCache.*F16");
-}
-
-TEST(LatentCache, ModelCacheDtypeFollowsTheWeights) {
+// NewCaches holds rows in the model's compute dtype: bf16 for bf16 checkpoints, f32
+// for f32 ones (kv_cache_test.cc tests the cache itself).
+TEST(ModelCaches, RowDtypeFollowsTheWeights) {
   MakeModelOverrides f32_model;
   f32_model.dtype = CheckpointDType::kF32;
   for (const auto& [overrides, dtype] : {std::pair{MakeModelOverrides{}, DType::kBF16},
                                          std::pair{f32_model, DType::kF32}}) {
     auto w = Load(MakeModel("tiny", overrides), MlaMode::kAbsorbed);
     DeepSeekModel model(*w);
-    auto cache = model.NewCache(10);
-    EXPECT_EQ(cache->dtype(), dtype);
+    SequenceCaches caches = model.NewCaches(2, 10, KvCacheDtype::kAuto, 4);
+    EXPECT_EQ(caches.cache().dtype(), dtype);
     const ModelConfig& c = w->config();
-    EXPECT_EQ(cache->Bytes(), static_cast<size_t>(c.num_hidden_layers * c.LatentDim() * 10) * DTypeSize(dtype));
+    // 2 sequences of 3 blocks of 4 tokens.
+    EXPECT_EQ(caches.cache().Bytes(), static_cast<size_t>(c.num_hidden_layers * c.LatentDim() * 24) * DTypeSize(dtype));
+    EXPECT_EQ(caches.table(1).size(), 3u);
   }
 }
 

@@ -72,14 +72,16 @@ inline std::string MakeModel(const std::string& preset, MakeModelOverrides overr
 // Logits [P + decode_steps, vocab] for `tokens`: the first P in one prefill span,
 // the rest fed one by one through the cache (teacher forcing, so modes see the same inputs).
 inline std::vector<float> PrefillThenDecode(DeepSeekModel& model, const std::vector<int32_t>& tokens, int64_t P) {
-  auto cache = model.NewCache(static_cast<int64_t>(tokens.size()));
+  SequenceCaches caches = model.NewCaches(1, static_cast<int64_t>(tokens.size()));
   std::vector<float> all, logits;
   std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P);
-  Status st = model.Forward(prompt, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kAll, logits);
+  const SequenceSpan prefill[] = {{caches.table(0), 0, P, SpanLogits::kAll}};
+  Status st = model.Forward(prompt, prefill, caches.cache(), logits);
   EXPECT_TRUE(st.ok()) << st.message();
   all = logits;
   for (int64_t pos = P; pos < static_cast<int64_t>(tokens.size()); ++pos) {
-    st = model.Forward({tokens[pos]}, {SequenceSpan{cache.get(), pos, 1}}, LogitRows::kLastOfSpan, logits);
+    const SequenceSpan step[] = {{caches.table(0), pos, 1, SpanLogits::kLast}};
+    st = model.Forward(std::vector<int32_t>{tokens[pos]}, step, caches.cache(), logits);
     EXPECT_TRUE(st.ok()) << st.message();
     all.insert(all.end(), logits.begin(), logits.end());
   }

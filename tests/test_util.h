@@ -173,14 +173,11 @@ inline AttentionDouble CausalAttentionDouble(const CausalAttentionParams& p) {
   return a;
 }
 
-// SharedKeyAttention's definition over the rows' exact values (bf16 rows widened);
-// one query: out [heads, value_dim], lse [heads].
+// SharedKeyAttention's definition over the rows' exact values (bf16 rows widened, fp8
+// rows times their scale), read through the block table; one query: out [heads,
+// value_dim], lse [heads].
 inline AttentionDouble SharedKeyAttentionDouble(const SharedKeyAttentionParams& p) {
-  const auto row = [&p](int64_t t, int64_t j) -> double {
-    const int64_t i = t * p.row_dim + j;
-    return p.rows_dtype == DType::kBF16 ? Bf16ToF32(static_cast<const bf16*>(p.rows)[i])
-                                        : static_cast<const float*>(p.rows)[i];
-  };
+  const auto row = [&p](int64_t t, int64_t j) -> double { return p.rows.At(t, j); };
   AttentionDouble a{std::vector<double>(p.heads * p.value_dim), std::vector<double>(p.heads)};
   for (int64_t h = 0; h < p.heads; ++h) {
     a.lse[h] = SoftmaxAttendDouble(p.q + h * p.row_dim, p.row_dim, p.value_dim, p.num_rows,

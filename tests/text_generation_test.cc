@@ -1,5 +1,5 @@
-// Text in, text out through the model: greedy text generation picks the tokens the
-// ids path picks, the stream equals the decoded tokens, stop strings cut the text
+// Text in, text out through the engine: greedy text generation picks the tokens the
+// model-level greedy loop picks, the stream equals the decoded tokens, stop strings cut the text
 // before themselves, seeds repeat, and the CLI streams the same text.
 #include <sys/wait.h>
 
@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/greedy_generate.h"
-#include "engine/text_generation.h"
+#include "tools/greedy_generate.h"
+#include "engine/engine.h"
 #include "model/deepseek.h"
 #include "run_command.h"
 #include "test_models.h"
@@ -39,11 +39,33 @@ Fixture& Tiny() {
   return f;
 }
 
+using TextRequest = GenerationRequest;
+
+struct TextResult {
+  std::vector<int32_t> tokens;  // every sampled token, a final stop token included
+  std::string text;
+  std::string finish_reason;
+};
+
+// One request through an engine of its own, stepped on this thread.
 TextResult Generate(const TextRequest& request, std::string* streamed) {
   DeepSeekModel model(*Tiny().weights);
-  auto r = GenerateText(model, *Tiny().tokenizer, request, [&](std::string_view piece) { *streamed += piece; });
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return r.ok() ? std::move(r).value() : TextResult{};
+  EngineOptions options;
+  options.num_blocks = 16;
+  Engine engine(model, Tiny().tokenizer.get(), options);
+  auto stream = engine.Submit(request);
+  EXPECT_TRUE(stream.ok()) << stream.status().message();
+  if (!stream.ok()) return {};
+  while (engine.Step()) {
+  }
+  TextResult r;
+  for (const GenerationOutput& out : stream.value()->Drain()) {
+    for (const SampledToken& t : out.tokens) r.tokens.push_back(t.id);
+    *streamed += out.text;
+    r.text += out.text;
+    if (out.finish) r.finish_reason = std::string(FinishReasonName(*out.finish));
+  }
+  return r;
 }
 
 TEST(TextGeneration, GreedyMatchesIdsPathAndStreamEqualsDecode) {

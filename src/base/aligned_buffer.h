@@ -17,11 +17,17 @@ class AlignedBuffer {
  public:
   static constexpr size_t kAlignment = 64;
 
+  // How a huge region (>= kHugePageBytes) gets its pages: all now (the first timed
+  // step does not fault them in), or as each is first written (a KV cache pool sized
+  // for the whole memory budget takes memory only as far as sequences fill it). Both
+  // read as zeros; small buffers are always allocated and zeroed now.
+  enum class Pages { kNow, kOnFirstTouch };
+
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t bytes) : size_(bytes) {
+  explicit AlignedBuffer(size_t bytes, Pages pages = Pages::kNow) : size_(bytes) {
     if (bytes == 0) return;
     if (bytes >= kHugePageBytes) {
-      data_ = static_cast<std::byte*>(AllocateHugePageRegion(bytes));  // zero-filled
+      data_ = static_cast<std::byte*>(AllocateHugePageRegion(bytes, pages == Pages::kNow));
       if (data_ == nullptr) throw std::bad_alloc();
       return;
     }

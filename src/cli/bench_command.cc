@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "model/kv_cache.h"
 #include "model/presets.h"
 #include "tools/attention_benchmark.h"
 #include "tools/machine_probe.h"
@@ -27,6 +28,7 @@ struct AttnArgs {
   std::vector<int64_t> contexts = {1024, 4096, 16384, 32768};
   std::vector<std::string> modes = {"absorbed", "materialized", "naive"};
   double min_seconds = 1.0;
+  int64_t block_size = kDefaultKvBlockSize;
   int threads = 0;
   bool core = true;
   bool json = false;
@@ -160,6 +162,8 @@ Status RunAttn(const AttnArgs& args) {
   options.batches = args.batches;
   options.contexts = args.contexts;
   options.min_seconds = args.min_seconds;
+  if (args.block_size < 0) return Status::Error("--block-size must be >= 0");
+  options.block_size = args.block_size;
   MachineProbeOptions probe;
   probe.read_repeats = 3;
   probe.compute_seconds = 0.2;
@@ -168,9 +172,12 @@ Status RunAttn(const AttnArgs& args) {
     std::printf("machine (measured now, %d threads): read %.1f GB/s, bf16 ", omp_get_max_threads(),
                 ctx.peaks.read_gbps);
     PrintComputePeaks(ctx.peaks);
-    std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, bf16 latent cache, %d threads\n",
+    const std::string layout = args.block_size > 0 ? "in shuffled blocks of " + std::to_string(args.block_size) +
+                                                         " tokens"
+                                                   : "contiguous";
+    std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, bf16 latent cache %s, %d threads\n",
                 static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_attention_heads),
-                static_cast<long long>(config.kv_lora_rank), omp_get_max_threads());
+                static_cast<long long>(config.kv_lora_rank), layout.c_str(), omp_get_max_threads());
     std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s\n", "mode", "batch", "context", "ms/step",
                 "weight MB/step", "GFLOP/step", "GB/s", "GFLOP/s");
   }
@@ -356,6 +363,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--context", attn->contexts, "Cached tokens per sequence (repeatable)")->capture_default_str();
   cmd->add_option("--mode", attn->modes, "absorbed | materialized | naive (repeatable)")->capture_default_str();
   cmd->add_option("--min-seconds", attn->min_seconds, "Time per point, after a warm-up step")
+      ->capture_default_str();
+  cmd->add_option("--block-size", attn->block_size,
+                  "Latent rows in paged-cache blocks of this many tokens, shuffled over the pool (0: contiguous)")
       ->capture_default_str();
   cmd->add_option("--threads", attn->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_flag("--core,!--no-core", attn->core,

@@ -1,14 +1,16 @@
-// latte generate: from prompt ids (greedy; ids out, optional logits file) or from
-// text (optionally through the chat template; sampled; text streamed to stdout).
+// latte generate: one request through the serving engine, from prompt ids (greedy;
+// ids out, optional logits file) or from text (optionally through the chat template;
+// sampled; text streamed to stdout).
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
 #include "cli/commands.h"
-#include "engine/greedy_generate.h"
-#include "engine/text_generation.h"
+#include "cli/engine_flags.h"
 #include "model/deepseek.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -17,7 +19,7 @@ namespace latte::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model;
+  EngineFlags engine;
   std::string prompt_ids;
   std::string prompt;
   bool chat = false;
@@ -26,10 +28,6 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int64_t max_tokens = 16;
-  std::string mla_mode = "absorbed";
-  std::string fp8 = "keep";
-  bool huge_pages = false;
-  int threads = 0;
   std::string logits_out;
 };
 
@@ -51,22 +49,13 @@ Result<std::vector<int32_t>> ParseIds(const std::string& text) {
   return ids;
 }
 
-void ReportSpeed(size_t prompt_tokens, size_t generated, double prefill_seconds, double decode_seconds,
-                 const std::string& mode) {
-  std::fprintf(stderr, "prefill: %zu tokens, %.3f s, %.1f tok/s\n", prompt_tokens, prefill_seconds,
-               prompt_tokens / prefill_seconds);
-  if (generated > 1) {
-    std::fprintf(stderr, "decode: %zu tokens, %.3f s, %.2f tok/s (mla-mode %s)\n", generated - 1, decode_seconds,
-                 (generated - 1) / decode_seconds, mode.c_str());
-  }
-}
-
 // The prompt's ids: the text itself (no BOS: see text/tokenizer.h), or with --chat
 // the chat template rendered over [system,] user with the generation prompt (the
 // template writes BOS).
 Result<std::vector<int32_t>> TextPromptIds(const GenerateArgs& args, const Tokenizer& tokenizer) {
   if (!args.chat) return tokenizer.Encode(args.prompt);
-  LATTE_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::FromTokenizerConfig(args.model + "/tokenizer_config.json"));
+  LATTE_ASSIGN_OR_RETURN(ChatTemplate tmpl,
+                         ChatTemplate::FromTokenizerConfig(args.engine.model + "/tokenizer_config.json"));
   nlohmann::json messages = nlohmann::json::array();
   if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
   messages.push_back({{"role", "user"}, {"content", args.prompt}});
@@ -75,56 +64,80 @@ Result<std::vector<int32_t>> TextPromptIds(const GenerateArgs& args, const Token
   return tokenizer.Encode(text);
 }
 
-Status RunTextGenerate(const GenerateArgs& args, DeepSeekModel& model) {
-  LATTE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromDirectory(args.model));
-  TextRequest request;
-  LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *tokenizer));
-  if (request.prompt.empty()) return Status::Error("--prompt encodes to no tokens");
-  request.sampling = args.sampling;
-  request.max_tokens = args.max_tokens;
-  request.stop = args.stop;
-  request.ignore_eos = args.ignore_eos;
-  LATTE_ASSIGN_OR_RETURN(TextResult r, GenerateText(model, *tokenizer, request, [](std::string_view piece) {
-                           std::fwrite(piece.data(), 1, piece.size(), stdout);
-                           std::fflush(stdout);
-                         }));
-  std::printf("\n");
-  std::fprintf(stderr, "finish_reason: %s\n", r.finish_reason.c_str());
-  ReportSpeed(request.prompt.size(), r.tokens.size(), r.prefill_seconds, r.decode_seconds, args.mla_mode);
-  return Status::Ok();
-}
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// One request through the engine: text streamed to stdout (--prompt), or the ids
+// printed at the end (--prompt-ids: greedy, max_tokens of them whatever EOS says).
 Status RunGenerate(const GenerateArgs& args) {
-  SetThreads(args.threads);
-  const auto mode = ParseMlaMode(args.mla_mode);
-  if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive");
-  const auto fp8 = ParseFp8Weights(args.fp8);
-  if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + args.fp8 + "\"");
   if (args.prompt_ids.empty() == args.prompt.empty()) {
     return Status::Error("give exactly one of --prompt-ids and --prompt");
   }
   if (!args.prompt.empty() && !args.logits_out.empty()) return Status::Error("--logits-out needs --prompt-ids");
   if (args.prompt.empty() && args.chat) return Status::Error("--chat needs --prompt");
+  if (args.max_tokens < 1) return Status::Error("--max-tokens must be at least 1");
   LATTE_RETURN_IF_ERROR(args.sampling.Validate());
-  std::vector<int32_t> prompt;
-  if (!args.prompt_ids.empty()) {
-    LATTE_ASSIGN_OR_RETURN(prompt, ParseIds(args.prompt_ids));
+  const bool text = !args.prompt.empty();
+  GenerationRequest request;
+  if (!text) {
+    LATTE_ASSIGN_OR_RETURN(request.prompt, ParseIds(args.prompt_ids));
   }
-  LoadOptions load;
-  load.mode = *mode;
-  load.fp8 = *fp8;
-  if (args.huge_pages) load.residency = FileResidency::kHugePageCopy;
-  LATTE_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(args.model, load));
-  DeepSeekModel model(*weights);
-  if (!args.prompt.empty()) return RunTextGenerate(args, model);
-  LATTE_ASSIGN_OR_RETURN(GenerateResult r,
-                         GreedyGenerate(model, prompt, args.max_tokens, !args.logits_out.empty()));
-  for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", r.tokens[i]);
-  std::printf("\n");
-  ReportSpeed(prompt.size(), r.tokens.size(), r.prefill_seconds, r.decode_seconds, args.mla_mode);
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(args.engine, /*log=*/true));
+  if (text) {
+    if (!stack->tokenizer) return Status::Error("--prompt needs a tokenizer.json in the model directory");
+    LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *stack->tokenizer));
+    if (request.prompt.empty()) return Status::Error("--prompt encodes to no tokens");
+    request.sampling = args.sampling;
+    request.stop = args.stop;
+    request.ignore_eos = args.ignore_eos;
+  } else {
+    request.sampling.temperature = 0;
+    request.ignore_eos = true;
+    request.return_logits = !args.logits_out.empty();
+  }
+  request.max_tokens = args.max_tokens;
+  const auto submitted = std::chrono::steady_clock::now();
+  LATTE_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> stream, stack->engine->Submit(request));
+
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+  std::optional<std::chrono::steady_clock::time_point> first, last;
+  std::string finish = "length";
+  while (auto out = stream->Next(std::chrono::steady_clock::time_point::max())) {
+    for (const SampledToken& t : out->tokens) tokens.push_back(t.id);
+    logits.insert(logits.end(), out->logits.begin(), out->logits.end());
+    if (!out->tokens.empty()) {
+      if (!first) first = out->time;
+      last = out->time;
+    }
+    if (text && !out->text.empty()) {
+      std::fwrite(out->text.data(), 1, out->text.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (out->finish) {
+      finish = std::string(FinishReasonName(*out->finish));
+      if (*out->finish == FinishReason::kAbort) return Status::Error("the request was aborted: " + out->error);
+    }
+  }
+  if (text) {
+    std::printf("\n");
+    std::fprintf(stderr, "finish_reason: %s\n", finish.c_str());
+  } else {
+    for (size_t i = 0; i < tokens.size(); ++i) std::printf("%s%d", i ? "," : "", tokens[i]);
+    std::printf("\n");
+  }
+  if (first) {
+    const double prefill = Seconds(*first - submitted), decode = Seconds(*last - *first);
+    std::fprintf(stderr, "prefill: %zu tokens, %.3f s, %.1f tok/s\n", request.prompt.size(), prefill,
+                 static_cast<double>(request.prompt.size()) / prefill);
+    if (tokens.size() > 1) {
+      std::fprintf(stderr, "decode: %zu tokens, %.3f s, %.2f tok/s (mla-mode %s)\n", tokens.size() - 1, decode,
+                   static_cast<double>(tokens.size() - 1) / decode, args.engine.mla_mode.c_str());
+    }
+  }
   if (!args.logits_out.empty()) {
-    const int64_t rows = static_cast<int64_t>(prompt.size() + r.tokens.size() - 1);
-    LATTE_RETURN_IF_ERROR(WriteNpyF32(args.logits_out, {rows, model.config().vocab_size}, r.logits.data()));
+    const int64_t V = stack->model->config().vocab_size;
+    LATTE_RETURN_IF_ERROR(
+        WriteNpyF32(args.logits_out, {static_cast<int64_t>(logits.size()) / V, V}, logits.data()));
   }
   return Status::Ok();
 }
@@ -133,8 +146,8 @@ Status RunGenerate(const GenerateArgs& args) {
 
 void AddGenerateCommand(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from prompt token ids");
-  cmd->add_option("--model", args->model, "Model directory (config.json + safetensors)")->required();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate from a prompt (text or token ids) through the engine");
+  AddEngineFlags(*cmd, args->engine);
   cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids (greedy; ids printed)");
   cmd->add_option("--prompt", args->prompt, "Prompt text (sampled; text streamed to stdout)");
   cmd->add_flag("--chat", args->chat, "Wrap --prompt as a user turn with the model's chat template");
@@ -151,15 +164,6 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--stop", args->stop, "Stop string (repeatable, up to 4; not printed)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS");
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--mla-mode", args->mla_mode, "absorbed | materialized | naive")->capture_default_str();
-  cmd->add_option("--fp8", args->fp8,
-                  "fp8 checkpoints: keep (weights stay e4m3 with their block scales, converted in "
-                  "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)")
-      ->capture_default_str();
-  cmd->add_flag("--huge-pages", args->huge_pages,
-                "Read the weights into memory on 2 MiB pages instead of serving them from an mmap "
-                "of the checkpoint");
-  cmd->add_option("--threads", args->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_option("--logits-out", args->logits_out,
                   "Write float32 .npy of shape [P + N - 1, vocab_size]: logits at every position run");
   cmd->callback([args] { ExitOnError("generate", RunGenerate(*args)); });

@@ -310,6 +310,7 @@ bool Engine::Step() {
     span.block_table = s.blocks.table;
     span.start = ch.start;
     span.count = ch.count;
+    span.decode_from = s.prompt_len;
     const bool prompt_rows = s.needs_prompt_logits &&
                              (ch.start < s.prompt_len || static_cast<const Choice*>(s.owner)->request->params.return_logits);
     span.logits = prompt_rows ? SpanLogits::kAll : ch.samples ? SpanLogits::kLast : SpanLogits::kNone;

@@ -159,22 +159,31 @@ size_t Sampler::Filter(float max_logit) {
 
 int32_t Sampler::Draw(size_t n) {
   const float* w = weights_.data();
-  const int32_t* ord = order_.data();
+  // The draw walks the kept tokens in id order, whatever order the filters left them
+  // in: then a tiny change in the logits (another batch's rounding) moves the
+  // cumulative sums by about as much and rarely changes the token drawn, where an order
+  // that depends on the logits (top-p's buckets) could reshuffle it completely.
+  uint8_t* kept = kept_.data();
+  for (size_t j = 0; j < n; ++j) kept[order_[j]] = 1;
   double total = 0;
-  for (size_t j = 0; j < n; ++j) total += w[ord[j]];
+  for (size_t i = 0; i < vocab_; ++i) {
+    if (kept[i]) total += w[i];
+  }
   // 53 random bits → u in [0, 1), the same on every standard library (unlike
   // std::uniform_real_distribution, whose algorithm is unspecified).
   const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
   const double r = u * total;
   double acc = 0;
-  int32_t last_positive = ord[0];
-  for (size_t j = 0; j < n; ++j) {
-    if (w[ord[j]] <= 0) continue;  // never draw a token of probability 0
-    acc += w[ord[j]];
-    last_positive = ord[j];
-    if (r < acc) return ord[j];
+  int32_t chosen = -1, last_positive = order_[0];
+  for (size_t i = 0; i < vocab_; ++i) {
+    if (!kept[i]) continue;
+    kept[i] = 0;  // all zero again between calls
+    if (w[i] <= 0 || chosen >= 0) continue;  // never draw a token of probability 0
+    acc += w[i];
+    last_positive = static_cast<int32_t>(i);
+    if (r < acc) chosen = static_cast<int32_t>(i);
   }
-  return last_positive;  // r rounded up to the total
+  return chosen >= 0 ? chosen : last_positive;  // r rounded up to the total
 }
 
 SampledToken ScoreToken(std::span<const float> x, int32_t id, int top_n) {
@@ -216,6 +225,7 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
     order_.resize(V);
     counts_.assign(V, 0);
     seen_.assign(V, 0);
+    kept_.assign(V, 0);
   }
   SampledToken out;
   if (V == 0) return out;

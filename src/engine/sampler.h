@@ -16,7 +16,8 @@
 //               mass reaches top_p: token j is kept iff the mass strictly before it < top_p
 //               (vLLM's "cumsum of the ascending sort <= 1 - top_p is removed")
 //        min-p  keep p[t] >= min_p * max(p)   (a ratio, so renormalisation cannot change it)
-//   4. draw from softmax of the kept logits with the request's std::mt19937_64.
+//   4. draw from softmax of the kept logits with the request's std::mt19937_64, walking
+//      the kept tokens in id order (so the draw moves little when the logits move little).
 //
 // logprobs (LogprobsMode): kRaw (default) reports log_softmax of the logits as given, before
 // any processing — what OpenAI returns and vLLM V1's default "raw_logprobs". kProcessed
@@ -120,6 +121,7 @@ class Sampler {
   std::vector<int32_t> order_;   // [V] candidate ids
   std::vector<int32_t> counts_;  // [V] output-token counts; all zero between calls
   std::vector<uint8_t> seen_;    // [V] prompt+output marks; all zero between calls
+  std::vector<uint8_t> kept_;    // [V] the filters' kept set during Draw; all zero between calls
   static constexpr int kTopPBuckets = 256, kTopPBucketsPerNat = 16;  // 16 nats, then one tail bin
   std::array<double, kTopPBuckets> bucket_mass_{};  // top-p mass per log-probability bin
 };

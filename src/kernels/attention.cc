@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/check.h"
@@ -54,16 +55,20 @@ void attention_internal::CheckParams(const SharedKeyAttentionParams& p, const ch
               " heads");
   LATTE_CHECK(p.value_dim >= 1 && p.row_dim >= p.value_dim, caller, ": row_dim ", p.row_dim,
               ", value_dim ", p.value_dim, " (the value is a prefix of the row)");
-  LATTE_CHECK(p.rows_dtype == DType::kF32 || p.rows_dtype == DType::kBF16, caller,
-              ": rows dtype ", DTypeName(p.rows_dtype), " (F32 or BF16)");
+  const DType dtype = p.rows.dtype;
+  LATTE_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3, caller,
+              ": rows dtype ", DTypeName(dtype), " (F32, BF16 or F8_E4M3)");
+  LATTE_CHECK(p.rows.row_dim == p.row_dim, caller, ": rows of ", p.rows.row_dim, " values, row_dim ",
+              p.row_dim);
   LATTE_CHECK(std::isfinite(p.scale), caller, ": scale ", p.scale);
   if (p.heads == 0) return;
   LATTE_CHECK(p.q != nullptr && p.out != nullptr, caller, ": null q or out");
   if (p.num_rows == 0) return;
-  LATTE_CHECK(p.rows != nullptr &&
-                  reinterpret_cast<uintptr_t>(p.rows) % DTypeSize(p.rows_dtype) == 0,
-              caller, ": rows null or not aligned to their ", DTypeSize(p.rows_dtype),
-              "-byte elements");
+  LATTE_CHECK(p.rows.data != nullptr && p.rows.block_table != nullptr && p.rows.block_rows >= 1, caller,
+              ": rows without data, block table or block size");
+  LATTE_CHECK(reinterpret_cast<uintptr_t>(p.rows.data) % DTypeSize(dtype) == 0, caller,
+              ": rows not aligned to their ", DTypeSize(dtype), "-byte elements");
+  LATTE_CHECK(dtype != DType::kF8E4M3 || p.rows.row_scales != nullptr, caller, ": fp8 rows without scales");
 }
 
 void CausalAttention(const CausalAttentionParams& p) {
@@ -242,7 +247,9 @@ using attention_internal::SharedKeyPath;
 
 SharedKeyPath ChoosePath(DType rows_dtype) {
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (rows_dtype == DType::kBF16 && cpu.avx512_bf16) return SharedKeyPath::kAvx512Bf16;
+  if ((rows_dtype == DType::kBF16 || rows_dtype == DType::kF8E4M3) && cpu.avx512_bf16) {
+    return SharedKeyPath::kAvx512Bf16;
+  }
   return cpu.avx512f ? SharedKeyPath::kAvx512 : SharedKeyPath::kPortable;
 }
 
@@ -253,7 +260,8 @@ struct SharedKeySplit {
   std::vector<float> sum;      // sum: [heads]
   std::vector<float> rescale;  // rescale: [heads], of the latest block
   std::vector<float> scores;   // scores: [heads, kSharedKeyBlock]
-  std::vector<float> rows_f32;  // rows_f32: [kSharedKeyBlock, row_dim], bf16 rows widened
+  std::vector<float> rows_f32;  // rows_f32: [kSharedKeyBlock, row_dim], bf16 / fp8 rows widened
+  std::vector<bf16> rows_bf16;  // rows_bf16: [kSharedKeyBlock, row_dim], fp8 rows as bf16 (vdpbf16ps path)
   std::vector<bf16> p;         // storage of the bf16 weights (vdpbf16ps path), see RunSplit
   std::vector<bf16> pairs;     // storage of the paired rows (vdpbf16ps path), see RunSplit
   std::vector<float> out;      // out: [heads, value_dim], acc normalised (several splits only)
@@ -283,6 +291,57 @@ void Normalize(const SharedKeySplit& s, int64_t heads, int64_t value_dim, float*
 // the block kernels (attention_internal.h) compute the block's scores of all heads,
 // the online-softmax step, then rescale acc and add the block's weighted rows to it.
 // q_bf16: q rounded to bf16 ([heads, row_dim]), used on the vdpbf16ps path only.
+// fp8 rows [t, t + n) as `Out` (float or bf16): e4m3 · the row's scale.
+template <typename Out>
+void WidenFp8Rows(const PagedRows& rows, int64_t t, int64_t n, Out* out) {
+  const uint8_t* src = static_cast<const uint8_t*>(rows.Row(t));
+  for (int64_t r = 0; r < n; ++r) {
+    const float scale = rows.Scale(t + r);
+    for (int64_t j = 0; j < rows.row_dim; ++j) {
+      const float v = Fp8E4M3ToF32(src[r * rows.row_dim + j]) * scale;
+      if constexpr (std::is_same_v<Out, bf16>) {
+        out[r * rows.row_dim + j] = F32ToBf16(v);
+      } else {
+        out[r * rows.row_dim + j] = v;
+      }
+    }
+  }
+}
+
+// The rows of run [t, t + n) in the dtype the path computes on: bf16 for the vdpbf16ps
+// path (fp8 converted into s.rows_bf16), f32 otherwise (bf16 / fp8 widened into
+// s.rows_f32). Returns a pointer to n · row_dim values.
+const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, SharedKeyPath path,
+                    SharedKeySplit& s) {
+  namespace ai = attention_internal;
+  const PagedRows& rows = p.rows;
+  if (path == SharedKeyPath::kAvx512Bf16) {
+    if (rows.dtype == DType::kBF16) return rows.Row(t);
+    WidenFp8Rows(rows, t, n, s.rows_bf16.data());
+    return s.rows_bf16.data();
+  }
+  switch (rows.dtype) {
+    case DType::kBF16:
+      if (path == SharedKeyPath::kAvx512) {
+        ai::Bf16ToF32Avx512(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
+      } else {
+        ai::Bf16ToF32Portable(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
+      }
+      return s.rows_f32.data();
+    case DType::kF8E4M3:
+      WidenFp8Rows(rows, t, n, s.rows_f32.data());
+      return s.rows_f32.data();
+    default:
+      return rows.Row(t);
+  }
+}
+
+// Rows are taken in runs of at most kSharedKeyBlock rows inside one cache block, so the
+// scores of one run for all heads stay in L1/L2 (128 heads × 64 rows × 4 B = 32 KiB)
+// while each row is read once for every head: the block kernels (attention_internal.h)
+// compute the run's scores of all heads, the online-softmax step, then rescale acc and
+// add the run's weighted rows to it.
+// q_bf16: q rounded to bf16 ([heads, row_dim]), used on the vdpbf16ps path only.
 void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t begin, int64_t end,
               SharedKeyPath path, SharedKeySplit& s) {
   namespace ai = attention_internal;
@@ -291,43 +350,38 @@ void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t beg
   s.sum.assign(p.heads, 0.0f);
   s.rescale.resize(p.heads);
   s.scores.resize(p.heads * kSharedKeyBlock);
-  const bool bf16_rows = p.rows_dtype == DType::kBF16;
+  const DType dtype = p.rows.dtype;
   bf16* weights = nullptr;  // [heads, kSharedKeyBlock] (vdpbf16ps path)
   bf16* pairs = nullptr;    // [kSharedKeyBlock / 2, value_dim, 2] (vdpbf16ps path)
   if (path == SharedKeyPath::kAvx512Bf16) {
     weights = Aligned64(s.p, p.heads * kSharedKeyBlock);
     pairs = Aligned64(s.pairs, kSharedKeyBlock * p.value_dim);
-  } else if (bf16_rows) {
+    if (dtype == DType::kF8E4M3) s.rows_bf16.resize(kSharedKeyBlock * p.row_dim);
+  } else if (dtype != DType::kF32) {
     s.rows_f32.resize(kSharedKeyBlock * p.row_dim);
   }
-  for (int64_t block = begin; block < end; block += kSharedKeyBlock) {
-    const int64_t n = std::min(kSharedKeyBlock, end - block);
+  // The run starting at row t: up to kSharedKeyBlock rows, not past `end` or its block.
+  const auto run_length = [&](int64_t t) { return std::min({kSharedKeyBlock, end - t, p.rows.RunLength(t)}); };
+  for (int64_t t = begin; t < end;) {
+    const int64_t n = run_length(t);
     if (path == SharedKeyPath::kAvx512Bf16) {
-      const bf16* rows = static_cast<const bf16*>(p.rows) + block * p.row_dim;
-      const int64_t next_n = std::min(kSharedKeyBlock, end - block - n);  // 0 after the last block
+      const bf16* rows = static_cast<const bf16*>(RunRows(p, t, n, path, s));
+      // The next run's rows are prefetched meanwhile (bf16 rows only: fp8 ones are
+      // converted into L1 anyway).
+      const int64_t next_n = t + n < end && dtype == DType::kBF16 ? run_length(t + n) : 0;
+      const bf16* next = next_n > 0 ? static_cast<const bf16*>(p.rows.Row(t + n)) : nullptr;
       ai::SharedKeyScoresBf16Dp(q_bf16, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
-                                kSharedKeyBlock, next_n > 0 ? rows + n * p.row_dim : nullptr, next_n);
+                                kSharedKeyBlock, next, next_n);
       ai::SharedKeySoftmaxBf16Avx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
                                      s.sum.data(), s.rescale.data(), weights, kSharedKeyBlock);
       ai::SharedKeyPairRowsAvx512(rows, n, p.row_dim, p.value_dim, pairs);
       ai::SharedKeyAccumulateBf16Dp(weights, kSharedKeyBlock, p.heads, pairs, n,
                                     p.value_dim, s.rescale.data(), s.acc.data());
+      t += n;
       continue;
     }
-    const bool avx512 = path == SharedKeyPath::kAvx512;
-    const float* rows = nullptr;  // rows: [n, row_dim] f32
-    if (bf16_rows) {
-      const bf16* src = static_cast<const bf16*>(p.rows) + block * p.row_dim;
-      if (avx512) {
-        ai::Bf16ToF32Avx512(src, n * p.row_dim, s.rows_f32.data());
-      } else {
-        ai::Bf16ToF32Portable(src, n * p.row_dim, s.rows_f32.data());
-      }
-      rows = s.rows_f32.data();
-    } else {
-      rows = static_cast<const float*>(p.rows) + block * p.row_dim;
-    }
-    if (avx512) {
+    const float* rows = static_cast<const float*>(RunRows(p, t, n, path, s));  // rows: [n, row_dim] f32
+    if (path == SharedKeyPath::kAvx512) {
       ai::SharedKeyScoresAvx512(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
                                 kSharedKeyBlock);
       ai::SharedKeySoftmaxAvx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
@@ -342,13 +396,14 @@ void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t beg
       ai::SharedKeyAccumulatePortable(s.scores.data(), kSharedKeyBlock, p.heads, rows, n,
                                       p.row_dim, p.value_dim, s.rescale.data(), s.acc.data());
     }
+    t += n;
   }
 }
 
 }  // namespace
 
 void SharedKeyAttention(const SharedKeyAttentionParams& p) {
-  attention_internal::SharedKeyAttentionOnPath(p, ChoosePath(p.rows_dtype));
+  attention_internal::SharedKeyAttentionOnPath(p, ChoosePath(p.rows.dtype));
 }
 
 void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath path) {
@@ -369,9 +424,12 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
   }
 #pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
   for (int64_t i = 0; i < splits; ++i) {
-    const int64_t begin = p.num_rows * i / splits;
-    const int64_t end = p.num_rows * (i + 1) / splits;
-    RunSplit(p, q_rounded, begin, end, path, st[i]);
+    // Split boundaries on multiples of kSharedKeyBlock, so that with cache blocks of
+    // kSharedKeyBlock rows (or a multiple) every run is a whole block.
+    const auto boundary = [&](int64_t j) {
+      return j == splits ? p.num_rows : p.num_rows * j / splits / kSharedKeyBlock * kSharedKeyBlock;
+    };
+    RunSplit(p, q_rounded, boundary(i), boundary(i + 1), path, st[i]);
   }
   if (splits == 1) {
     Normalize(st[0], p.heads, p.value_dim, p.out, p.lse);

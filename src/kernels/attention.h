@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/paged_rows.h"
 
 namespace latte {
 
@@ -36,20 +37,23 @@ void CausalAttention(const CausalAttentionParams& p);
 // producing a partial (output, lse) that MergeAttentionPartials merges. With no rows a
 // head gets out 0 and lse -inf.
 //
-// Rows are f32 or bf16. With bf16 rows on a CPU with AVX512_BF16 the dot products run
-// on vdpbf16ps: q and the softmax weights are rounded to bf16 for them (relative
-// error <= 2^-8 per value; the weights' sum is taken over the rounded weights, so out_h
-// stays a convex combination of rows), accumulation is f32. Elsewhere bf16 rows are
-// widened to f32 and the f32 kernels run.
+// Rows are read through a block table (kernels/paged_rows.h: a paged KV cache; one
+// block for contiguous rows), a run of at most kSharedKeyBlock rows inside one block at
+// a time. They are f32, bf16 or fp8 e4m3 with a per-row scale. With bf16 rows on a CPU
+// with AVX512_BF16 the dot products run on vdpbf16ps: q and the softmax weights are
+// rounded to bf16 for them (relative error <= 2^-8 per value; the weights' sum is taken
+// over the rounded weights, so out_h stays a convex combination of rows), accumulation
+// is f32. fp8 rows are first converted per run: to bf16 (e4m3 · scale, rounded once)
+// for the vdpbf16ps path, to f32 otherwise. Elsewhere bf16 rows are widened to f32 and
+// the f32 kernels run.
 struct SharedKeyAttentionParams {
   const float* q = nullptr;     // q: [heads, row_dim]
-  const void* rows = nullptr;   // rows: [num_rows, row_dim] of rows_dtype (row stride row_dim)
-  DType rows_dtype = DType::kF32;  // kF32 or kBF16
+  PagedRows rows;               // rows: [num_rows, row_dim] through a block table
   float* out = nullptr;         // out: [heads, value_dim]
   float* lse = nullptr;         // lse: [heads], may be null
   int64_t num_rows = 0;
   int64_t heads = 0;
-  int64_t row_dim = 0;
+  int64_t row_dim = 0;          // = rows.row_dim
   int64_t value_dim = 0;        // <= row_dim
   float scale = 1.0f;
 };

@@ -18,6 +18,7 @@
 #include "base/cpu_features.h"
 #include "base/parallel.h"
 #include "base/scratch.h"
+#include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte {
@@ -170,13 +171,31 @@ bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
 }
 
 // The GEMV-side kernel for the view's dtype.
+//
+// bf16 and fp8 weights multiply x rounded to bf16 here too, as the GEMM path does
+// (oneDNN's bf16 GEMM; fp8 dequantized to bf16 for it): otherwise a row's result would
+// depend on how many rows share its matmul (m < kGemmMinRows or not), and a request
+// would decode differently beside others than alone. With x rounded the two paths
+// multiply the same exact products and differ only in f32 summation order.
 void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
+  MatmulProblem q = p;
+  if (p.w.dtype != DType::kF32) {
+    thread_local std::vector<bf16> rounded;
+    thread_local std::vector<float> widened;
+    const int64_t k = p.w.cols;
+    bf16* r = Grow(rounded, p.m * k);
+    float* x = Grow(widened, p.m * k);  // x: [m, k], x rounded to bf16, as f32
+    RoundToBf16(p.x, p.m, p.ldx, k, r);
+    for (int64_t i = 0; i < p.m * k; ++i) x[i] = Bf16ToF32(r[i]);
+    q.x = x;
+    q.ldx = k;
+  }
   if (!cpu.avx512f) {
-    MatmulPortable(p, threaded);
-  } else if (p.w.dtype == DType::kF8E4M3) {
-    GemvFp8Avx512(p, threaded);
+    MatmulPortable(q, threaded);
+  } else if (q.w.dtype == DType::kF8E4M3) {
+    GemvFp8Avx512(q, threaded);
   } else {
-    GemvAvx512(p, threaded);
+    GemvAvx512(q, threaded);
   }
 }
 

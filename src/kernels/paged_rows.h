@@ -28,6 +28,17 @@ struct PagedRows {
   float Scale(int64_t t) const { return row_scales ? row_scales[RowIndex(t)] : 1.0f; }
   // Rows t, t+1, ... that follow row t contiguously (to the end of its block).
   int64_t RunLength(int64_t t) const { return block_rows - t % block_rows; }
+  // `rows` rows stored one after another ([rows, row_dim] of dtype): one block.
+  static PagedRows Contiguous(const void* data, DType dtype, int64_t row_dim, int64_t rows) {
+    static constexpr int32_t kFirstBlock = 0;
+    PagedRows r;
+    r.data = static_cast<const std::byte*>(data);
+    r.dtype = dtype;
+    r.row_dim = row_dim;
+    r.block_rows = rows > 0 ? rows : 1;
+    r.block_table = &kFirstBlock;
+    return r;
+  }
   // Row t, column j as f32 (for references and set-up code, not hot loops).
   float At(int64_t t, int64_t j) const {
     const size_t i = RowIndex(t) * static_cast<size_t>(row_dim) + static_cast<size_t>(j);

@@ -11,27 +11,86 @@ namespace latte {
 DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings)
     : w_(weights), mla_(weights.config(), weights.mode(), settings) {}
 
-std::unique_ptr<LatentCache> DeepSeekModel::NewCache(int64_t capacity) const {
-  // Rows in the compute precision: bf16 for bf16 / fp8 checkpoints, f32 for f32 ones.
-  return std::make_unique<LatentCache>(config().num_hidden_layers, config().LatentDim(), capacity,
-                                       w_.compute_dtype());
+SequenceCaches DeepSeekModel::NewCaches(int64_t sequences, int64_t capacity, KvCacheDtype dtype,
+                                        int64_t block_size) const {
+  return SequenceCaches(config().num_hidden_layers, config().LatentDim(), sequences, capacity, block_size,
+                        ResolveKvCacheDtype(dtype, w_.compute_dtype()));
 }
 
-Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vector<SequenceSpan>& spans,
-                              LogitRows which, std::vector<float>& logits) {
+namespace {
+
+// The kernels' own per-thread buffers: oneDNN's packing, the fp8 GEMM's 8 MiB chunks
+// of dequantized rows (and x in bf16), PrefillAttention's score and Vᵀ blocks
+// ((128 + d_v) × 2048 floats), the split-context attention states.
+constexpr int64_t kKernelScratchPerThread = int64_t{32} << 20;
+
+template <typename T>
+int64_t CapacityBytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+}  // namespace
+
+int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows,
+                                    int64_t threads, const MlaSettings& settings) {
+  const int64_t T = max_tokens, d = c.hidden_size, H = c.num_attention_heads;
+  const int64_t d_in = c.q_lora_rank ? *c.q_lora_rank : d, d_c = c.kv_lora_rank, d_l = c.LatentDim();
+  const int64_t qk = c.QkHeadDim(), d_v = c.v_head_dim, d_n = c.qk_nope_head_dim;
+  const int64_t B = settings.decompress_block;
+  // Grow() may reserve half again over the size asked for.
+  const auto grown = [](int64_t floats) { return floats + floats / 2; };
+  int64_t floats = 3 * T * d + max_logit_rows * (d + c.vocab_size);  // hidden, normed, delta; final rows, logits
+  // MLA: c_q, kv, rows_in, q, q_lat, query, o_lat, o, rows_out; the decompress blocks; lse / o_part.
+  floats += grown(T * d_in) + grown(T * d_l) + grown(T * d_in) + grown(T * H * qk) + grown(T * H * d_c) +
+            grown(T * H * d_l) + grown(T * H * d_c) + grown(T * H * d_v) + grown(T * d);
+  floats += grown(B * d_l) + grown(B * H * (d_n + d_v)) + grown(B * H * qk) + grown(B * H * d_v);
+  floats += grown(2 * T * H) + grown(T * H * d_v);
+  // FFN: the larger of a dense MLP's gate/up and a MoE step's router, routes, rows and gate/up.
+  const int64_t k = c.num_experts_per_tok;
+  const int64_t moe_hidden = T * (k + c.n_shared_experts) * c.moe_intermediate_size;
+  const int64_t moe = c.n_routed_experts > 0
+                          ? grown(T * c.n_routed_experts) + 4 * T * k + 2 * grown(T * k * d) + 2 * grown(moe_hidden)
+                          : 0;
+  floats += std::max(2 * grown(T * c.intermediate_size), moe);
+  const int64_t index_bytes = 8 * (grown(T) * 2 + T * k);  // positions, latent rows, expert rows
+  return floats * static_cast<int64_t>(sizeof(float)) + index_bytes + threads * kKernelScratchPerThread;
+}
+
+int64_t DeepSeekModel::ScratchBytesInUse() const {
+  const MlaScratch& m = mla_scratch_;
+  const FfnScratch& f = ffn_scratch_;
+  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(normed_) + CapacityBytes(delta_) +
+                  CapacityBytes(final_rows_) + CapacityBytes(logit_rows_);
+  for (const std::vector<float>* v : {&m.c_q, &m.kv, &m.rows_in, &m.q, &m.q_lat, &m.query, &m.o_lat, &m.o,
+                                      &m.rows_out, &m.cache_rows, &m.kv_dec, &m.k, &m.v, &m.lse, &m.o_part,
+                                      &m.lse_part, &f.gate, &f.up, &f.rows_in, &f.rows_out, &f.logits,
+                                      &f.route_weights}) {
+    bytes += CapacityBytes(*v);
+  }
+  bytes += CapacityBytes(m.positions) + CapacityBytes(m.latent_rows) + CapacityBytes(f.route_ids);
+  for (const auto& rows : f.expert_rows) bytes += CapacityBytes(rows);
+  for (const auto& w : f.expert_weights) bytes += CapacityBytes(w);
+  return bytes;
+}
+
+Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, KvCache& cache,
+                              std::vector<float>& logits) {
   const ModelConfig& c = config();
   const int64_t d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   int64_t T = 0;
   for (const SequenceSpan& span : spans) {
-    if (span.cache == nullptr || span.count <= 0) return Status::Error("empty sequence span");
-    if (span.start != span.cache->length()) {
-      return Status::Error("span starts at " + std::to_string(span.start) + " but the cache holds " +
-                           std::to_string(span.cache->length()) + " tokens");
+    if (span.count <= 0 || span.start < 0) return Status::Error("empty sequence span");
+    if (span.start + span.count > static_cast<int64_t>(span.block_table.size()) * cache.block_size()) {
+      return Status::Error("a span ending at position " + std::to_string(span.start + span.count) +
+                           " has only " + std::to_string(span.block_table.size()) + " blocks of " +
+                           std::to_string(cache.block_size()));
     }
-    if (span.start + span.count > span.cache->capacity()) {
-      return Status::Error("sequence of " + std::to_string(span.start + span.count) +
-                           " tokens exceeds the cache capacity " + std::to_string(span.cache->capacity()));
+    for (int32_t block : span.block_table) {
+      if (block < 0 || block >= cache.num_blocks()) {
+        return Status::Error("block " + std::to_string(block) + " is outside the cache's " +
+                             std::to_string(cache.num_blocks()) + " blocks");
+      }
     }
     T += span.count;
   }
@@ -55,7 +114,7 @@ Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vec
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& lw = w_.layers()[layer];
     RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
-    mla_.Forward(lw.attn, layer, normed_.data(), spans, delta_.data(), mla_scratch_);
+    mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
     for (int64_t i = 0; i < T * d; ++i) hidden_[i] += delta_[i];
 
     RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
@@ -66,16 +125,18 @@ Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vec
     }
     for (int64_t i = 0; i < T * d; ++i) hidden_[i] += delta_[i];
   }
-  for (const SequenceSpan& span : spans) span.cache->set_length(span.start + span.count);
 
   // Final norm and lm_head on the rows that need logits.
   std::vector<int64_t>& rows = logit_rows_;
   rows.clear();
-  if (which == LogitRows::kAll) {
-    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
-  } else {
-    int64_t end = 0;
-    for (const SequenceSpan& span : spans) rows.push_back((end += span.count) - 1);
+  int64_t first = 0;
+  for (const SequenceSpan& span : spans) {
+    if (span.logits == SpanLogits::kAll) {
+      for (int64_t t = first; t < first + span.count; ++t) rows.push_back(t);
+    } else if (span.logits == SpanLogits::kLast) {
+      rows.push_back(first + span.count - 1);
+    }
+    first += span.count;
   }
   const int64_t n = static_cast<int64_t>(rows.size());
   final_rows_.resize(n * d);
@@ -83,7 +144,7 @@ Status DeepSeekModel::Forward(const std::vector<int32_t>& tokens, const std::vec
     RmsNorm(hidden_.data() + rows[i] * d, w_.final_norm().data(), 1, d, eps, final_rows_.data() + i * d);
   }
   logits.resize(n * c.vocab_size);
-  Matmul(final_rows_.data(), n, w_.lm_head(), logits.data());
+  if (n > 0) Matmul(final_rows_.data(), n, w_.lm_head(), logits.data());
   return Status::Ok();
 }
 

@@ -6,35 +6,47 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
-#include "model/latent_cache.h"
+#include "model/kv_cache.h"
 #include "model/mla.h"
 #include "model/model_weights.h"
+#include "model/mlp.h"
 #include "model/moe.h"
+#include "model/sequence_span.h"
 
 namespace latte {
-
-enum class LogitRows {
-  kAll,          // logits for every row: [T, vocab]
-  kLastOfSpan,   // logits for the last row of each span: [num_spans, vocab]
-};
 
 class DeepSeekModel {
  public:
   // Attention runs in the mode the weights were prepared for (weights.mode()).
   explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {});
 
-  // A cache sized for `capacity` tokens of one sequence, rows in the weights' compute
-  // dtype (bf16, or f32 for f32 checkpoints).
-  std::unique_ptr<LatentCache> NewCache(int64_t capacity) const;
+  // A cache of its own for each of `sequences` sequences of up to `capacity` tokens
+  // (tests, benchmarks and tools that run fixed sequences; the engine manages a shared
+  // pool instead). Rows in `dtype` (kAuto: the weights' compute dtype).
+  SequenceCaches NewCaches(int64_t sequences, int64_t capacity, KvCacheDtype dtype = KvCacheDtype::kAuto,
+                           int64_t block_size = kDefaultKvBlockSize) const;
 
-  // tokens: the ids of every span, concatenated in span order ([T]).
-  // Each span appends to its cache (span.start must equal the cache's length).
-  // logits: [T or num_spans, vocab], written per `which`.
-  Status Forward(const std::vector<int32_t>& tokens, const std::vector<SequenceSpan>& spans,
-                 LogitRows which, std::vector<float>& logits);
+  // tokens: the ids of every span, concatenated in span order ([T]). Each span's rows
+  // go into `cache` through its block table; the caller keeps track of what is there
+  // (span.start). logits: [rows, vocab] for the rows each span asks for, in span order.
+  // Errors: spans that do not match the tokens, ids outside the vocabulary, block
+  // tables that name blocks outside the cache or do not cover their span.
+  Status Forward(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, KvCache& cache,
+                 std::vector<float>& logits);
+
+  // An upper bound on the bytes of the buffers one forward pass of up to `max_tokens`
+  // tokens with logits for up to `max_logit_rows` rows grows (every mode and path:
+  // this model's scratch, the MLA and FFN scratch, and a per-thread allowance for the
+  // kernels' own buffers), so a memory budget can set them aside up front.
+  static int64_t ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows, int64_t threads,
+                              const MlaSettings& settings = {});
+  // The bytes the buffers this model grew so far hold (capacities), for checking
+  // ScratchBytes.
+  int64_t ScratchBytesInUse() const;
 
   const ModelConfig& config() const { return w_.config(); }
   const ModelWeights& weights() const { return w_; }

@@ -1,9 +1,9 @@
 #include "model/kv_cache.h"
 
+#include "base/check.h"
+
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 namespace latte {
 namespace {
@@ -36,14 +36,15 @@ int64_t KvCache::BlockBytes(int64_t layers, int64_t row_dim, int64_t block_size,
 
 KvCache::KvCache(int64_t layers, int64_t row_dim, int64_t num_blocks, int64_t block_size, DType dtype)
     : layers_(layers), row_dim_(row_dim), num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
-  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF8E4M3) {
-    std::fprintf(stderr, "KvCache: rows of %s are not supported (f32, bf16 or fp8 e4m3)\n",
-                 std::string(DTypeName(dtype)).c_str());
-    std::abort();
-  }
+  LATTE_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3, "KvCache: rows of ",
+              DTypeName(dtype), " are not supported (F32, BF16 or F8_E4M3)");
+  LATTE_CHECK(layers >= 1 && row_dim >= 1 && num_blocks >= 0 && block_size >= 1, "KvCache: ", layers,
+              " layers, rows of ", row_dim, ", ", num_blocks, " blocks of ", block_size);
   const size_t rows = static_cast<size_t>(layers * num_blocks * block_size);
-  rows_ = AlignedBuffer(rows * static_cast<size_t>(row_dim) * DTypeSize(dtype));
-  if (dtype == DType::kF8E4M3) scales_ = AlignedBuffer(rows * sizeof(float));
+  // Pages on first touch: the pool is sized for the whole budget, memory is taken as
+  // blocks are first used (the block pool hands out low blocks and reuses freed ones first).
+  rows_ = AlignedBuffer(rows * static_cast<size_t>(row_dim) * DTypeSize(dtype), AlignedBuffer::Pages::kOnFirstTouch);
+  if (dtype == DType::kF8E4M3) scales_ = AlignedBuffer(rows * sizeof(float), AlignedBuffer::Pages::kOnFirstTouch);
 }
 
 size_t KvCache::RowOffset(int64_t layer, std::span<const int32_t> block_table, int64_t position) const {
@@ -117,6 +118,23 @@ PagedRows KvCache::Rows(int64_t layer, std::span<const int32_t> block_table) con
   r.block_table = block_table.data();
   if (dtype_ == DType::kF8E4M3) r.row_scales = scales_.as<float>() + layer_rows;
   return r;
+}
+
+namespace {
+
+int64_t BlocksFor(int64_t tokens, int64_t block_size) { return (tokens + block_size - 1) / block_size; }
+
+}  // namespace
+
+SequenceCaches::SequenceCaches(int64_t layers, int64_t row_dim, int64_t sequences, int64_t capacity,
+                               int64_t block_size, DType dtype)
+    : capacity_(capacity),
+      cache_(layers, row_dim, sequences * BlocksFor(capacity, block_size), block_size, dtype) {
+  const int64_t per_sequence = BlocksFor(capacity, block_size);
+  for (int64_t s = 0; s < sequences; ++s) {
+    std::vector<int32_t>& table = tables_.emplace_back();
+    for (int64_t b = 0; b < per_sequence; ++b) table.push_back(static_cast<int32_t>(s * per_sequence + b));
+  }
 }
 
 }  // namespace latte

@@ -16,12 +16,17 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "base/dtype.h"
 #include "kernels/paged_rows.h"
 
 namespace latte {
+
+// FlashMLA's block size: 64 tokens × 576 bf16 values = 72 KiB per layer, a run the
+// attention kernel reads whole (kSharedKeyBlock rows).
+inline constexpr int64_t kDefaultKvBlockSize = 64;
 
 enum class KvCacheDtype {
   kAuto,  // the model's compute dtype: bf16, or f32 for f32 checkpoints
@@ -62,6 +67,24 @@ class KvCache {
   DType dtype_;
   AlignedBuffer rows_;    // rows: [layers, num_blocks, block_size, row_dim] of dtype_
   AlignedBuffer scales_;  // scales: [layers, num_blocks, block_size] f32 (fp8 only)
+};
+
+// A KvCache with a fixed block table per sequence, blocks handed out in order:
+// for tests, benchmarks and tools that run a known set of sequences (the engine
+// shares one pool between requests instead, engine/kv_cache_manager.h).
+class SequenceCaches {
+ public:
+  SequenceCaches(int64_t layers, int64_t row_dim, int64_t sequences, int64_t capacity, int64_t block_size,
+                 DType dtype);
+  KvCache& cache() { return cache_; }
+  // Sequence s's blocks, covering `capacity` positions.
+  std::span<const int32_t> table(int64_t s) const { return tables_[static_cast<size_t>(s)]; }
+  int64_t capacity() const { return capacity_; }
+
+ private:
+  int64_t capacity_;
+  KvCache cache_;
+  std::vector<std::vector<int32_t>> tables_;
 };
 
 }  // namespace latte

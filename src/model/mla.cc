@@ -30,27 +30,29 @@ MlaLayer::MlaLayer(const ModelConfig& config, MlaMode mode, const MlaSettings& s
               settings.decompress_block);
 }
 
-bool MlaLayer::UsesLatentPath(const SequenceSpan& span) const {
-  if (mode_ == MlaMode::kNaive) return false;
-  return span.count == 1 || !settings_.decompress_prefill;
+int64_t MlaLayer::FirstLatentPosition(const SequenceSpan& span) const {
+  const int64_t end = span.start + span.count;
+  if (mode_ == MlaMode::kNaive) return end;
+  if (!settings_.decompress_prefill) return span.start;
+  if (span.decode_from == kDecodeBySpanLength) return span.count == 1 ? span.start : end;
+  return std::clamp(span.decode_from, span.start, end);
 }
 
-void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
-                       const std::vector<SequenceSpan>& spans, float* out, MlaScratch& s) const {
+void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x, std::span<const SequenceSpan> spans,
+                       KvCache& cache, float* out, MlaScratch& s) const {
   const int64_t d = c_.hidden_size, d_c = c_.kv_lora_rank, d_l = c_.LatentDim();
   const float eps = static_cast<float>(c_.rms_norm_eps);
   LATTE_CHECK(layer >= 0 && layer < c_.num_hidden_layers, "MlaLayer: layer ", layer, " of ",
               c_.num_hidden_layers);
   LATTE_CHECK(x != nullptr && out != nullptr, "MlaLayer: null x or out");
   int64_t T = 0;
+  LATTE_CHECK(cache.row_dim() == d_l && layer < cache.layers(), "MlaLayer: layer ", layer, " of a cache of ",
+              cache.layers(), " layers of ", cache.row_dim(), "-value rows (the model's rows have ", d_l, ")");
   for (const SequenceSpan& span : spans) {
-    LATTE_CHECK(span.cache != nullptr && span.count >= 1 && span.start >= 0,
-                "MlaLayer: span of ", span.count, " tokens at ", span.start,
-                span.cache == nullptr ? " without a cache" : "");
-    LATTE_CHECK(span.start + span.count <= span.cache->capacity(), "MlaLayer: span ends at ",
-                span.start + span.count, ", past the cache capacity ", span.cache->capacity());
-    LATTE_CHECK(span.cache->row_dim() == d_l, "MlaLayer: cache rows of ", span.cache->row_dim(),
-                " values, the model's are ", d_l);
+    LATTE_CHECK(span.count >= 1 && span.start >= 0, "MlaLayer: span of ", span.count, " tokens at ", span.start);
+    LATTE_CHECK(span.start + span.count <= static_cast<int64_t>(span.block_table.size()) * cache.block_size(),
+                "MlaLayer: span ends at ", span.start + span.count, ", past its ", span.block_table.size(),
+                " blocks of ", cache.block_size());
     T += span.count;
   }
   LATTE_DCHECK(mode_ == MlaMode::kNaive || w.w_uk_t.size() == static_cast<size_t>(c_.num_attention_heads),
@@ -78,28 +80,34 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x,
   latent_spans.clear();
   int64_t row = 0;
   for (const SequenceSpan& span : spans) {
+    const int64_t first_latent = FirstLatentPosition(span);
     for (int64_t i = 0; i < span.count; ++i, ++row) {
       positions[row] = span.start + i;
       rope_.ApplyOne(kv + row * d_l + d_c, positions[row]);
-      span.cache->Write(layer, positions[row], kv + row * d_l);  // rounded to the cache dtype once
-      if (UsesLatentPath(span)) {
+      cache.Write(layer, span.block_table, positions[row], kv + row * d_l);  // rounded to the cache dtype once
+      if (positions[row] >= first_latent) {
         latent_rows.push_back(row);
         latent_spans.push_back(&span);
       }
     }
   }
 
-  if (!latent_rows.empty()) LatentPath(w, layer, c_q, latent_rows, latent_spans, out, s);
+  if (!latent_rows.empty()) LatentPath(w, layer, c_q, latent_rows, latent_spans, cache, out, s);
+  // The prefill rows of each span, [start, first latent position): their attention
+  // sees keys up to their own positions only, so the rows written after them this step
+  // are masked out.
   row = 0;
   for (const SequenceSpan& span : spans) {
-    if (!UsesLatentPath(span)) DecompressPath(w, layer, c_q + row * d_in_, span, out + row * d, s);
+    SequenceSpan prefill = span;
+    prefill.count = FirstLatentPosition(span) - span.start;
+    if (prefill.count > 0) DecompressPath(w, layer, c_q + row * d_in_, prefill, cache, out + row * d, s);
     row += span.count;
   }
 }
 
 void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
                           const std::vector<int64_t>& rows, const std::vector<const SequenceSpan*>& row_span,
-                          float* out, MlaScratch& s) const {
+                          const KvCache& cache, float* out, MlaScratch& s) const {
   const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
   const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
   const int64_t d = c_.hidden_size;
@@ -137,8 +145,7 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
     rope_.ApplyAtPosition(query + r * H * d_l + d_c, d_l, H, position);  // q_r of every head
     SharedKeyAttentionParams p;
     p.q = query + r * H * d_l;
-    p.rows = row_span[r]->cache->Rows(layer);
-    p.rows_dtype = row_span[r]->cache->dtype();
+    p.rows = cache.Rows(layer, row_span[r]->block_table);
     p.out = o_lat + r * H * d_c;
     p.num_rows = position + 1;
     p.heads = H;
@@ -163,7 +170,7 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
 }
 
 void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
-                              float* out, MlaScratch& s) const {
+                              const KvCache& cache, float* out, MlaScratch& s) const {
   const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
   const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
   const int64_t n = span.count, S = span.start + span.count;
@@ -186,7 +193,7 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   float* part_lse = Grow(s.lse_part, n * H);
   for (int64_t k0 = 0; k0 < S; k0 += block) {
     const int64_t count = std::min(block, S - k0);
-    span.cache->ReadF32(layer, k0, count, cache_rows);
+    cache.ReadF32(layer, span.block_table, k0, count, cache_rows);
     // kv_dec = kv_b · c_kv: the first d_c columns of each cached row.
     Matmul({.x = cache_rows, .m = count, .ldx = d_l, .w = w.kv_b_proj, .y = kv_dec,
             .ldy = H * (d_n + d_v)});

@@ -32,13 +32,15 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/rope.h"
 #include "model/config.h"
-#include "model/latent_cache.h"
+#include "model/kv_cache.h"
 #include "model/mla_mode.h"
 #include "model/model_weights.h"
+#include "model/sequence_span.h"
 
 namespace latte {
 
@@ -85,16 +87,19 @@ class MlaLayer {
   MlaLayer(const ModelConfig& config, MlaMode mode, const MlaSettings& settings = {});
 
   // x: [T, d] (already input_layernorm'd), rows in span order; out: [T, d].
-  // Writes each span's new latent rows into its cache at `layer`.
-  void Forward(const MlaWeights& w, int64_t layer, const float* x, const std::vector<SequenceSpan>& spans,
-               float* out, MlaScratch& s) const;
+  // Writes each span's new latent rows into `cache` at `layer`, through its block table.
+  void Forward(const MlaWeights& w, int64_t layer, const float* x, std::span<const SequenceSpan> spans,
+               KvCache& cache, float* out, MlaScratch& s) const;
 
  private:
-  bool UsesLatentPath(const SequenceSpan& span) const;
+  // The first position of `span` that takes the latent (decode) path; the rows before
+  // it take the decompress (prefill) path.
+  int64_t FirstLatentPosition(const SequenceSpan& span) const;
   void LatentPath(const MlaWeights& w, int64_t layer, const float* c_q, const std::vector<int64_t>& rows,
-                  const std::vector<const SequenceSpan*>& row_span, float* out, MlaScratch& s) const;
+                  const std::vector<const SequenceSpan*>& row_span, const KvCache& cache, float* out,
+                  MlaScratch& s) const;
   void DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
-                      float* out, MlaScratch& s) const;
+                      const KvCache& cache, float* out, MlaScratch& s) const;
 
   const ModelConfig& c_;
   MlaMode mode_;

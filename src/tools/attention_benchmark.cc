@@ -1,13 +1,15 @@
 #include "tools/attention_benchmark.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <numeric>
 #include <random>
 
 #include "base/aligned_buffer.h"
 #include "kernels/attention.h"
 #include "model/cost_model.h"
-#include "model/latent_cache.h"
+#include "model/kv_cache.h"
 #include "model/mla.h"
 #include "model/mla_preparation.h"
 
@@ -82,23 +84,34 @@ StepTiming TimeSteps(const Step& step, double min_seconds, int64_t max_steps) {
   return t;
 }
 
-// `batch` bf16 caches of one layer, each holding `context` random latent rows
-// (normalised scale ~1) and room for the step's own row.
-std::vector<std::unique_ptr<LatentCache>> RandomCaches(const ModelConfig& c, int64_t batch,
-                                                       int64_t context, std::mt19937& rng) {
-  const int64_t L = c.LatentDim();
+// A one-layer bf16 cache (as a bf16 model's) of `batch` sequences, each holding
+// `context` random latent rows (normalised scale ~1) and room for the step's own row:
+// in blocks of `block_size` tokens, shuffled over the pool (0: one block per sequence).
+struct RandomCaches {
+  std::unique_ptr<KvCache> cache;
+  std::vector<std::vector<int32_t>> tables;  // [batch]
+};
+
+RandomCaches MakeRandomCaches(const ModelConfig& c, int64_t batch, int64_t context, int64_t block_size,
+                              std::mt19937& rng) {
+  const int64_t d_l = c.LatentDim(), tokens = context + 1;
+  const int64_t size = block_size > 0 ? block_size : tokens;
+  const int64_t per_sequence = (tokens + size - 1) / size;
+  RandomCaches r;
+  r.cache = std::make_unique<KvCache>(1, d_l, batch * per_sequence, size, DType::kBF16);
+  std::vector<int32_t> blocks(static_cast<size_t>(batch * per_sequence));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  if (block_size > 0) std::shuffle(blocks.begin(), blocks.end(), rng);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::unique_ptr<LatentCache>> caches;
-  std::vector<float> row(L);
+  std::vector<float> row(d_l);
   for (int64_t b = 0; b < batch; ++b) {
-    caches.push_back(std::make_unique<LatentCache>(1, L, context + 1, DType::kBF16));
+    r.tables.emplace_back(blocks.begin() + b * per_sequence, blocks.begin() + (b + 1) * per_sequence);
     for (int64_t t = 0; t <= context; ++t) {
       for (float& v : row) v = normal(rng);
-      caches.back()->Write(0, t, row.data());
+      r.cache->Write(0, r.tables.back(), t, row.data());
     }
-    caches.back()->set_length(context);
   }
-  return caches;
+  return r;
 }
 
 }  // namespace
@@ -110,7 +123,7 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int64_t batch : options.batches) {
     for (int64_t context : options.contexts) {
-      const std::vector<std::unique_ptr<LatentCache>> caches = RandomCaches(c, batch, context, rng);
+      const RandomCaches caches = MakeRandomCaches(c, batch, context, options.block_size, rng);
       std::vector<float> q(batch * H * L), out(batch * H * d_c);  // q: [B, H, L]; out: [B, H, d_c]
       for (float& v : q) v = normal(rng);
       const float scale = static_cast<float>(c.SoftmaxScale());
@@ -118,8 +131,7 @@ Status RunAttentionCoreBenchmark(const ModelConfig& c, const AttentionBenchOptio
         for (int64_t b = 0; b < batch; ++b) {
           SharedKeyAttentionParams p;
           p.q = q.data() + b * H * L;
-          p.rows = caches[b]->Rows(0);
-          p.rows_dtype = caches[b]->dtype();
+          p.rows = caches.cache->Rows(0, caches.tables[b]);
           p.out = out.data() + b * H * d_c;
           p.num_rows = context + 1;
           p.heads = H;
@@ -159,13 +171,12 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
     MlaScratch scratch;
     for (int64_t batch : options.batches) {
       for (int64_t context : options.contexts) {
-        // bf16 caches (as a bf16 model's) with `context` random latent rows each.
-        const std::vector<std::unique_ptr<LatentCache>> caches = RandomCaches(c, batch, context, rng);
+        RandomCaches caches = MakeRandomCaches(c, batch, context, options.block_size, rng);
         std::vector<SequenceSpan> spans;
-        for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{caches[b].get(), context, 1});
+        for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{caches.tables[b], context, 1});
         std::vector<float> x(batch * d), out(batch * d);
         for (float& v : x) v = normal(rng);
-        const auto step = [&] { mla.Forward(layer->w, 0, x.data(), spans, out.data(), scratch); };
+        const auto step = [&] { mla.Forward(layer->w, 0, x.data(), spans, *caches.cache, out.data(), scratch); };
         const StepTiming t = TimeSteps(step, options.min_seconds, options.max_steps);
         const double seconds_per_step = t.seconds / t.steps;
         AttentionBenchPoint p;

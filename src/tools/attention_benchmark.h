@@ -34,6 +34,10 @@ struct AttentionBenchOptions {
   double min_seconds = 1.0;  // per point, after one warm-up step
   int64_t max_steps = 50;
   uint64_t seed = 1;
+  // Latent rows in blocks of this many tokens (the paged cache's --block-size), the
+  // blocks of all sequences shuffled in the pool as a busy engine leaves them; 0: each
+  // sequence's rows in one contiguous block.
+  int64_t block_size = 0;
 };
 
 // Runs every (mode, batch, context) point, calling `report` after each.

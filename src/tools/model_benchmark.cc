@@ -7,8 +7,8 @@
 
 #include "base/dtype.h"
 #include "base/splitmix64.h"
-#include "engine/decode_loop.h"
-#include "engine/greedy_generate.h"
+#include "tools/decode_loop.h"
+#include "tools/greedy_generate.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
 
@@ -26,10 +26,11 @@ std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t seed) {
 
 Result<double> RunPrefill(DeepSeekModel& model, int64_t P, uint64_t seed) {
   const std::vector<int32_t> tokens = PromptIds(P, model.config().vocab_size, seed);
-  auto cache = model.NewCache(P);
+  SequenceCaches caches = model.NewCaches(1, P);
   std::vector<float> logits;
+  const SequenceSpan span[] = {{caches.table(0), 0, P, SpanLogits::kLast}};
   const auto t0 = Clock::now();
-  LATTE_RETURN_IF_ERROR(model.Forward(tokens, {SequenceSpan{cache.get(), 0, P}}, LogitRows::kLastOfSpan, logits));
+  LATTE_RETURN_IF_ERROR(model.Forward(tokens, span, caches.cache(), logits));
   return static_cast<double>(P) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -37,8 +38,8 @@ Result<double> RunPrefill(DeepSeekModel& model, int64_t P, uint64_t seed) {
 // each one's first decode token (the argmax after its prompt). RunDecode restarts from
 // here every run.
 struct DecodeStart {
-  std::vector<std::unique_ptr<LatentCache>> caches;  // one per sequence
-  std::vector<int32_t> first;                        // [B]
+  std::unique_ptr<SequenceCaches> caches;  // one table per sequence
+  std::vector<int32_t> first;              // [B]
   int64_t prompt = 0;
 };
 
@@ -52,30 +53,25 @@ Result<DecodeStart> FillCaches(DeepSeekModel& model, int64_t prompt, int64_t chu
   DecodeStart start;
   start.prompt = prompt;
   std::vector<float> logits;
+  start.caches = std::make_unique<SequenceCaches>(model.NewCaches(batch, prompt + steps));
   for (int64_t b = 0; b < batch; ++b) {  // one sequence at a time
-    start.caches.push_back(model.NewCache(prompt + steps));
-    LatentCache* cache = start.caches.back().get();
     const std::vector<int32_t> ids = PromptIds(prompt, vocab, seed * 1000 + b);
     for (int64_t k0 = 0; k0 < prompt; k0 += chunk) {
       const int64_t count = std::min(chunk, prompt - k0);
       const std::vector<int32_t> part(ids.begin() + k0, ids.begin() + k0 + count);
-      LATTE_RETURN_IF_ERROR(
-          model.Forward(part, {SequenceSpan{cache, k0, count}}, LogitRows::kLastOfSpan, logits));
+      const SequenceSpan span[] = {{start.caches->table(b), k0, count, SpanLogits::kLast}};
+      LATTE_RETURN_IF_ERROR(model.Forward(part, span, start.caches->cache(), logits));
     }
     start.first.push_back(ArgMax(logits.data(), vocab));
   }
   return start;
 }
 
-// `steps` timed decode steps of all B sequences from `start` (whose caches are rewound
-// to `start.prompt` tokens first: the rows past it are rewritten by the steps).
+// `steps` timed decode steps of all B sequences from `start` (each rewound to
+// `start.prompt` tokens: the rows past it are rewritten by the steps).
 Result<double> RunDecode(DeepSeekModel& model, DecodeStart& start, int64_t steps) {
   const int64_t vocab = model.config().vocab_size;
-  std::vector<LatentCache*> caches;
-  for (auto& cache : start.caches) {
-    cache->set_length(start.prompt);
-    caches.push_back(cache.get());
-  }
+  std::vector<int64_t> lengths(start.first.size(), start.prompt);
   std::vector<int32_t> next = start.first;
   std::vector<float> logits;
   const auto greedy = [vocab](std::span<const float> step_logits, std::span<int32_t> tokens) {
@@ -83,9 +79,9 @@ Result<double> RunDecode(DeepSeekModel& model, DecodeStart& start, int64_t steps
     return true;
   };
   const auto t0 = Clock::now();
-  LATTE_RETURN_IF_ERROR(DecodeSteps(model, caches, next, steps, greedy, logits));
+  LATTE_RETURN_IF_ERROR(DecodeSteps(model, *start.caches, lengths, next, steps, greedy, logits));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return static_cast<double>(static_cast<int64_t>(caches.size()) * steps) / seconds;
+  return static_cast<double>(static_cast<int64_t>(lengths.size()) * steps) / seconds;
 }
 
 void Summarize(ModelBenchResult& r) {
@@ -119,7 +115,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o,
   const ModelConfig& c = weights->config();
   const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
   DeepSeekModel model(*weights);
-  // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCache).
+  // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCaches).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
 
   if (o.prompt > 0) {

@@ -1,5 +1,6 @@
 // Greedy generation of one sequence: prefill the prompt, then decode token by
-// token through the latent cache (engine/decode_loop.h's RunSequence), timing both phases.
+// token through the latent cache (tools/decode_loop.h's RunSequence), timing both phases:
+// the model-level reference the engine's greedy output is tested against.
 #pragma once
 
 #include <cstdint>

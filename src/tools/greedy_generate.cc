@@ -1,6 +1,6 @@
-#include "engine/greedy_generate.h"
+#include "tools/greedy_generate.h"
 
-#include "engine/decode_loop.h"
+#include "tools/decode_loop.h"
 
 namespace latte {
 
@@ -28,7 +28,7 @@ Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<in
   };
   LATTE_ASSIGN_OR_RETURN(
       const SequenceTimes times,
-      RunSequence(model, prompt, max_tokens, keep_logits ? LogitRows::kAll : LogitRows::kLastOfSpan, next_token));
+      RunSequence(model, prompt, max_tokens, keep_logits ? SpanLogits::kAll : SpanLogits::kLast, next_token));
   result.prefill_seconds = times.prefill_seconds;
   result.decode_seconds = times.decode_seconds;
   return result;

@@ -1,4 +1,4 @@
-#include "engine/decode_loop.h"
+#include "tools/decode_loop.h"
 
 #include <chrono>
 
@@ -11,18 +11,21 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 
 }  // namespace
 
-Status DecodeSteps(DeepSeekModel& model, std::span<LatentCache* const> caches, std::span<int32_t> tokens,
-                   int64_t max_steps, const NextTokens& next_tokens, std::vector<float>& logits) {
-  if (tokens.size() != caches.size()) return Status::Error("decode steps need one token per cache");
+Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths,
+                   std::span<int32_t> tokens, int64_t max_steps, const NextTokens& next_tokens,
+                   std::vector<float>& logits) {
+  if (tokens.size() != lengths.size()) return Status::Error("decode steps need one token per sequence");
   // One step's ids and spans, rewritten in place.
   std::vector<int32_t> step_tokens(tokens.size());
-  std::vector<SequenceSpan> spans(caches.size());
+  std::vector<SequenceSpan> spans(lengths.size());
   for (int64_t step = 0; step < max_steps; ++step) {
-    for (size_t b = 0; b < caches.size(); ++b) {
+    for (size_t b = 0; b < lengths.size(); ++b) {
+      if (lengths[b] >= caches.capacity()) return Status::Error("a sequence ran past its cache's capacity");
       step_tokens[b] = tokens[b];
-      spans[b] = SequenceSpan{caches[b], caches[b]->length(), 1};
+      spans[b] = SequenceSpan{caches.table(static_cast<int64_t>(b)), lengths[b], 1, SpanLogits::kLast};
     }
-    LATTE_RETURN_IF_ERROR(model.Forward(step_tokens, spans, LogitRows::kLastOfSpan, logits));
+    LATTE_RETURN_IF_ERROR(model.Forward(step_tokens, spans, caches.cache(), logits));
+    for (int64_t& length : lengths) ++length;
     if (!next_tokens(logits, tokens)) break;
   }
   return Status::Ok();
@@ -35,28 +38,30 @@ Status CheckSequenceRequest(const std::vector<int32_t>& prompt, int64_t max_toke
 }
 
 Result<SequenceTimes> RunSequence(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
-                                  LogitRows prefill_rows, const NextToken& next_token) {
+                                  SpanLogits prefill_rows, const NextToken& next_token) {
   LATTE_RETURN_IF_ERROR(CheckSequenceRequest(prompt, max_tokens));
   const int64_t P = static_cast<int64_t>(prompt.size());
-  std::unique_ptr<LatentCache> cache = model.NewCache(P + max_tokens);
+  SequenceCaches caches = model.NewCaches(1, P + max_tokens);
   std::vector<float> logits;
   SequenceTimes times;
 
   auto t0 = Clock::now();
-  LATTE_RETURN_IF_ERROR(model.Forward(prompt, {SequenceSpan{cache.get(), 0, P}}, prefill_rows, logits));
+  const SequenceSpan prefill[] = {{caches.table(0), 0, P, prefill_rows}};
+  LATTE_RETURN_IF_ERROR(model.Forward(prompt, prefill, caches.cache(), logits));
   times.prefill_seconds = SecondsSince(t0);
 
   t0 = Clock::now();
   const std::optional<int32_t> first = next_token(logits);
   if (first) {
     int32_t token = *first;
-    LatentCache* const caches[] = {cache.get()};
+    int64_t length = P;
     const auto next = [&next_token](std::span<const float> step_logits, std::span<int32_t> tokens) {
       const std::optional<int32_t> t = next_token(step_logits);
       if (t) tokens[0] = *t;
       return t.has_value();
     };
-    LATTE_RETURN_IF_ERROR(DecodeSteps(model, caches, std::span<int32_t>(&token, 1), max_tokens - 1, next, logits));
+    LATTE_RETURN_IF_ERROR(DecodeSteps(model, caches, std::span<int64_t>(&length, 1), std::span<int32_t>(&token, 1),
+                                      max_tokens - 1, next, logits));
   }
   times.decode_seconds = SecondsSince(t0);
   return times;

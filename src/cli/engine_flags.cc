@@ -1,0 +1,77 @@
+#include "cli/engine_flags.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+
+namespace latte::cli {
+
+void AddEngineFlags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--model", f.model, "Model directory (config.json, safetensors, tokenizer.json)")->required();
+  cmd.add_option("--mla-mode", f.mla_mode, "absorbed | materialized | naive")->capture_default_str();
+  cmd.add_option("--fp8", f.fp8,
+                 "fp8 checkpoints: keep (weights stay e4m3 with their block scales, converted in "
+                 "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)")
+      ->capture_default_str();
+  cmd.add_flag("--huge-pages", f.huge_pages,
+               "Read the weights into memory on 2 MiB pages instead of serving them from an mmap of the checkpoint");
+  cmd.add_option("-t,--threads", f.threads, "Compute threads (0: every core)")->capture_default_str();
+  cmd.add_option("--memory-gb", f.memory_gb,
+                 "Memory budget in GB (weights + KV cache + scratch; default: 85% of MemAvailable)");
+  cmd.add_option("--num-kv-blocks", f.num_kv_blocks, "KV cache blocks, overriding what the budget gives");
+  cmd.add_option("--block-size", f.block_size, "Tokens per KV cache block")->capture_default_str();
+  cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                 "auto (the model's: bf16, f32 for f32 checkpoints) | bf16 | fp8 (e4m3 + a scale per row)")
+      ->capture_default_str();
+  cmd.add_option("--max-num-seqs", f.max_num_seqs, "Sequences running at once")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
+                 "Tokens in one engine step (decodes + prefill chunks)")
+      ->capture_default_str();
+  cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Do not reuse the KV blocks of shared prompt prefixes");
+}
+
+Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bool log) {
+  const auto mode = ParseMlaMode(f.mla_mode);
+  if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive, got \"" + f.mla_mode + "\"");
+  const auto fp8 = ParseFp8Weights(f.fp8);
+  if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + f.fp8 + "\"");
+  const auto kv_dtype = ParseKvCacheDtype(f.kv_cache_dtype);
+  if (!kv_dtype) return Status::Error("--kv-cache-dtype must be auto, bf16 or fp8, got \"" + f.kv_cache_dtype + "\"");
+  if (f.max_num_seqs < 1) return Status::Error("--max-num-seqs must be at least 1");
+  if (f.max_num_batched_tokens < 1) return Status::Error("--max-num-batched-tokens must be at least 1");
+  MemoryOptions memory;
+  memory.memory_gb = f.memory_gb;
+  memory.num_kv_blocks = f.num_kv_blocks;
+  memory.block_size = f.block_size;
+  memory.kv_cache_dtype = *kv_dtype;
+  memory.scheduler = {f.max_num_seqs, f.max_num_batched_tokens};
+  const int64_t available = AvailableMemoryBytes();
+  LATTE_RETURN_IF_ERROR(CheckMemoryBudget(memory, available));
+  SetThreads(f.threads);
+
+  auto stack = std::make_unique<ServingStack>();
+  LoadOptions load;
+  load.mode = *mode;
+  load.fp8 = *fp8;
+  load.progress = log;
+  if (f.huge_pages) load.residency = FileResidency::kHugePageCopy;
+  LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(f.model, load));
+  stack->model = std::make_unique<DeepSeekModel>(*stack->weights);
+  if (std::filesystem::exists(std::filesystem::path(f.model) / "tokenizer.json")) {
+    LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(f.model));
+  }
+  LATTE_ASSIGN_OR_RETURN(stack->plan, PlanMemory(*stack->weights, memory, available));
+  if (log) std::fputs(DescribeMemoryPlan(stack->plan, *stack->weights).c_str(), stderr);
+  EngineOptions options;
+  options.scheduler = memory.scheduler;
+  options.block_size = stack->plan.block_size;
+  options.num_blocks = stack->plan.num_blocks;
+  options.prefix_caching = !f.no_prefix_cache;
+  options.kv_cache_dtype = *kv_dtype;
+  stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), options);
+  stack->engine->Start();
+  return stack;
+}
+
+}  // namespace latte::cli

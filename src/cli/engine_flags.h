@@ -1,0 +1,53 @@
+// The flags every command that runs the serving engine takes (generate, serve, bench
+// engine), and the one place that turns them into a loaded model, a memory plan and
+// an engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "engine/memory_plan.h"
+#include "model/deepseek.h"
+#include "model/model_weights.h"
+#include "text/tokenizer.h"
+
+namespace latte::cli {
+
+struct EngineFlags {
+  std::string model;
+  std::string mla_mode = "absorbed";
+  std::string fp8 = "keep";
+  bool huge_pages = false;
+  int threads = 0;
+  std::optional<double> memory_gb;
+  std::optional<int64_t> num_kv_blocks;
+  int64_t block_size = kDefaultKvBlockSize;
+  std::string kv_cache_dtype = "auto";
+  int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
+  int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
+  bool no_prefix_cache = false;
+};
+
+void AddEngineFlags(CLI::App& cmd, EngineFlags& flags);
+
+// The model, its tokenizer (null when the directory has none), the memory plan and a
+// started engine over them.
+struct ServingStack {
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<DeepSeekModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  MemoryPlan plan;
+  std::unique_ptr<Engine> engine;
+};
+
+// Validates the flags (before anything is loaded), loads the model and tokenizer,
+// plans memory, logs the plan on stderr when `log`, and starts the engine's thread.
+Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& flags, bool log);
+
+}  // namespace latte::cli

@@ -1,0 +1,132 @@
+#include "engine/memory_plan.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "model/cost_model.h"
+#include "model/deepseek.h"
+
+namespace latte {
+namespace {
+
+std::string Gb(int64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f GB", static_cast<double>(bytes) / static_cast<double>(kBytesPerGB));
+  return s;
+}
+
+// Bytes the weights would take in `mode`: the loaded ones with this mode's derived
+// tensors (W_UK copies, W_Q_UK / W_UV_O) swapped for that mode's, at the compute dtype.
+int64_t WeightBytesInMode(const ModelWeights& weights, MlaMode mode) {
+  const WeightMemory& m = weights.memory();
+  const int64_t value = static_cast<int64_t>(DTypeSize(weights.compute_dtype()));
+  const auto derived = [&](MlaMode which) {
+    const WeightComponents& p = ComputeWeightCosts(weights.config(), which).model_params;
+    // fp8 checkpoints: kv_b_proj is dequantized to bf16 and the products derived from it are bf16.
+    const int64_t derived_value = p.kv_b_bf16 > 0 ? kBf16Bytes : value;
+    return (p.kv_b_bf16 + p.w_uk_t + p.materialized) * derived_value;
+  };
+  return static_cast<int64_t>(m.Total()) - derived(weights.mode()) + derived(mode);
+}
+
+}  // namespace
+
+int64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+Status CheckMemoryBudget(const MemoryOptions& options, int64_t available) {
+  if (options.block_size < 1 || options.block_size > 4096) {
+    return Status::Error("--block-size must be in [1, 4096], got " + std::to_string(options.block_size));
+  }
+  if (options.num_kv_blocks && *options.num_kv_blocks < 1) {
+    return Status::Error("--num-kv-blocks must be at least 1, got " + std::to_string(*options.num_kv_blocks));
+  }
+  if (!options.memory_gb) return Status::Ok();
+  if (!(*options.memory_gb > 0) || !std::isfinite(*options.memory_gb)) {
+    return Status::Error("--memory-gb must be > 0");
+  }
+  const double bytes = *options.memory_gb * static_cast<double>(kBytesPerGB);
+  if (available > 0 && bytes > static_cast<double>(available)) {
+    return Status::Error("--memory-gb " + Gb(static_cast<int64_t>(bytes)) + " is more than this machine has available (" +
+                         Gb(available) + ")");
+  }
+  return Status::Ok();
+}
+
+Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options, int64_t available) {
+  LATTE_RETURN_IF_ERROR(CheckMemoryBudget(options, available));
+  const ModelConfig& c = weights.config();
+  MemoryPlan plan;
+  plan.available_bytes = available;
+  plan.budget_is_default = !options.memory_gb;
+  plan.budget_bytes = options.memory_gb
+                          ? static_cast<int64_t>(std::llround(*options.memory_gb * static_cast<double>(kBytesPerGB)))
+                          : static_cast<int64_t>(kDefaultMemoryFraction * static_cast<double>(available));
+  plan.weight_bytes = static_cast<int64_t>(weights.memory().Total());
+  // Logits for every running sequence's sampled row, or a whole chunk of prompt rows.
+  const int64_t logit_rows = std::max(options.scheduler.max_num_seqs, options.scheduler.max_num_batched_tokens);
+  plan.scratch_bytes = DeepSeekModel::ScratchBytes(c, options.scheduler.max_num_batched_tokens, logit_rows,
+                                                   omp_get_max_threads());
+  plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
+  plan.block_size = options.block_size;
+  plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);
+  plan.kv_bytes_per_token = plan.block_bytes / options.block_size;
+  if (options.num_kv_blocks) {
+    plan.num_blocks = *options.num_kv_blocks;
+    plan.num_blocks_overridden = true;
+    const int64_t total = plan.weight_bytes + plan.scratch_bytes + plan.pool_bytes();
+    if (available > 0 && total > available) {
+      return Status::Error("--num-kv-blocks " + std::to_string(plan.num_blocks) + " needs " + Gb(plan.pool_bytes()) +
+                           " for the KV cache; with the weights (" + Gb(plan.weight_bytes) + ") and scratch (" +
+                           Gb(plan.scratch_bytes) + ") that is more than this machine has available (" +
+                           Gb(available) + ")");
+    }
+    return plan;
+  }
+  const int64_t free = plan.budget_bytes - plan.weight_bytes - plan.scratch_bytes;
+  plan.num_blocks = free > 0 ? free / plan.block_bytes : 0;
+  if (plan.num_blocks < 1) {
+    return Status::Error("a memory budget of " + Gb(plan.budget_bytes) + " leaves no room for the KV cache: weights " +
+                         Gb(plan.weight_bytes) + " + scratch " + Gb(plan.scratch_bytes) + ", and one block of " +
+                         std::to_string(plan.block_size) + " tokens takes " + std::to_string(plan.block_bytes) +
+                         " bytes (raise --memory-gb or lower --max-num-batched-tokens)");
+  }
+  return plan;
+}
+
+std::string DescribeMemoryPlan(const MemoryPlan& plan, const ModelWeights& weights) {
+  std::ostringstream out;
+  out << "memory: budget " << Gb(plan.budget_bytes)
+      << (plan.budget_is_default ? " (default: " + std::to_string(static_cast<int>(kDefaultMemoryFraction * 100)) +
+                                       "% of " + Gb(plan.available_bytes) + " available; --memory-gb sets it)"
+                                 : "")
+      << "; weights " << Gb(plan.weight_bytes) << " (mla-mode " << MlaModeName(weights.mode()) << "), scratch "
+      << Gb(plan.scratch_bytes) << "\n";
+  out << "kv cache: " << plan.num_blocks << " blocks of " << plan.block_size << " tokens ("
+      << plan.pool_tokens() << " tokens, " << Gb(plan.pool_bytes()) << ", " << plan.kv_bytes_per_token
+      << " bytes per token in " << DTypeName(plan.kv_dtype) << ")"
+      << (plan.num_blocks_overridden ? ", set by --num-kv-blocks" : "") << "\n";
+  out << "the same budget in each mla-mode:";
+  for (MlaMode mode : kMlaModesInPrintOrder) {
+    const int64_t w = WeightBytesInMode(weights, mode);
+    const int64_t free = plan.budget_bytes - w - plan.scratch_bytes;
+    const int64_t blocks = free > 0 ? free / plan.block_bytes : 0;
+    out << " " << MlaModeName(mode) << ": weights " << Gb(w) << ", " << blocks * plan.block_size << " tokens;";
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace latte

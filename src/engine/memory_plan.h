@@ -1,0 +1,63 @@
+// One memory budget for the whole process (--memory-gb): the weights and the forward
+// pass's scratch come first, the paged KV pool gets what they leave, in whole blocks.
+// In materialized mode W_Q_UK and W_UV_O are part of the weights, so the same budget
+// holds fewer cached tokens: the seed's experiment, logged at start for every mode.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "engine/scheduler.h"
+#include "model/kv_cache.h"
+#include "model/model_weights.h"
+
+namespace latte {
+
+// The default budget's share of MemAvailable, read at start: the rest is left to the
+// OS, the page cache and other processes.
+inline constexpr double kDefaultMemoryFraction = 0.85;
+
+struct MemoryOptions {
+  std::optional<double> memory_gb;       // --memory-gb (1e9 bytes); default: kDefaultMemoryFraction of MemAvailable
+  std::optional<int64_t> num_kv_blocks;  // --num-kv-blocks: the pool's size, whatever the budget says
+  int64_t block_size = kDefaultKvBlockSize;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  SchedulerConfig scheduler;             // sizes the scratch
+};
+
+struct MemoryPlan {
+  int64_t budget_bytes = 0;
+  bool budget_is_default = false;
+  int64_t available_bytes = 0;   // MemAvailable when the plan was made
+  int64_t weight_bytes = 0;      // the loaded weights, prepared tensors included
+  int64_t scratch_bytes = 0;     // the forward pass's buffers at the largest step
+  int64_t block_bytes = 0;       // one KV block, every layer
+  int64_t kv_bytes_per_token = 0;
+  DType kv_dtype = DType::kBF16;
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;
+  bool num_blocks_overridden = false;
+
+  int64_t pool_bytes() const { return num_blocks * block_bytes; }
+  int64_t pool_tokens() const { return num_blocks * block_size; }
+};
+
+// MemAvailable from /proc/meminfo, in bytes (0 when it cannot be read).
+int64_t AvailableMemoryBytes();
+
+// Checks a --memory-gb against the machine before anything is loaded: a budget over
+// MemAvailable is an error (not an OOM kill later). `available`: AvailableMemoryBytes().
+Status CheckMemoryBudget(const MemoryOptions& options, int64_t available);
+
+// The plan for `weights` under `options`. Errors: a budget the weights and scratch do
+// not fit in (naming the figures), a pool of no block, a --num-kv-blocks pool that
+// does not fit in the memory the machine has.
+Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options, int64_t available);
+
+// The start-up log: the budget, weights, scratch, the pool's bytes, blocks and
+// tokens, and what the same budget would hold in each MLA mode.
+std::string DescribeMemoryPlan(const MemoryPlan& plan, const ModelWeights& weights);
+
+}  // namespace latte

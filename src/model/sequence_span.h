@@ -1,0 +1,37 @@
+// What one forward pass runs: spans of tokens, one per sequence, each appended after
+// the rows its sequence already has in the KV cache (model/kv_cache.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace latte {
+
+// Which of a span's rows get logits.
+enum class SpanLogits {
+  kNone,  // a prefill chunk that does not reach the end of the prompt
+  kLast,  // the row a token is sampled from
+  kAll,   // every row (prompt logprobs, --logits-out)
+};
+
+// Positions [start, start + count) of one sequence. Rows [0, start) are in the cache;
+// the forward pass writes rows [start, start + count). block_table holds the
+// sequence's blocks and covers at least start + count positions.
+//
+// decode_from: positions >= it run as decode steps (absorbed / materialized latent
+// attention), those before it as prefill (K/V decompressed, compute-bound). The engine
+// passes the prompt's length, so a token takes the same path (and gets the same
+// numerics) whether it runs alone, in a batch, in a chunk of any size or in a
+// recomputation after preemption. kDecodeBySpanLength: a one-token span decodes, a
+// longer one prefills.
+inline constexpr int64_t kDecodeBySpanLength = -1;
+
+struct SequenceSpan {
+  std::span<const int32_t> block_table;
+  int64_t start = 0;
+  int64_t count = 0;
+  SpanLogits logits = SpanLogits::kLast;
+  int64_t decode_from = kDecodeBySpanLength;
+};
+
+}  // namespace latte
