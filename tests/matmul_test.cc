@@ -201,12 +201,25 @@ bool HasAvx512() {
   return GetCpuFeatures().avx512f;
 }
 
-// Tolerance of the fp8 GEMV that the dispatch picks under the current features
-// (see kBf16XGemvTol; without AVX-512 the portable kernel, exact x).
+// Tolerance of the fp8 GEMV kernel called directly (see kBf16XGemvTol; without
+// AVX-512 the portable kernel, exact x).
 double Fp8GemvTol() {
   const CpuFeatures& cpu = GetCpuFeatures();
   return cpu.avx512f && cpu.avx512_bf16 ? kBf16XGemvTol : kF32Tol;
 }
+
+// Tolerance of the dispatching Matmul for an m-row problem: bf16 and fp8 weights
+// multiply x rounded to bf16 on both sides of kGemmMinRows (so that a row's
+// result does not depend on its batch), once on the GEMV side and inside oneDNN
+// on the GEMM side; f32 weights keep f32 x.
+double DispatchTol(DType dtype, int64_t m) {
+  if (dtype == DType::kF32) return kF32Tol;
+  const bool onednn = GetCpuFeatures().avx512f && m >= matmul_internal::kGemmMinRows;
+  return onednn ? kBf16XTol : kBf16XGemvTol;
+}
+
+// The largest DispatchTol over the m of CheckAllShapes and CheckFp8Shapes.
+double DispatchTolAnyM(DType dtype) { return DispatchTol(dtype, 1 << 20); }
 
 TEST(MatmulPortableTest, F32) { CheckAllShapes(kPortable, DType::kF32, kF32Tol); }
 TEST(MatmulPortableTest, Bf16) { CheckAllShapes(kPortable, DType::kBF16, kF32Tol); }
@@ -239,21 +252,20 @@ TEST(MatmulOneDnnTest, RepeatedCallsReuseCachedPrimitive) {
 TEST(MatmulDispatchTest, DetectedFeatures) {
   SetPortableKernelsForTesting(false);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    CheckAllShapes(kDispatch, dtype,
-                   dtype == DType::kBF16 && GetCpuFeatures().avx512f ? kBf16XTol : kF32Tol);
+    CheckAllShapes(kDispatch, dtype, DispatchTolAnyM(dtype));
   }
 }
 
 TEST(MatmulDispatchTest, ForcedPortable) {
   SetPortableKernelsForTesting(true);
-  CheckAllShapes(kDispatch, DType::kF32, kF32Tol);
-  CheckAllShapes(kDispatch, DType::kBF16, kF32Tol);
+  CheckAllShapes(kDispatch, DType::kF32, DispatchTolAnyM(DType::kF32));
+  CheckAllShapes(kDispatch, DType::kBF16, DispatchTolAnyM(DType::kBF16));
   SetPortableKernelsForTesting(false);
 }
 
 TEST(MatmulDispatchTest, RowBlockView) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    const double tol = dtype == DType::kBF16 ? kBf16XTol : kF32Tol;
+    const double tol = DispatchTolAnyM(dtype);
     Problem p = MakeProblem(1, 96, 61, dtype, 3);
     const WeightView block = p.View().RowBlock(32, 17);  // rows [32, 49)
     for (int64_t m : {1, 3, 11}) {
@@ -277,11 +289,7 @@ void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x,
                std::to_string(k) + " batch=" + std::to_string(batch) +
                (shared_x ? " shared x " : " own x ") + std::string(DTypeName(dtype)) +
                (interleaved ? " interleaved" : ""));
-  const bool onednn_bf16 = dtype != DType::kF32 && GetCpuFeatures().avx512f &&
-                           m >= matmul_internal::kGemmMinRows;
-  const double tol = onednn_bf16                ? kBf16XTol
-                     : dtype == DType::kF8E4M3 ? Fp8GemvTol()
-                                               : kF32Tol;
+  const double tol = DispatchTol(dtype, m);
   Problem all = MakeProblem(1, n * batch, k, dtype, 0, 3);  // [batch * n, k]
   std::vector<WeightView> w;
   for (int64_t b = 0; b < batch; ++b) w.push_back(all.View().RowBlock(b * n, n));
@@ -425,11 +433,7 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
       for (size_t i = 0; i < ps.size(); ++i) {
         const Problem& p = ps[i];
         Matmul({p.x.data(), p.m, p.ldx, p.View(), y_one[i].data(), p.ldy});
-        const bool onednn_bf16 = dtype != DType::kF32 && !portable &&
-                                 GetCpuFeatures().avx512f && p.m >= matmul_internal::kGemmMinRows;
-        ExpectClose(batch[i], onednn_bf16                ? kBf16XTol
-                              : dtype == DType::kF8E4M3 ? Fp8GemvTol()
-                                                        : kF32Tol);
+        ExpectClose(batch[i], DispatchTol(dtype, p.m));
         for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << i << " " << j;
       }
     }
@@ -624,9 +628,9 @@ TEST(MatmulFp8Test, OneDnnChunks) {
 
 TEST(MatmulFp8Test, DispatchDetectedAndPortable) {
   SetPortableKernelsForTesting(false);
-  CheckFp8Shapes(kDispatch, GetCpuFeatures().avx512f ? kBf16XTol : kF32Tol);
+  CheckFp8Shapes(kDispatch, DispatchTolAnyM(DType::kF8E4M3));
   SetPortableKernelsForTesting(true);
-  CheckFp8Shapes(kDispatch, kF32Tol);
+  CheckFp8Shapes(kDispatch, DispatchTolAnyM(DType::kF8E4M3));
   SetPortableKernelsForTesting(false);
 }
 
@@ -642,9 +646,7 @@ TEST(MatmulFp8Test, MidBlockRowBlocksBatched) {
     for (int64_t h = 0; h < H; ++h) heads.push_back(all.View().RowBlock(h * 24 + 16, 8));
     for (int64_t m : {1, 2, 3, 4, 5, 6, 13}) {
       SCOPED_TRACE("m=" + std::to_string(m) + (portable ? " portable" : ""));
-      const double tol = !portable && GetCpuFeatures().avx512f && m >= matmul_internal::kGemmMinRows
-                             ? kBf16XTol
-                             : Fp8GemvTol();
+      const double tol = DispatchTol(DType::kF8E4M3, m);
       const Problem xs = MakeProblem(m, 1, k, DType::kF32, 0, 12);
       std::vector<float> y(static_cast<size_t>(H * m * 8), NAN);
       MatmulBatched({.x = xs.x.data(), .x_stride = 0, .ldx = k, .m = m, .w = heads,
