@@ -367,22 +367,26 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
     q_rounded = Aligned64(q_storage, p.heads * p.row_dim);
     bf16_internal::RoundToBf16Avx512(p.q, p.heads * p.row_dim, q_rounded, /*has_bf16=*/true);
   }
+  // One split writes its result straight to p.out and p.lse; several each leave a
+  // normalised partial, on their own thread, for the merge.
 #pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
   for (int64_t i = 0; i < splits; ++i) {
     const int64_t begin = p.num_rows * i / splits;
     const int64_t end = p.num_rows * (i + 1) / splits;
-    RunSplit(p, q_rounded, begin, end, path, st[i]);
+    SharedKeySplit& s = st[i];
+    RunSplit(p, q_rounded, begin, end, path, s);
+    if (splits == 1) {
+      Normalize(s, p.heads, p.value_dim, p.out, p.lse);
+    } else {
+      s.out.resize(p.heads * p.value_dim);
+      s.lse.resize(p.heads);
+      Normalize(s, p.heads, p.value_dim, s.out.data(), s.lse.data());
+    }
   }
-  if (splits == 1) {
-    Normalize(st[0], p.heads, p.value_dim, p.out, p.lse);
-    return;
-  }
+  if (splits == 1) return;
   outs.resize(splits);
   lses.resize(splits);
   for (int64_t i = 0; i < splits; ++i) {
-    st[i].out.resize(p.heads * p.value_dim);
-    st[i].lse.resize(p.heads);
-    Normalize(st[i], p.heads, p.value_dim, st[i].out.data(), st[i].lse.data());
     outs[i] = st[i].out.data();
     lses[i] = st[i].lse.data();
   }
