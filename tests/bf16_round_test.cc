@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/parallel.h"
 #include "test_util.h"
 
 namespace latte {
@@ -63,8 +64,9 @@ TEST(RoundToBf16, DispatchedAndPortableRowsMatchScalar) {
   std::mt19937 rng(8);
   for (bool portable : {false, true}) {
     ScopedPortableKernels force(portable);
-    // 300 x 700 values: past kMinParallelWork, so the rows go to the OpenMP team.
-    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 37}, {3, 100}, {300, 700}}) {
+    static_assert(400 * 700 >= kMinParallelConversion);
+    // 400 x 700 values: past kMinParallelConversion, so the rows go to the OpenMP team.
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 37}, {3, 100}, {400, 700}}) {
       const int64_t ldx = cols + 3;
       const std::vector<float> x = Inputs(rows * ldx, rng);
       std::vector<bf16> out(rows * cols + 1, kUnwritten);

@@ -16,6 +16,13 @@ inline constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
 inline bool WorthParallel(int64_t work) { return work >= kMinParallelWork; }
 
+// Rounding activations to bf16 ahead of a GEMM takes the team only from this many
+// values (m = 512 prefill rows, not a batched decode step's few): the conversion is a
+// small part of the GEMM after it, and on a loaded 2-vCPU VM every extra fork/join
+// risks waiting for a descheduled thread (from 64K values, a batch-16 R1 attention
+// step measured ~8% slower).
+inline constexpr int64_t kMinParallelConversion = int64_t{1} << 18;
+
 // A half-open range of rows.
 struct RowRange {
   int64_t begin = 0;

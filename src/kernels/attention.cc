@@ -422,6 +422,8 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
     q_rounded = Aligned64(q_storage, p.heads * p.row_dim);
     bf16_internal::RoundToBf16Avx512(p.q, p.heads * p.row_dim, q_rounded, /*has_bf16=*/true);
   }
+  // One split writes its result straight to p.out and p.lse; several each leave a
+  // normalised partial, on their own thread, for the merge.
 #pragma omp parallel for num_threads(splits) schedule(static, 1) if (splits > 1)
   for (int64_t i = 0; i < splits; ++i) {
     // Split boundaries on multiples of kSharedKeyBlock, so that with cache blocks of
@@ -429,18 +431,20 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
     const auto boundary = [&](int64_t j) {
       return j == splits ? p.num_rows : p.num_rows * j / splits / kSharedKeyBlock * kSharedKeyBlock;
     };
-    RunSplit(p, q_rounded, boundary(i), boundary(i + 1), path, st[i]);
+    SharedKeySplit& s = st[i];
+    RunSplit(p, q_rounded, boundary(i), boundary(i + 1), path, s);
+    if (splits == 1) {
+      Normalize(s, p.heads, p.value_dim, p.out, p.lse);
+    } else {
+      s.out.resize(p.heads * p.value_dim);
+      s.lse.resize(p.heads);
+      Normalize(s, p.heads, p.value_dim, s.out.data(), s.lse.data());
+    }
   }
-  if (splits == 1) {
-    Normalize(st[0], p.heads, p.value_dim, p.out, p.lse);
-    return;
-  }
+  if (splits == 1) return;
   outs.resize(splits);
   lses.resize(splits);
   for (int64_t i = 0; i < splits; ++i) {
-    st[i].out.resize(p.heads * p.value_dim);
-    st[i].lse.resize(p.heads);
-    Normalize(st[i], p.heads, p.value_dim, st[i].out.data(), st[i].lse.data());
     outs[i] = st[i].out.data();
     lses[i] = st[i].lse.data();
   }

@@ -14,7 +14,7 @@ void RoundToBf16(const float* x, int64_t rows, int64_t ldx, int64_t cols, bf16* 
   LATTE_CHECK(rows * cols == 0 || (x != nullptr && out != nullptr),
               "RoundToBf16: null x or out");
   const CpuFeatures& cpu = GetCpuFeatures();
-#pragma omp parallel for schedule(static) if (WorthParallel(rows * cols) && !omp_in_parallel())
+#pragma omp parallel for schedule(static) if (rows * cols >= kMinParallelConversion && !omp_in_parallel())
   for (int64_t i = 0; i < rows; ++i) {
     if (cpu.avx512f) {
       bf16_internal::RoundToBf16Avx512(x + i * ldx, cols, out + i * cols, cpu.avx512_bf16);

@@ -11,7 +11,8 @@
 namespace latte {
 
 // out: [rows, cols] (contiguous) = x: [rows, cols] (row stride ldx >= cols), rounded.
-// Threads over rows for large inputs, unless already inside a parallel region.
+// Threads over rows from kMinParallelConversion values, unless already inside a
+// parallel region.
 void RoundToBf16(const float* x, int64_t rows, int64_t ldx, int64_t cols, bf16* out);
 
 // out: [n] = x: [n], rounded.
