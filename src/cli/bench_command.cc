@@ -2,6 +2,7 @@
 //   latte bench attn    — one MLA layer's decode step in each mode (tools/attention_benchmark.h)
 //   latte bench machine — this machine's measured peaks (tools/machine_probe.h)
 //   latte bench model   — whole-model pp / tg throughput against those peaks (tools/model_benchmark.h)
+//   latte bench engine  — the serving engine's offline throughput (tools/engine_benchmark.h)
 #include <omp.h>
 
 #include <algorithm>
@@ -12,9 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "model/kv_cache.h"
 #include "model/presets.h"
 #include "tools/attention_benchmark.h"
+#include "tools/engine_benchmark.h"
 #include "tools/machine_probe.h"
 #include "tools/model_benchmark.h"
 
@@ -349,6 +352,55 @@ Status RunModel(const ModelArgs& args) {
   return RunModelBenchmark(options, &PrintModelResult, &ctx);
 }
 
+struct EngineArgs {
+  EngineFlags engine;
+  EngineBenchOptions bench;
+  bool json = false;
+};
+
+Status RunEngine(const EngineArgs& args) {
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(args.engine, /*log=*/!args.json));
+  const int64_t vocab = stack->model->config().vocab_size;
+  LATTE_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBenchmark(*stack->engine, vocab, args.bench));
+  const EngineOptions& e = stack->engine->options();
+  if (args.json) {
+    nlohmann::json j = {{"num_prompts", r.requests},
+                        {"input_len", args.bench.input_len},
+                        {"output_len", args.bench.output_len},
+                        {"max_concurrency", args.bench.max_concurrency},
+                        {"threads", omp_get_max_threads()},
+                        {"mla_mode", args.engine.mla_mode},
+                        {"max_num_seqs", e.scheduler.max_num_seqs},
+                        {"max_num_batched_tokens", e.scheduler.max_num_batched_tokens},
+                        {"seconds", r.seconds},
+                        {"requests_per_s", r.requests_per_s},
+                        {"output_tok_s", r.output_tok_s},
+                        {"total_tok_s", r.total_tok_s},
+                        {"step_seconds", r.step_seconds},
+                        {"model_seconds", r.model_seconds},
+                        {"overhead_share", r.overhead_share},
+                        {"steps", r.stats.steps},
+                        {"preemptions", r.stats.preemptions},
+                        {"prefix_hits", r.stats.prefix_hits}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%lld requests of %lld + %lld tokens, max concurrency %lld, %s, %d threads\n",
+                static_cast<long long>(r.requests), static_cast<long long>(args.bench.input_len),
+                static_cast<long long>(args.bench.output_len), static_cast<long long>(args.bench.max_concurrency),
+                args.engine.mla_mode.c_str(), omp_get_max_threads());
+    std::printf("Throughput: %.2f requests/s, %.2f output tok/s, %.2f total tok/s (%.2f s)\n", r.requests_per_s,
+                r.output_tok_s, r.total_tok_s, r.seconds);
+    std::printf("Engine steps: %lld, %.3f s in steps, %.3f s in the forward pass: %.2f%% outside it\n",
+                static_cast<long long>(r.stats.steps), r.step_seconds, r.model_seconds, 100.0 * r.overhead_share);
+    std::printf("Preemptions: %lld, prefix-cache hits: %lld of %lld prompt tokens\n",
+                static_cast<long long>(r.stats.preemptions), static_cast<long long>(r.stats.prefix_hits),
+                static_cast<long long>(r.stats.prefix_queries));
+  }
+  std::fflush(stdout);
+  stack->engine->Stop();
+  return Status::Ok();
+}
+
 }  // namespace
 
 void AddBenchCommand(CLI::App& app) {
@@ -401,6 +453,22 @@ void AddBenchCommand(CLI::App& app) {
                  "Weights read into memory on 2 MiB pages instead of an mmap of the checkpoint");
   bcmd->add_flag("--json", model->json, "One JSON object per test");
   bcmd->callback([model] { ExitOnError("bench model", RunModel(*model)); });
+
+  auto engine = std::make_shared<EngineArgs>();
+  CLI::App* ecmd = bench->add_subcommand(
+      "engine", "The serving engine's offline throughput (as vLLM's bench throughput): random prompts, fixed lengths");
+  AddEngineFlags(*ecmd, engine->engine);
+  ecmd->add_option("--num-prompts", engine->bench.num_prompts, "Requests")->capture_default_str();
+  ecmd->add_option("--input-len", engine->bench.input_len, "Prompt tokens per request (random ids)")
+      ->capture_default_str();
+  ecmd->add_option("--output-len", engine->bench.output_len, "Tokens generated per request (EOS ignored)")
+      ->capture_default_str();
+  ecmd->add_option("--max-concurrency", engine->bench.max_concurrency,
+                   "Requests in flight at once; a new one is submitted as one finishes (0: all at once)")
+      ->capture_default_str();
+  ecmd->add_option("--seed", engine->bench.seed, "Seed of the prompt ids and of the sampling")->capture_default_str();
+  ecmd->add_flag("--json", engine->json, "One JSON object");
+  ecmd->callback([engine] { ExitOnError("bench engine", RunEngine(*engine)); });
 }
 
 }  // namespace latte::cli

@@ -260,16 +260,21 @@ void Engine::ProcessPromptRows(Choice& c, int64_t start, int64_t count, const fl
   c.prompt_rows_done = std::max(c.prompt_rows_done, start + count);
 }
 
-void Engine::ProcessSampled(Choice& c, const float* logits_row, GenerationOutput& out) {
-  const GenerationRequest& params = c.request->params;
-  if (c.seq.generated() >= params.max_tokens) {  // max_tokens 0: the prompt was all
-    FinishChoice(c, FinishReason::kLength, out);
-    return;
-  }
+std::optional<SampledToken> Engine::Draw(Choice& c, const float* logits_row) const {
+  if (c.seq.generated() >= c.request->params.max_tokens) return std::nullopt;  // max_tokens 0: the prompt was all
   const int64_t V = model_.config().vocab_size;
   const std::span<const int32_t> prompt(c.seq.tokens.data(), static_cast<size_t>(c.seq.prompt_len));
   const std::span<const int32_t> output(c.seq.tokens.data() + c.seq.prompt_len, static_cast<size_t>(c.seq.generated()));
-  const SampledToken token = c.sampler.Sample({logits_row, static_cast<size_t>(V)}, prompt, output);
+  return c.sampler.Sample({logits_row, static_cast<size_t>(V)}, prompt, output);
+}
+
+void Engine::ProcessSampled(Choice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out) {
+  const GenerationRequest& params = c.request->params;
+  if (!drawn) {
+    FinishChoice(c, FinishReason::kLength, out);
+    return;
+  }
+  const SampledToken& token = *drawn;
   c.seq.tokens.push_back(token.id);
   out.tokens.push_back(token);
   ++counters_.generation_tokens;
@@ -335,7 +340,29 @@ bool Engine::Step() {
   const std::vector<ScheduledChunk> done(chunks.begin(), chunks.end());
   scheduler_.Completed();
   const int64_t V = model_.config().vocab_size;
+  // Each chunk's rows of logits: its prompt rows (kAll) and the row it samples from.
+  chunk_rows_.assign(done.size(), ChunkRows{});
   const float* row = logits_.data();
+  int64_t draws = 0;
+  for (size_t i = 0; i < done.size(); ++i) {
+    const SpanLogits rows = batch_spans_[i].logits;
+    if (rows == SpanLogits::kAll) {
+      chunk_rows_[i].prompt = row;
+      row += done[i].count * V;
+    }
+    if (done[i].samples) {
+      chunk_rows_[i].sample = rows == SpanLogits::kAll ? row - V : row;
+      ++draws;
+    }
+    if (rows == SpanLogits::kLast) row += V;
+  }
+  // The draws touch only their own sequence's sampler and read its tokens: one per
+  // thread (a draw over a ~100k vocabulary is several passes over it).
+  draws_.resize(done.size());
+#pragma omp parallel for schedule(dynamic, 1) if (draws > 1)
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (chunk_rows_[i].sample) draws_[i] = Draw(*static_cast<Choice*>(done[i].seq->owner), chunk_rows_[i].sample);
+  }
   for (size_t i = 0; i < done.size(); ++i) {
     const ScheduledChunk& ch = done[i];
     Choice& c = *static_cast<Choice*>(ch.seq->owner);
@@ -345,13 +372,8 @@ bool Engine::Step() {
       c.started = true;
       c.cached_tokens = ch.start;
     }
-    const SpanLogits rows = batch_spans_[i].logits;
-    if (rows == SpanLogits::kAll) {
-      ProcessPromptRows(c, ch.start, ch.count, row, out);
-      row += ch.count * V;
-    }
-    if (ch.samples) ProcessSampled(c, rows == SpanLogits::kAll ? row - V : row, out);
-    if (rows == SpanLogits::kLast) row += V;
+    if (chunk_rows_[i].prompt) ProcessPromptRows(c, ch.start, ch.count, chunk_rows_[i].prompt, out);
+    if (ch.samples) ProcessSampled(c, draws_[i], out);
     const bool news = !out.tokens.empty() || !out.text.empty() || out.finish || !out.logits.empty();
     if (!news) continue;
     if (!c.prompt_logprobs_sent && c.prompt_rows_done >= c.seq.prompt_len) {

@@ -99,7 +99,10 @@ class Engine {
   void Loop();
   void TakeInbox();
   void FinishChoice(Choice& c, FinishReason reason, GenerationOutput& out);
-  void ProcessSampled(Choice& c, const float* logits_row, GenerationOutput& out);
+  // The choice's next token from its row of logits; nullopt when max_tokens was reached
+  // already. Reads only the choice's own state (runs on any thread).
+  std::optional<SampledToken> Draw(Choice& c, const float* logits_row) const;
+  void ProcessSampled(Choice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out);
   void ProcessPromptRows(Choice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out);
   void EndRequest(RequestState& r, const std::string& error);
   void PublishStats();
@@ -118,6 +121,12 @@ class Engine {
   std::vector<int32_t> batch_tokens_;  // batch_tokens: [T] every chunk's tokens, chunk order
   std::vector<SequenceSpan> batch_spans_;
   std::vector<float> logits_;          // logits: [rows, vocab]
+  struct ChunkRows {
+    const float* prompt = nullptr;  // [count, vocab] when the chunk's span has SpanLogits::kAll
+    const float* sample = nullptr;  // [vocab] the row the chunk samples from, if it samples
+  };
+  std::vector<ChunkRows> chunk_rows_;                // per scheduled chunk
+  std::vector<std::optional<SampledToken>> draws_;   // per scheduled chunk
   EngineStats counters_;
 
   // Shared with client threads.

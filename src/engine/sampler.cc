@@ -169,6 +169,7 @@ int32_t Sampler::Draw(size_t n) {
   for (size_t i = 0; i < vocab_; ++i) {
     if (kept[i]) total += w[i];
   }
+  kept_weight_ = total;
   // 53 random bits → u in [0, 1), the same on every standard library (unlike
   // std::uniform_real_distribution, whose algorithm is unspecified).
   const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
@@ -186,15 +187,13 @@ int32_t Sampler::Draw(size_t n) {
   return chosen >= 0 ? chosen : last_positive;  // r rounded up to the total
 }
 
-SampledToken ScoreToken(std::span<const float> x, int32_t id, int top_n) {
+namespace {
+
+// ScoreToken given lse = log(sum_i exp(x_i)).
+SampledToken ScoreTokenWithLse(std::span<const float> x, int32_t id, int top_n, double lse) {
   SampledToken out;
   out.id = id;
   const size_t V = x.size();
-  float max_x = -std::numeric_limits<float>::infinity();
-  for (float v : x) max_x = std::max(max_x, v);
-  double sum = 0;
-  for (float v : x) sum += std::exp(v - max_x);  // f32 exp, f64 sum
-  const double lse = max_x + std::log(sum);
   out.logprob = static_cast<float>(x[id] - lse);
 
   // Top N by insertion into a sorted array of at most 20: most tokens fail the first compare.
@@ -213,6 +212,16 @@ SampledToken ScoreToken(std::span<const float> x, int32_t id, int top_n) {
   out.num_top = have;
   for (int j = 0; j < have; ++j) out.top[j].logprob = static_cast<float>(x[out.top[j].id] - lse);
   return out;
+}
+
+}  // namespace
+
+SampledToken ScoreToken(std::span<const float> x, int32_t id, int top_n) {
+  float max_x = -std::numeric_limits<float>::infinity();
+  for (float v : x) max_x = std::max(max_x, v);
+  double sum = 0;
+  for (float v : x) sum += std::exp(v - max_x);  // f32 exp, f64 sum
+  return ScoreTokenWithLse(x, id, top_n, max_x + std::log(sum));
 }
 
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
@@ -250,7 +259,19 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
     if (!std::isfinite(max_logit)) {  // every token masked to -inf (or +inf present): argmax
       out.id = static_cast<int32_t>(std::max_element(l, l + V) - l);
     } else {
-      out.id = Draw(Filter(max_logit));
+      const size_t kept = Filter(max_logit);
+      out.id = Draw(kept);
+      // With nothing filtered the draw summed exp(l - max) over every token in id
+      // order, as ScoreToken would: that is the logprobs' normaliser when they are of
+      // these logits (processed, or raw ones that neither temperature nor a penalty moved).
+      const bool penalised = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                             params_.frequency_penalty != 0.0f;
+      const bool scored_are_weighted = params_.logprobs_mode == LogprobsMode::kProcessed || (t == 1.0f && !penalised);
+      if (kept == V && scored_are_weighted) {
+        const std::span<const float> scored =
+            params_.logprobs_mode == LogprobsMode::kRaw ? logits : std::span<const float>(work_.data(), V);
+        return ScoreTokenWithLse(scored, out.id, params_.logprobs, max_logit + std::log(kept_weight_));
+      }
     }
   }
   const int32_t id = out.id;

@@ -123,7 +123,8 @@ class Sampler {
   std::vector<uint8_t> seen_;    // [V] prompt+output marks; all zero between calls
   std::vector<uint8_t> kept_;    // [V] the filters' kept set during Draw; all zero between calls
   static constexpr int kTopPBuckets = 256, kTopPBucketsPerNat = 16;  // 16 nats, then one tail bin
-  std::array<double, kTopPBuckets> bucket_mass_{};  // top-p mass per log-probability bin
+  std::array<double, kTopPBuckets> bucket_mass_{};
+  double kept_weight_ = 0;       // the last Draw's sum of the kept tokens' weights_  // top-p mass per log-probability bin
 };
 
 }  // namespace latte
