@@ -31,6 +31,11 @@
 //   kv_fit                  null without --memory-gb, else {memory_bytes,
 //                           absorbed {weight_bytes, free_bytes, tokens}, materialized {...},
 //                           token_ratio (absorbed / materialized tokens; null when 0)}
+//   engine_fit              null without --memory-gb, else {scratch_bytes, block_bytes, block_size,
+//                           naive|absorbed|materialized {weight_bytes, blocks, tokens}}: what
+//                           latte's engine holds in that budget (one process, TP 1)
+#include <omp.h>
+
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -41,6 +46,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "engine/memory_plan.h"
+#include "model/kv_cache.h"
 #include "model/config.h"
 #include "model/cost_model.h"
 #include "model/presets.h"
@@ -58,7 +65,23 @@ struct CalcOptions {
   std::optional<double> memory_gb;  // set from memory_gb_arg when --memory-gb is given
   double memory_gb_arg = 0;
   int64_t context = 4096;
+  // latte's engine on this machine, for the --memory-gb table of what it serves.
+  int64_t block_size = kDefaultKvBlockSize;
+  SchedulerConfig scheduler;
+  int threads = 0;  // 0: every core
   bool json = false;
+};
+
+// What `latte serve` / `generate` with the same --memory-gb log at start (one CPU
+// process, TP 1): engine/memory_plan's arithmetic on the bytes latte's loader holds.
+struct EngineFit {
+  int64_t scratch_bytes = 0;
+  int64_t block_bytes = 0;  // bf16 latent rows, every layer
+  struct Mode {
+    MlaMode mode;
+    int64_t weight_bytes = 0, blocks = 0, tokens = 0;
+  };
+  std::vector<Mode> modes;  // naive, absorbed, materialized
 };
 
 // Everything calc prints, computed once.
@@ -77,6 +100,7 @@ struct CalcReport {
   int64_t per_gpu_naive = 0, per_gpu_absorbed = 0, per_gpu_materialized = 0;
   std::optional<int64_t> memory_bytes;
   KvFit fit_absorbed, fit_materialized;
+  std::optional<EngineFit> engine_fit;  // with --memory-gb
 
   const WeightCosts& Mode(MlaMode mode) const {
     return mode == MlaMode::kNaive ? naive : mode == MlaMode::kAbsorbed ? absorbed : materialized;
@@ -115,6 +139,15 @@ CalcReport BuildReport(std::string source, const ModelConfig& config, const Calc
     r.memory_bytes = std::llround(*options.memory_gb * static_cast<double>(kBytesPerGB));
     r.fit_absorbed = FitKvCache(*r.memory_bytes, r.per_gpu_absorbed, r.kv.latent_model);
     r.fit_materialized = FitKvCache(*r.memory_bytes, r.per_gpu_materialized, r.kv.latent_model);
+    EngineFit e;
+    e.scratch_bytes = EngineScratchBytes(config, options.scheduler, options.threads > 0 ? options.threads : omp_get_max_threads());
+    e.block_bytes = KvCache::BlockBytes(config.num_hidden_layers, config.LatentDim(), options.block_size, DType::kBF16);
+    for (MlaMode mode : {MlaMode::kNaive, MlaMode::kAbsorbed, MlaMode::kMaterialized}) {
+      const int64_t weights = HeldWeightBytes(config, mode);
+      const int64_t blocks = KvBlocksInBudget(*r.memory_bytes, weights, e.scratch_bytes, e.block_bytes);
+      e.modes.push_back({mode, weights, blocks, blocks * options.block_size});
+    }
+    r.engine_fit = e;
   }
   return r;
 }
@@ -325,6 +358,23 @@ void PrintFit(const CalcReport& r) {
   }
 }
 
+void PrintEngineFit(const CalcReport& r) {
+  const EngineFit& e = *r.engine_fit;
+  Table t;
+  t.Row({"latte's engine in " + Fixed(*r.options.memory_gb, 2) + " GB (one process; scratch " + Commas(e.scratch_bytes) +
+             ", blocks of " + std::to_string(r.options.block_size) + " tokens)",
+         "weight bytes", "KV blocks", "tokens"});
+  for (const EngineFit::Mode& m : e.modes) {
+    t.Row({"  " + std::string(MlaModeName(m.mode)), Commas(m.weight_bytes), Commas(m.blocks), Commas(m.tokens)});
+  }
+  t.Print();
+  std::printf("  (scratch for --max-num-batched-tokens %lld, --max-num-seqs %lld, %d threads: what `latte serve` "
+              "logs at start)\n",
+              static_cast<long long>(r.options.scheduler.max_num_batched_tokens),
+              static_cast<long long>(r.options.scheduler.max_num_seqs),
+              r.options.threads > 0 ? r.options.threads : omp_get_max_threads());
+}
+
 void PrintHuman(const CalcReport& r) {
   const ModelConfig& c = r.config;
   std::printf("latte calc: %s (%s)\n", r.source.c_str(), c.architecture.c_str());
@@ -359,6 +409,8 @@ void PrintHuman(const CalcReport& r) {
   if (r.memory_bytes) {
     std::printf("\n");
     PrintFit(r);
+    std::printf("\n");
+    PrintEngineFit(r);
   }
 }
 
@@ -460,8 +512,15 @@ json ReportJson(const CalcReport& r) {
                                        ? json(static_cast<double>(r.fit_absorbed.tokens) /
                                               r.fit_materialized.tokens)
                                        : json(nullptr)}};
+    const EngineFit& e = *r.engine_fit;
+    json fit = {{"scratch_bytes", e.scratch_bytes}, {"block_bytes", e.block_bytes}, {"block_size", r.options.block_size}};
+    for (const EngineFit::Mode& m : e.modes) {
+      fit[std::string(MlaModeName(m.mode))] = {{"weight_bytes", m.weight_bytes}, {"blocks", m.blocks}, {"tokens", m.tokens}};
+    }
+    j["engine_fit"] = fit;
   } else {
     j["kv_fit"] = nullptr;
+    j["engine_fit"] = nullptr;
   }
   return j;
 }
@@ -509,6 +568,16 @@ void AddCalcCommand(CLI::App& app) {
       "--memory-gb", options->memory_gb_arg,
       "GPU memory in GB (1e9 bytes): how many KV tokens fit per GPU");
   calc->add_option("--context", options->context, "cached tokens for the naive-mode FLOPs")
+      ->capture_default_str();
+  calc->add_option("--block-size", options->block_size, "latte's KV blocks, for the --memory-gb engine table")
+      ->capture_default_str();
+  calc->add_option("--max-num-batched-tokens", options->scheduler.max_num_batched_tokens,
+                   "latte's engine step, for the --memory-gb engine table's scratch")
+      ->capture_default_str();
+  calc->add_option("--max-num-seqs", options->scheduler.max_num_seqs,
+                   "latte's running sequences, for the --memory-gb engine table's scratch")
+      ->capture_default_str();
+  calc->add_option("-t,--threads", options->threads, "threads, for the --memory-gb engine table's scratch (0: every core)")
       ->capture_default_str();
   calc->add_flag("--json", options->json, "print one JSON object instead of tables");
   calc->callback([options, memory_gb] {

@@ -35,6 +35,16 @@ int64_t WeightBytesInMode(const ModelWeights& weights, MlaMode mode) {
 
 }  // namespace
 
+int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads) {
+  const int64_t logit_rows = std::max(scheduler.max_num_seqs, scheduler.max_num_batched_tokens);
+  return DeepSeekModel::ScratchBytes(config, scheduler.max_num_batched_tokens, logit_rows, threads);
+}
+
+int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scratch_bytes, int64_t block_bytes) {
+  const int64_t free = budget_bytes - weight_bytes - scratch_bytes;
+  return free > 0 ? free / block_bytes : 0;
+}
+
 int64_t AvailableMemoryBytes() {
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
@@ -75,10 +85,7 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
                           ? static_cast<int64_t>(std::llround(*options.memory_gb * static_cast<double>(kBytesPerGB)))
                           : static_cast<int64_t>(kDefaultMemoryFraction * static_cast<double>(available));
   plan.weight_bytes = static_cast<int64_t>(weights.memory().Total());
-  // Logits for every running sequence's sampled row, or a whole chunk of prompt rows.
-  const int64_t logit_rows = std::max(options.scheduler.max_num_seqs, options.scheduler.max_num_batched_tokens);
-  plan.scratch_bytes = DeepSeekModel::ScratchBytes(c, options.scheduler.max_num_batched_tokens, logit_rows,
-                                                   omp_get_max_threads());
+  plan.scratch_bytes = EngineScratchBytes(c, options.scheduler, omp_get_max_threads());
   plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
   plan.block_size = options.block_size;
   plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);
@@ -95,8 +102,7 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
     }
     return plan;
   }
-  const int64_t free = plan.budget_bytes - plan.weight_bytes - plan.scratch_bytes;
-  plan.num_blocks = free > 0 ? free / plan.block_bytes : 0;
+  plan.num_blocks = KvBlocksInBudget(plan.budget_bytes, plan.weight_bytes, plan.scratch_bytes, plan.block_bytes);
   if (plan.num_blocks < 1) {
     return Status::Error("a memory budget of " + Gb(plan.budget_bytes) + " leaves no room for the KV cache: weights " +
                          Gb(plan.weight_bytes) + " + scratch " + Gb(plan.scratch_bytes) + ", and one block of " +
@@ -104,6 +110,11 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
                          " bytes (raise --memory-gb or lower --max-num-batched-tokens)");
   }
   return plan;
+}
+
+int64_t KvTokensInMode(const MemoryPlan& plan, const ModelWeights& weights, MlaMode mode) {
+  return KvBlocksInBudget(plan.budget_bytes, WeightBytesInMode(weights, mode), plan.scratch_bytes, plan.block_bytes) *
+         plan.block_size;
 }
 
 std::string DescribeMemoryPlan(const MemoryPlan& plan, const ModelWeights& weights) {
@@ -120,10 +131,8 @@ std::string DescribeMemoryPlan(const MemoryPlan& plan, const ModelWeights& weigh
       << (plan.num_blocks_overridden ? ", set by --num-kv-blocks" : "") << "\n";
   out << "the same budget in each mla-mode:";
   for (MlaMode mode : kMlaModesInPrintOrder) {
-    const int64_t w = WeightBytesInMode(weights, mode);
-    const int64_t free = plan.budget_bytes - w - plan.scratch_bytes;
-    const int64_t blocks = free > 0 ? free / plan.block_bytes : 0;
-    out << " " << MlaModeName(mode) << ": weights " << Gb(w) << ", " << blocks * plan.block_size << " tokens;";
+    out << " " << MlaModeName(mode) << ": weights " << Gb(WeightBytesInMode(weights, mode)) << ", "
+        << KvTokensInMode(plan, weights, mode) << " tokens;";
   }
   out << "\n";
   return out.str();

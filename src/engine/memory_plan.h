@@ -44,6 +44,14 @@ struct MemoryPlan {
   int64_t pool_tokens() const { return num_blocks * block_size; }
 };
 
+// The forward pass's scratch at the engine's largest step: a chunk of
+// max_num_batched_tokens tokens and logits for every running sequence's sampled row
+// or a whole chunk of prompt rows, with `threads` compute threads.
+int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads);
+
+// The KV blocks a budget holds: whole blocks of what the weights and scratch leave.
+int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scratch_bytes, int64_t block_bytes);
+
 // MemAvailable from /proc/meminfo, in bytes (0 when it cannot be read).
 int64_t AvailableMemoryBytes();
 
@@ -55,6 +63,10 @@ Status CheckMemoryBudget(const MemoryOptions& options, int64_t available);
 // not fit in (naming the figures), a pool of no block, a --num-kv-blocks pool that
 // does not fit in the memory the machine has.
 Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options, int64_t available);
+
+// The tokens the plan's budget would hold with the same weights loaded in `mode`
+// (the materialized products in or out of the weights), scratch and blocks.
+int64_t KvTokensInMode(const MemoryPlan& plan, const ModelWeights& weights, MlaMode mode);
 
 // The start-up log: the budget, weights, scratch, the pool's bytes, blocks and
 // tokens, and what the same budget would hold in each MLA mode.

@@ -86,6 +86,19 @@ WeightComponents& WeightComponents::operator+=(const WeightComponents& o) {
   return *this;
 }
 
+int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode) {
+  int64_t bytes = ComputeWeightCosts(config, mode).model_bytes.Total();
+  for (const TensorSpec& spec : ExpectedTensors(config)) {
+    // The loader reads vectors and the router's gate (a matrix, but used per token in f32) as f32.
+    const bool f32 = spec.kind == TensorKind::kVector || ComponentOf(spec) == &WeightComponents::router;
+    if (f32) bytes += NumValues(spec.shape) * 4 - StoredBytes(spec, config);
+    // fp8 checkpoints: kv_b_proj is used only as its bf16 dequantization (kv_b_bf16),
+    // so the e4m3 original and its scales are not kept.
+    if (config.quantization && spec.name.ends_with("kv_b_proj.weight")) bytes -= StoredBytes(spec, config);
+  }
+  return bytes;
+}
+
 WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode) {
   const auto layers = static_cast<size_t>(config.num_hidden_layers);
   WeightCosts costs;

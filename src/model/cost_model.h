@@ -108,6 +108,12 @@ struct WeightCosts {
 };
 WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode);
 
+// The bytes latte's loader holds for a checkpoint of `config` (bf16 or fp8, as
+// released) in `mode`: model_bytes.Total(), except that the vectors (norms, correction
+// bias) and the router's gate are widened to f32 at load, and an fp8 kv_b_proj is
+// kept only as its bf16 dequantization. Equals ModelWeights::memory().Total().
+int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode);
+
 // How weights sit on the GPUs. `gpus` is the TP degree; with dp_attention the
 // attention side is replicated on each GPU and only the rest is split.
 struct Parallelism {

@@ -1,0 +1,144 @@
+// One memory budget (engine/memory_plan.h) on random test models: the weight bytes
+// calc predicts from config.json are what the loader holds; the tokens the start-up
+// log predicts for the other MLA modes are what loading in that mode plans; the
+// scratch estimate bounds what a full engine step grows; budgets that cannot work
+// are refused with the figures.
+#include "engine/memory_plan.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <random>
+
+#include "engine/engine.h"
+#include "model/cost_model.h"
+#include "model/deepseek.h"
+#include "model/model_weights.h"
+#include "test_models.h"
+
+namespace latte {
+namespace {
+
+using testing_models::MakeModel;
+
+constexpr MlaMode kModes[] = {MlaMode::kNaive, MlaMode::kAbsorbed, MlaMode::kMaterialized};
+
+std::unique_ptr<ModelWeights> Load(const std::string& dir, MlaMode mode) {
+  LoadOptions options;
+  options.mode = mode;
+  options.progress = false;
+  auto w = ModelWeights::Load(dir, options);
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  return std::move(w).value();
+}
+
+std::string Tiny(CheckpointDType dtype) {
+  MakeModelOverrides o;
+  o.dtype = dtype;
+  return MakeModel("tiny", o, /*seed=*/5);
+}
+
+TEST(MemoryPlan, HeldWeightBytesAreWhatTheLoaderHolds) {
+  for (CheckpointDType dtype : {CheckpointDType::kBf16, CheckpointDType::kFp8}) {
+    const std::string dir = Tiny(dtype);
+    for (MlaMode mode : kModes) {
+      SCOPED_TRACE(std::string(MlaModeName(mode)) + (dtype == CheckpointDType::kFp8 ? " fp8" : " bf16"));
+      const auto w = Load(dir, mode);
+      EXPECT_EQ(HeldWeightBytes(w->config(), mode), static_cast<int64_t>(w->memory().Total()));
+    }
+  }
+}
+
+TEST(MemoryPlan, EachModeHoldsWhatTheStartupLogPredicts) {
+  const std::string dir = Tiny(CheckpointDType::kBf16);
+  MemoryOptions options;
+  options.block_size = 16;
+  const auto absorbed = Load(dir, MlaMode::kAbsorbed);
+  // A budget a few hundred blocks above the materialized weights: every mode fits some.
+  const int64_t scratch = EngineScratchBytes(absorbed->config(), options.scheduler, omp_get_max_threads());
+  const int64_t materialized_weights = HeldWeightBytes(absorbed->config(), MlaMode::kMaterialized);
+  options.memory_gb = static_cast<double>(materialized_weights + scratch + (int64_t{3} << 20)) / kBytesPerGB;
+  const int64_t available = int64_t{1} << 40;
+  auto plan = PlanMemory(*absorbed, options, available);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->pool_tokens(), KvTokensInMode(*plan, *absorbed, MlaMode::kAbsorbed));
+  for (MlaMode mode : kModes) {
+    SCOPED_TRACE(MlaModeName(mode));
+    const auto w = Load(dir, mode);
+    auto actual = PlanMemory(*w, options, available);
+    ASSERT_TRUE(actual.ok()) << actual.status().message();
+    EXPECT_EQ(actual->pool_tokens(), KvTokensInMode(*plan, *absorbed, mode));
+    EXPECT_GT(actual->pool_tokens(), 0);
+    EXPECT_LE(actual->weight_bytes + actual->scratch_bytes + actual->pool_bytes(), plan->budget_bytes);
+    EXPECT_GT(actual->weight_bytes + actual->scratch_bytes + actual->pool_bytes() + actual->block_bytes,
+              plan->budget_bytes);
+  }
+  EXPECT_LT(KvTokensInMode(*plan, *absorbed, MlaMode::kMaterialized),
+            KvTokensInMode(*plan, *absorbed, MlaMode::kAbsorbed));
+}
+
+TEST(MemoryPlan, RefusesBudgetsThatCannotWork) {
+  const auto w = Load(Tiny(CheckpointDType::kBf16), MlaMode::kAbsorbed);
+  MemoryOptions options;
+  options.memory_gb = static_cast<double>(w->memory().Total()) / kBytesPerGB;  // no room for scratch + KV
+  auto none = PlanMemory(*w, options, int64_t{1} << 40);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("leaves no room for the KV cache"), std::string::npos)
+      << none.status().message();
+
+  options.memory_gb = 64;
+  auto over = PlanMemory(*w, options, /*available=*/int64_t{8} << 30);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("more than this machine has available"), std::string::npos)
+      << over.status().message();
+
+  MemoryOptions blocks;
+  blocks.num_kv_blocks = int64_t{1} << 40;
+  auto huge = PlanMemory(*w, blocks, int64_t{8} << 30);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("--num-kv-blocks"), std::string::npos) << huge.status().message();
+
+  blocks.num_kv_blocks = 7;
+  auto seven = PlanMemory(*w, blocks, int64_t{8} << 30);
+  ASSERT_TRUE(seven.ok()) << seven.status().message();
+  EXPECT_EQ(seven->num_blocks, 7);
+  EXPECT_TRUE(seven->num_blocks_overridden);
+}
+
+// The scratch estimate the plan reserves bounds what the buffers grow to over
+// steps as full as the scheduler allows: a whole chunk of prompt tokens, and the
+// most sequences decoding at once.
+TEST(MemoryPlan, ScratchEstimateBoundsAFullStep) {
+  for (MlaMode mode : kModes) {
+    SCOPED_TRACE(MlaModeName(mode));
+    const auto w = Load(Tiny(CheckpointDType::kBf16), mode);
+    DeepSeekModel model(*w);
+    EngineOptions options;
+    options.block_size = 16;
+    options.num_blocks = 512;
+    options.scheduler.max_num_seqs = 8;
+    options.scheduler.max_num_batched_tokens = 64;
+    Engine engine(model, nullptr, options);
+    std::mt19937 rng(3);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 12; ++i) {
+      GenerationRequest r;
+      r.prompt.resize(static_cast<size_t>(20 + 17 * i));
+      for (int32_t& t : r.prompt) t = static_cast<int32_t>(rng() % model.config().vocab_size);
+      r.max_tokens = 6;
+      r.ignore_eos = true;
+      r.prompt_logprobs = i % 4 == 0;  // logits for whole prompt chunks
+      auto s = engine.Submit(r);
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      streams.push_back(s.value());
+    }
+    while (engine.Step()) {
+    }
+    const int64_t estimate = EngineScratchBytes(model.config(), options.scheduler, omp_get_max_threads());
+    EXPECT_GT(model.ScratchBytesInUse(), 0);
+    EXPECT_LE(model.ScratchBytesInUse(), estimate);
+  }
+}
+
+}  // namespace
+}  // namespace latte
