@@ -18,4 +18,4 @@ else
   cmake --build build -j"$(nproc)"
   cd build
 fi
-ctest --output-on-failure -V
+ctest --output-on-failure

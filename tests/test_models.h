@@ -1,10 +1,15 @@
-// Random-weight model directories for tests, written once per process into a temp dir.
+// Random-weight model directories for tests. ctest runs every test case in its own
+// process (gtest_discover_tests) and points LATTE_TEST_MODEL_CACHE at build/test-models,
+// so a model is written once per build of the tests and shared; run by hand without it,
+// models go to a temp dir of the process, removed at exit.
 #pragma once
 
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -48,7 +53,33 @@ inline std::string TempRoot() {
   return root.path();
 }
 
-// A model directory for (preset, overrides, dtype, seed), made on first use.
+// Where MakeModel writes: one subdirectory of $LATTE_TEST_MODEL_CACHE per build of the
+// test binary (so a changed generator never serves a stale model; older builds' models
+// are removed), else TempRoot().
+inline std::string ModelRoot() {
+  static const std::string root = [] {
+    const char* cache = std::getenv("LATTE_TEST_MODEL_CACHE");
+    if (cache == nullptr || *cache == '\0') return TempRoot();
+    std::error_code ec;
+    const auto built = std::filesystem::last_write_time("/proc/self/exe", ec).time_since_epoch().count();
+    const std::filesystem::path dir = std::filesystem::path(cache) / ("build-" + std::to_string(built));
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      ADD_FAILURE() << "cannot create " << dir << ": " << ec.message();
+      return TempRoot();
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(cache, ec)) {
+      std::error_code ignored;
+      if (entry.path() != dir) std::filesystem::remove_all(entry.path(), ignored);
+    }
+    return dir.string();
+  }();
+  return root;
+}
+
+// A model directory for (preset, overrides, dtype, seed), made on first use. Written to
+// a private directory and renamed into place, so concurrent test processes never read
+// a half-written model.
 inline std::string MakeModel(const std::string& preset, MakeModelOverrides overrides, uint64_t seed = 7) {
   static std::map<std::string, std::string> made;
   std::string key = preset + "-L" + std::to_string(overrides.num_hidden_layers.value_or(0)) + "-V" +
@@ -57,14 +88,22 @@ inline std::string MakeModel(const std::string& preset, MakeModelOverrides overr
                     std::to_string(static_cast<int>(overrides.dtype)) + "-s" + std::to_string(seed);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
+  const std::string dir = ModelRoot() + "/" + key;
+  if (std::filesystem::exists(dir)) {
+    made[key] = dir;
+    return dir;
+  }
   auto config = MakeModelConfig(preset, overrides);
   EXPECT_TRUE(config.ok()) << config.status().message();
-  const std::string dir = TempRoot() + "/" + key;
+  const std::string part = dir + ".part-" + std::to_string(::getpid());
   RandomCheckpointOptions options;
   options.dtype = overrides.dtype;
   options.seed = seed;
-  const Status st = WriteRandomCheckpoint(config.value(), options, dir);
+  const Status st = WriteRandomCheckpoint(config.value(), options, part);
   EXPECT_TRUE(st.ok()) << st.message();
+  std::error_code ec;
+  std::filesystem::rename(part, dir, ec);
+  if (ec) std::filesystem::remove_all(part, ec);  // another process renamed its copy first
   made[key] = dir;
   return dir;
 }
