@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -59,7 +61,13 @@ Engine::~Engine() { Stop(); }
 void Engine::Start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable() || stopping_) return;
-  thread_ = std::thread([this] { Loop(); });
+  // OpenMP's thread count is per thread (libgomp): the engine thread takes the
+  // starting thread's (--threads), or its forward passes would use every core.
+  const int threads = omp_get_max_threads();
+  thread_ = std::thread([this, threads] {
+    omp_set_num_threads(threads);
+    Loop();
+  });
 }
 
 void Engine::Stop(const std::string& reason) {
