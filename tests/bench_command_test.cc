@@ -107,6 +107,28 @@ TEST(BenchModelCommand, RejectsANegativeDepth) {
   EXPECT_NE(r.out.find("-d"), std::string::npos) << r.out;
 }
 
+// bench engine counts every token of every request, also when a pool too small for
+// all of them at once makes the engine preempt and recompute.
+TEST(BenchEngineCommand, CountsEveryTokenThroughPreemption) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult r = RunLatte("bench engine --model " + dir +
+                                   " --num-prompts 6 --input-len 9 --output-len 40 --max-concurrency 0"
+                                   " --block-size 16 --num-kv-blocks 6 --json -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<nlohmann::json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const nlohmann::json& j = lines[0];
+  EXPECT_EQ(j["num_prompts"].get<int64_t>(), 6);
+  EXPECT_EQ(j["input_tokens"].get<int64_t>(), 6 * 9);
+  EXPECT_EQ(j["output_tokens"].get<int64_t>(), 6 * 40);
+  // 6 sequences of up to 49 tokens need 4 blocks each; 6 blocks hold one and a half.
+  EXPECT_GT(j["preemptions"].get<int64_t>(), 0);
+  EXPECT_TRUE(PositiveFinite(j["output_tok_s"])) << j;
+  const double overhead = j["overhead_share"].get<double>();
+  EXPECT_GE(overhead, 0.0);
+  EXPECT_LT(overhead, 1.0);
+}
+
 // bench attn's core rows: the bf16 rows one step reads and the core's FLOPs, exactly,
 // beside the machine peaks measured in the same run.
 TEST(BenchAttnCommand, CoreRowsCountBytesAndFlops) {

@@ -373,6 +373,8 @@ Status RunEngine(const EngineArgs& args) {
                         {"max_num_seqs", e.scheduler.max_num_seqs},
                         {"max_num_batched_tokens", e.scheduler.max_num_batched_tokens},
                         {"seconds", r.seconds},
+                        {"input_tokens", r.input_tokens},
+                        {"output_tokens", r.output_tokens},
                         {"requests_per_s", r.requests_per_s},
                         {"output_tok_s", r.output_tok_s},
                         {"total_tok_s", r.total_tok_s},

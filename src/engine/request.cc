@@ -36,6 +36,11 @@ bool RequestStream::done() const {
   return outputs_.empty() && open_choices_ == 0;
 }
 
+bool RequestStream::finished() const {
+  std::lock_guard lock(mu_);
+  return open_choices_ == 0;
+}
+
 void RequestStream::set_notify(std::function<void()> notify) {
   std::lock_guard lock(mu_);
   notify_ = std::move(notify);

@@ -66,6 +66,8 @@ class RequestStream {
   std::vector<GenerationOutput> Drain();
   // True once every choice has finished and every output was taken.
   bool done() const;
+  // True once every choice has finished (outputs may still wait to be taken).
+  bool finished() const;
   // Called on the engine thread after each push (e.g. to wake an event loop); set it
   // before the request can produce anything, or accept a missed first call.
   void set_notify(std::function<void()> notify);
