@@ -23,8 +23,9 @@ void* AllocateHugePageRegion(size_t bytes, bool zero_fill) {
   const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   if (aligned > start) ::munmap(raw, aligned - start);
   const uintptr_t end = start + size + kHugePageBytes;
-  if (end > aligned + size) ::munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
-  void* p = reinterpret_cast<void*>(aligned);
+  // Pointer arithmetic on the mapping itself (no integer-to-pointer casts).
+  char* p = static_cast<char*>(raw) + (aligned - start);
+  if (end > aligned + size) ::munmap(p + size, end - (aligned + size));
   ::madvise(p, size, MADV_HUGEPAGE);  // advisory: without THP the region keeps 4 KiB pages
   if (zero_fill) std::memset(p, 0, size);
   return p;

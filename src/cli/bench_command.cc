@@ -275,7 +275,7 @@ double Roofline(const ModelBenchResult& r, const MachinePeaks& p, bool* is_bandw
   return r.achieved_gflops / peak;
 }
 
-void PrintModelResult(const ModelBenchResult& r, const ModelConfig& config, void* user) {
+void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, void* user) {
   auto& ctx = *static_cast<ModelPrintContext*>(user);
   bool bandwidth = false;
   const double fraction = Roofline(r, ctx.peaks, &bandwidth);

@@ -29,7 +29,9 @@ void SetThreads(int threads) {
 
 }  // namespace latte::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"latte: inference for DeepSeek models with Multi-head Latent Attention"};
   app.require_subcommand(1);
   latte::cli::AddGenerateCommand(app);
@@ -41,9 +43,19 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "latte: error: %s\n", e.what());
-    return 1;
   }
   return latte::cli::ExitCode();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "latte: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "latte: error: an unknown exception\n");
+  }
+  return 1;
 }

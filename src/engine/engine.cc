@@ -335,6 +335,7 @@ bool Engine::Step() {
   counters_.model_seconds += SecondsSince(model_start);
   if (!status.ok()) {  // inputs are validated at Submit: this is a bug, not a client's error
     std::vector<RequestState*> failed;
+    failed.reserve(chunks.size());
     for (const ScheduledChunk& ch : chunks) failed.push_back(static_cast<Choice*>(ch.seq->owner)->request);
     for (RequestState* r : failed) {
       if (r->open > 0) EndRequest(*r, "internal error: " + status.message());

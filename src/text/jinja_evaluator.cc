@@ -783,7 +783,7 @@ class Evaluator {
   }
 
   Value EvalFilter(const Node& node) {
-    const Value operand = Eval(*node.args[0]);
+    Value operand = Eval(*node.args[0]);  // not const: returned by move
     const Args args = EvalArgs(node, 1);
     const std::string& name = node.name;
     if (name == "safe") return operand;
@@ -976,7 +976,7 @@ class Evaluator {
   }
 
   bool EvalTest(const Node& node) {
-    const Value operand = Eval(*node.args[0]);
+    Value operand = Eval(*node.args[0]);  // not const: returned by move
     const Args args = EvalArgs(node, 1);
     const Value* arg = args.positional.empty() ? nullptr : &args.positional[0];
     return ApplyTest(node, node.name, operand, arg);
