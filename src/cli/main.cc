@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   latte::cli::AddCalcCommand(app);
   latte::cli::AddBenchCommand(app);
   latte::cli::AddTokenizeCommand(app);
+  latte::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
