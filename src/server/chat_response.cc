@@ -24,17 +24,18 @@ ChatFormatter::ChatFormatter(const ChatRequest& request, bool reasoning_parser, 
       stream_(request.stream),
       include_usage_(request.include_usage),
       reasoning_parser_(reasoning_parser),
+      tokens_as_ids_(request.tokens_as_ids),
       prompt_tokens_(static_cast<int64_t>(request.request.prompt.size())),
       stop_token_ids_(request.request.stop_token_ids) {}
 
 nlohmann::json ChatFormatter::TokenLogprobJson(const SampledToken& t) const {
   nlohmann::json top = nlohmann::json::array();
   for (const TokenLogprob& alt : t.top_logprobs()) {
-    top.push_back({{"token", TokenText(tokenizer_, alt.id)},
+    top.push_back({{"token", TokenText(tokenizer_, alt.id, tokens_as_ids_)},
                    {"logprob", alt.logprob},
                    {"bytes", TokenBytesJson(tokenizer_, alt.id)}});
   }
-  return {{"token", TokenText(tokenizer_, t.id)},
+  return {{"token", TokenText(tokenizer_, t.id, tokens_as_ids_)},
           {"logprob", t.logprob},
           {"bytes", TokenBytesJson(tokenizer_, t.id)},
           {"top_logprobs", top}};

@@ -45,6 +45,7 @@ class ChatFormatter : public ResponseFormatter {
   const bool stream_;
   const bool include_usage_;
   const bool reasoning_parser_;
+  const bool tokens_as_ids_;
   const int64_t prompt_tokens_;
   const std::vector<int32_t> stop_token_ids_;
   std::map<int, Choice> choices_;

@@ -13,6 +13,7 @@ CompletionFormatter::CompletionFormatter(const CompletionRequest& request, const
       logprobs_(request.logprobs),
       stream_(request.stream),
       include_usage_(request.include_usage),
+      tokens_as_ids_(request.tokens_as_ids),
       prompt_texts_(request.prompt_texts),
       prompt_logprobs_(request.prompts.size()) {
   for (const GenerationRequest& r : request.prompts) {
@@ -24,11 +25,11 @@ CompletionFormatter::CompletionFormatter(const CompletionRequest& request, const
 // Each token's text, its logprob, the top alternatives by text (vLLM adds the chosen
 // token to them), and where it starts in the choice's text.
 void CompletionFormatter::AddToken(Logprobs& lp, int64_t& offset, const SampledToken& t) const {
-  const std::string text = TokenText(tokenizer_, t.id);
+  const std::string text = TokenText(tokenizer_, t.id, tokens_as_ids_);
   lp.tokens.push_back(text);
   lp.token_logprobs.push_back(t.logprob);
   nlohmann::json top = nlohmann::json::object();
-  for (const TokenLogprob& alt : t.top_logprobs()) top[TokenText(tokenizer_, alt.id)] = alt.logprob;
+  for (const TokenLogprob& alt : t.top_logprobs()) top[TokenText(tokenizer_, alt.id, tokens_as_ids_)] = alt.logprob;
   top[text] = t.logprob;
   lp.top_logprobs.push_back(std::move(top));
   lp.text_offset.push_back(offset);
@@ -56,7 +57,7 @@ void CompletionFormatter::Echo(size_t prompt, Choice& c, std::string& text, Logp
       AddToken(lp, offset, scored[i - 1]);
       continue;
     }
-    const std::string token = TokenText(tokenizer_, ids[i]);
+    const std::string token = TokenText(tokenizer_, ids[i], tokens_as_ids_);
     lp.tokens.push_back(token);
     lp.token_logprobs.push_back(nullptr);
     lp.top_logprobs.push_back(nullptr);

@@ -54,6 +54,7 @@ class CompletionFormatter : public ResponseFormatter {
   const std::optional<int> logprobs_;
   const bool stream_;
   const bool include_usage_;
+  const bool tokens_as_ids_;
   std::vector<std::string> prompt_texts_;
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<std::vector<int32_t>> stop_token_ids_;

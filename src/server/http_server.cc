@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <array>
 #include <deque>
 #include <optional>
 
@@ -102,6 +103,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnRead(beast::error_code ec) {
     reading_ = false;
+    if (closed_) {  // closing (LingerThenClose): nothing more is answered
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      return;
+    }
     read_timer_.cancel();
     if (ec) {
       if (deferred_) {  // the client hung up (or broke the protocol) while waiting
@@ -147,7 +153,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     deferred_ = std::get<std::shared_ptr<DeferredReply>>(std::move(handled));
-    ++server_->pending;
+    CountPending(true);
     std::weak_ptr<Session> weak = weak_from_this();
     auto executor = stream_.get_executor();
     deferred_->Start([weak, executor] {
@@ -200,7 +206,18 @@ class Session : public std::enable_shared_from_this<Session> {
   void FinishDeferred() {
     deferred_.reset();
     poll_timer_.cancel();
-    --server_->pending;
+  }
+
+  // A deferred reply is pending from its start until its last byte is written (or the
+  // connection closes): shutdown waits for exactly that.
+  void CountPending(bool pending) {
+    if (pending == counted_) return;
+    counted_ = pending;
+    if (pending) {
+      ++server_->pending;
+    } else {
+      --server_->pending;
+    }
   }
 
   void CancelDeferred() {
@@ -270,13 +287,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const bool ends_reply = writes_.front().ends_reply;
     writes_.pop_front();
+    if (ends_reply && !deferred_) CountPending(false);
     if (!ends_reply || !writes_.empty()) {
       WriteNext();
       return;
     }
     writing_ = false;
     if (!keep_alive_) {
-      Close();
+      LingerThenClose();
     } else if (next_request_) {
       auto req = std::move(*next_request_);
       next_request_.reset();
@@ -288,12 +306,45 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // Ends a connection after a reply that said "Connection: close" (e.g. a 413 sent while
+  // the client is still uploading): the send side closes at once, and what the client
+  // still sends is read and dropped for a moment, because closing a socket with unread
+  // data resets the connection and the client could lose the reply.
+  void LingerThenClose() {
+    if (closed_) return;
+    closed_ = true;
+    writes_.clear();
+    poll_timer_.cancel();
+    CountPending(false);
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    read_timer_.expires_after(std::chrono::seconds(2));
+    read_timer_.async_wait([self = shared_from_this()](beast::error_code) {
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+    });
+    if (!reading_) Discard();  // a pending request read drains as well
+  }
+
+  void Discard() {
+    stream_.socket().async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (!ec) {
+        self->Discard();
+        return;
+      }
+      self->read_timer_.cancel();
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+    });
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
     writes_.clear();
     read_timer_.cancel();
     poll_timer_.cancel();
+    CountPending(false);
     beast::error_code ignored;
     // Send side first: bytes already written still reach the client before the close.
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -303,6 +354,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   HttpServer::Impl* server_;  // outlives every session (its io_context owns them)
   beast::flat_buffer buffer_;
+  std::array<char, 4096> discard_;
   std::optional<http::request_parser<http::string_body>> parser_;
   net::steady_timer read_timer_;
   net::steady_timer poll_timer_;
@@ -314,6 +366,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool keep_alive_ = true;
   bool closed_ = false;
+  bool counted_ = false;  // this connection's reply counts in server_->pending
 };
 
 }  // namespace

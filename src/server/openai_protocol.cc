@@ -230,6 +230,7 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
   LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
   bool add_special_tokens = true;
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "add_special_tokens", add_special_tokens));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
 
   std::vector<std::vector<int32_t>> prompts;
   LATTE_RETURN_IF_API_ERROR(ReadPrompts(body, model, add_special_tokens, prompts, out.prompt_texts));
@@ -302,6 +303,7 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
   r.sampling.logprobs = out.top_logprobs;
   LATTE_RETURN_IF_API_ERROR(CheckSampling(r.sampling));
   LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
 
   nlohmann::json context;
   LATTE_RETURN_IF_API_ERROR(ChatTemplateContext(body, context));
@@ -318,8 +320,8 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
   return std::nullopt;
 }
 
-std::string TokenText(const Tokenizer* tokenizer, int32_t id) {
-  if (tokenizer == nullptr) return "token_id:" + std::to_string(id);
+std::string TokenText(const Tokenizer* tokenizer, int32_t id, bool as_id) {
+  if (tokenizer == nullptr || as_id) return "token_id:" + std::to_string(id);
   return tokenizer->Decode({id});
 }
 

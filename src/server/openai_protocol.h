@@ -43,6 +43,7 @@ struct CompletionRequest {
   std::optional<int> logprobs;             // alternatives per token; nullopt: no logprobs
   bool stream = false;
   bool include_usage = false;
+  bool tokens_as_ids = false;              // vLLM's return_tokens_as_token_ids
 };
 
 // /v1/chat/completions: the conversation rendered by the chat template, one engine request.
@@ -54,6 +55,7 @@ struct ChatRequest {
   int top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;
+  bool tokens_as_ids = false;              // vLLM's return_tokens_as_token_ids
 };
 
 // Body parsing (the body must already be a JSON object) and validation.
@@ -65,8 +67,9 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
 MaybeError CheckModelName(const nlohmann::json& body, const ServedModel& model);
 
 // A token as logprobs responses spell it: its text alone (lossy UTF-8, special tokens
-// written out), or "token_id:N" without a tokenizer.
-std::string TokenText(const Tokenizer* tokenizer, int32_t id);
+// written out), or "token_id:N" without a tokenizer or when `as_id` (vLLM's
+// return_tokens_as_token_ids).
+std::string TokenText(const Tokenizer* tokenizer, int32_t id, bool as_id = false);
 
 // Usage object: prompt, completion and total tokens.
 nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
