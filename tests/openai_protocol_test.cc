@@ -91,6 +91,11 @@ TEST(OpenAiProtocol, PromptShapes) {
   ExpectBadField(Completion({{"prompt", json::array({1, -1})}}), "prompt");
   ExpectBadField(Completion({{"prompt", 5}}), "prompt");
   ExpectBadField(Completion(json::object()), "prompt");
+  // Prompts × n is bounded: 600 prompts × n 2 is more than 1024 sequences.
+  json many = json::array();
+  for (int i = 0; i < 600; ++i) many.push_back(json::array({1}));
+  EXPECT_FALSE(Completion({{"prompt", many}}));
+  ExpectBadField(Completion({{"prompt", many}, {"n", 2}}), "prompt");
 }
 
 TEST(OpenAiProtocol, WrongTypesNameTheField) {

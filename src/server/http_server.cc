@@ -89,6 +89,35 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // reads are timed by read_timer_, only while idle
     reading_ = true;
     if (!deferred_) ArmReadTimer();
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  // Headers in: a client that sent "Expect: 100-continue" (curl, for large bodies) waits
+  // for "100 Continue" before it sends the body. An oversized Content-Length fails here
+  // already (body_limit), so such a body is never sent.
+  void OnHeader(beast::error_code ec) {
+    if (ec || parser_->is_done()) {
+      OnRead(ec);
+      return;
+    }
+    const bool expects_continue = beast::iequals(parser_->get()[http::field::expect], "100-continue");
+    if (expects_continue && !deferred_ && !writing_) {
+      auto res = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      stream_.expires_after(server_->options.write_timeout);
+      http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+        if (ec) {
+          self->OnRead(ec);
+          return;
+        }
+        self->ReadBody();
+      });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
@@ -154,6 +183,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     deferred_ = std::get<std::shared_ptr<DeferredReply>>(std::move(handled));
     CountPending(true);
+    // Watch for a hang-up. Started before any write: a read started while a write is
+    // pending would inherit that write's timeout, and a long generation is no timeout.
+    if (!reading_) ReadRequest();
     std::weak_ptr<Session> weak = weak_from_this();
     auto executor = stream_.get_executor();
     deferred_->Start([weak, executor] {
@@ -166,7 +198,6 @@ class Session : public std::enable_shared_from_this<Session> {
     });
     ArmPollTimer();
     Pump();
-    if (deferred_ && !reading_ && !closed_) ReadRequest();  // watch for a hang-up
   }
 
   void ArmPollTimer() {

@@ -234,6 +234,13 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
 
   std::vector<std::vector<int32_t>> prompts;
   LATTE_RETURN_IF_API_ERROR(ReadPrompts(body, model, add_special_tokens, prompts, out.prompt_texts));
+  // Each choice of each prompt is a sequence in the engine: bound what one body can ask
+  // for (a list of a million one-token prompts fits in the body limit).
+  if (static_cast<int64_t>(prompts.size()) * base.n > kMaxSequencesPerRequest) {
+    return BadRequest("prompt: " + std::to_string(prompts.size()) + " prompts × n = " + std::to_string(base.n) +
+                          " is more than " + std::to_string(kMaxSequencesPerRequest) + " sequences in one request",
+                      "prompt");
+  }
   out.n = base.n;
   for (auto& ids : prompts) {
     LATTE_RETURN_IF_API_ERROR(CheckLength(static_cast<int64_t>(ids.size()), base.max_tokens, model, "max_tokens"));

@@ -33,6 +33,9 @@ struct ServedModel {
   int64_t created = 0;            // unix seconds the server started (/v1/models)
 };
 
+// The most sequences (prompts × n) one completions request may ask for.
+inline constexpr int64_t kMaxSequencesPerRequest = 1024;
+
 // /v1/completions: one engine request per prompt, each with n choices.
 struct CompletionRequest {
   std::string model;

@@ -108,6 +108,11 @@ test('echo with generation: the prompt text comes first', async () => {
   const r = await client.completions.create({ model: 'tiny', prompt: PROMPT, max_tokens: 4, temperature: 0, echo: true });
   const plain = await client.completions.create({ model: 'tiny', prompt: PROMPT, max_tokens: 4, temperature: 0 });
   assert.equal(r.choices[0].text, PROMPT + plain.choices[0].text);
+  // max_tokens 0: the prompt alone, no token generated.
+  const zero = await client.completions.create({ model: 'tiny', prompt: PROMPT, max_tokens: 0, echo: true });
+  assert.equal(zero.choices[0].text, PROMPT);
+  assert.equal(zero.choices[0].finish_reason, 'length');
+  assert.equal(zero.usage.completion_tokens, 0);
 });
 
 test('stop strings end the text just before the first match', async () => {
