@@ -1,10 +1,68 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: build, make the tiny random model if absent,
-# and generate from it.
+# The main job on an embedded default: build, start `latte serve` on the default model
+# (models/default, the trained one, when it is there; else a tiny random model), ask it
+# once through /v1/completions and once through /v1/chat/completions with curl, print
+# the answers, and stop the server (SIGINT: it exits 0). It ends by printing the command
+# that keeps a server up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-if [ ! -f models/tiny/config.json ]; then
-  ./build/latte make-model --preset tiny --seed 1 --out models/tiny
+if [ -f models/default/config.json ]; then
+  model=models/default
+else
+  if [ ! -f models/tiny/config.json ]; then
+    ./build/latte make-model --preset tiny --seed 1 --out models/tiny
+  fi
+  model=models/tiny
 fi
-./build/latte generate --model models/tiny --prompt-ids 1,2,3,4,5 --max-tokens 16
+
+log=$(mktemp)
+# Port 0: any free port (the log names it), so a busy 8000 cannot stop the quickstart.
+./build/latte serve --model "$model" --served-model-name latte --port 0 2>"$log" &
+pid=$!
+cleanup() {
+  kill -INT "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -f "$log"
+}
+trap cleanup EXIT
+
+port=""
+for _ in $(seq 1 1200); do  # up to 2 minutes to load the model
+  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  if ! kill -0 "$pid" 2>/dev/null; then
+    cat "$log" >&2
+    echo "quickstart: latte serve did not start" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+url="http://127.0.0.1:$port"
+echo "latte serve is up at $url with $model"
+
+completion='{"model": "latte", "prompt": "The capital of France is", "max_tokens": 32, "temperature": 0}'
+chat='{"model": "latte", "messages": [{"role": "user", "content": "Say hello in three languages."}], "max_tokens": 64, "temperature": 0}'
+run() {  # prints the curl command, then runs it and prints the answer
+  echo
+  echo "\$ curl -s $url$1 -H 'Content-Type: application/json' -d '$2'"
+  curl -sf "$url$1" -H 'Content-Type: application/json' -d "$2"
+  echo
+}
+run /v1/completions "$completion"
+run /v1/chat/completions "$chat"
+
+kill -INT "$pid"
+status=0
+wait "$pid" || status=$?
+trap 'rm -f "$log"' EXIT
+if [ "$status" != 0 ]; then
+  cat "$log" >&2
+  echo "quickstart: latte serve exited with $status" >&2
+  exit 1
+fi
+echo
+echo "The server stopped cleanly. To keep one up:"
+echo "  ./build/latte serve --model $model --served-model-name latte --port 8000"
+echo "and try it with:"
+echo "  curl -s http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' -d '$completion'"

@@ -400,4 +400,31 @@ TEST(Engine, Fp8KvCacheLogitsStayNearBf16) {
 }
 
 }  // namespace
+// max_tokens 0 without prompt logprobs computes nothing, but the stream must still end
+// (each choice's finish output pushed), or a client waiting on it would wait forever.
+TEST(Engine, MaxTokensZeroWithoutPromptLogprobsFinishesEveryChoice) {
+  Loaded m = Load(TinyModel(DType::kF32), MlaMode::kAbsorbed);
+  Engine engine(*m.model, nullptr, Options(64));
+  GenerationRequest r;
+  r.prompt = {3, 4, 5};
+  r.max_tokens = 0;
+  r.n = 2;
+  auto stream = engine.Submit(r);
+  ASSERT_TRUE(stream.ok());
+  while (engine.Step()) {
+  }
+  std::vector<GenerationOutput> outputs;  // a bounded wait: a missing finish fails, not hangs
+  while (auto out = stream.value()->Next(std::chrono::steady_clock::now() + std::chrono::seconds(1))) {
+    outputs.push_back(std::move(*out));
+  }
+  ASSERT_EQ(outputs.size(), 2u);
+  for (const GenerationOutput& out : outputs) {
+    ASSERT_TRUE(out.finish.has_value());
+    EXPECT_EQ(*out.finish, FinishReason::kLength);
+    EXPECT_TRUE(out.tokens.empty());
+    EXPECT_EQ(out.prompt_tokens, 3);
+  }
+  EXPECT_TRUE(stream.value()->done());
+}
+
 }  // namespace latte

@@ -13,6 +13,7 @@ void AddMakeModelCommand(CLI::App& app);
 void AddCalcCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
+void AddServeCommand(CLI::App& app);
 
 // Sets the process exit code (the last non-zero one wins).
 void ExitWith(int code);

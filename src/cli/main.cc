@@ -39,6 +39,7 @@ int Run(int argc, char** argv) {
   latte::cli::AddCalcCommand(app);
   latte::cli::AddBenchCommand(app);
   latte::cli::AddTokenizeCommand(app);
+  latte::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

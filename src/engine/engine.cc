@@ -210,6 +210,8 @@ void Engine::TakeInbox() {
         out.index = c->index;
         out.prompt_tokens = c->seq.prompt_len;
         FinishChoice(*c, FinishReason::kLength, out);
+        out.time = Clock::now();
+        state.stream->Push(std::move(out));
       }
     }
   }

@@ -1,0 +1,116 @@
+// latte serve: the OpenAI-compatible HTTP server (src/server/) over the serving engine.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "server/api_server.h"
+#include "server/http_server.h"
+#include "text/chat_template.h"
+
+namespace latte::cli {
+namespace {
+
+struct ServeArgs {
+  EngineFlags engine;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::string served_model_name;
+  int64_t max_queue = server::ApiOptions{}.max_queue;
+  double queue_timeout_s = 0;
+  std::string reasoning_parser;
+  int io_threads = 2;
+};
+
+Status RunServe(const ServeArgs& args) {
+  if (args.port < 0 || args.port > 65535) return Status::Error("--port must be in [0, 65535]");
+  if (args.max_queue < 1) return Status::Error("--max-queue must be at least 1");
+  if (args.queue_timeout_s < 0) return Status::Error("--queue-timeout must be >= 0");
+  if (args.io_threads < 1) return Status::Error("--io-threads must be at least 1");
+  if (!args.reasoning_parser.empty() && args.reasoning_parser != "deepseek_r1") {
+    return Status::Error("--reasoning-parser must be deepseek_r1, got \"" + args.reasoning_parser + "\"");
+  }
+  server::ApiOptions api;
+  api.api_key = args.api_key;
+  if (api.api_key.empty()) {
+    if (const char* key = std::getenv("LATTE_API_KEY")) api.api_key = key;
+  }
+  api.max_queue = args.max_queue;
+  api.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.queue_timeout_s * 1000));
+
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(args.engine, /*log=*/true));
+  std::optional<ChatTemplate> chat_template;
+  const std::string config = args.engine.model + "/tokenizer_config.json";
+  if (stack->tokenizer && std::filesystem::exists(config)) {
+    auto parsed = ChatTemplate::FromTokenizerConfig(config);
+    if (parsed.ok()) {
+      chat_template = std::move(parsed).value();
+    } else {
+      std::fprintf(stderr, "latte serve: no chat endpoint: %s\n", parsed.status().message().c_str());
+    }
+  }
+  const ModelConfig& c = stack->model->config();
+  server::ServedModel model;
+  model.name = args.served_model_name.empty() ? args.engine.model : args.served_model_name;
+  model.path = args.engine.model;
+  model.max_model_len = c.max_position_embeddings;
+  model.vocab_size = c.vocab_size;
+  model.pool_tokens = stack->engine->pool_tokens();
+  model.max_num_seqs = args.engine.max_num_seqs;
+  model.tokenizer = stack->tokenizer.get();
+  model.chat_template = chat_template ? &*chat_template : nullptr;
+  model.reasoning_parser = !args.reasoning_parser.empty();
+  model.created = static_cast<int64_t>(std::time(nullptr));
+
+  server::ApiServer api_server(*stack->engine, model, args.engine.mla_mode, api);
+  server::HttpServerOptions http;
+  http.host = args.host;
+  http.port = static_cast<uint16_t>(args.port);
+  http.threads = args.io_threads;
+  server::HttpServer http_server(http, [&api_server](server::HttpRequest& r) { return api_server.Handle(r); });
+  LATTE_RETURN_IF_ERROR(http_server.Listen());
+  // SIGINT/SIGTERM: the engine ends every running request (streams get an error event,
+  // then [DONE]), the replies are written, and the process exits 0.
+  Engine& engine = *stack->engine;
+  http_server.ShutdownOnSignals(
+      [&api_server, &engine] {
+        std::fprintf(stderr, "latte serve: shutting down\n");
+        api_server.SetShuttingDown();
+        engine.Stop("the server is shutting down");
+      },
+      std::chrono::seconds(5));
+  std::fprintf(stderr, "latte serve: listening on http://%s:%u (model \"%s\"%s)\n", args.host.c_str(),
+               http_server.port(), model.name.c_str(), api.api_key.empty() ? "" : ", API key required");
+  http_server.Run();
+  std::fprintf(stderr, "latte serve: stopped\n");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, metrics)");
+  AddEngineFlags(*cmd, args->engine);
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on (0: any free port, logged)")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "Require Authorization: Bearer KEY on /v1/ (default: $LATTE_API_KEY)");
+  cmd->add_option("--served-model-name", args->served_model_name, "The model's name in the API (default: --model)");
+  cmd->add_option("--max-queue", args->max_queue, "Requests waiting to start; more get 503 with Retry-After")
+      ->capture_default_str();
+  cmd->add_option("--queue-timeout", args->queue_timeout_s,
+                  "Seconds a request may wait to start before a 503 (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--reasoning-parser", args->reasoning_parser,
+                  "deepseek_r1: return <think>...</think> as reasoning_content");
+  cmd->add_option("--io-threads", args->io_threads, "Threads serving HTTP (parsing, tokenizing, formatting)")
+      ->capture_default_str();
+  cmd->callback([args] { ExitOnError("serve", RunServe(*args)); });
+}
+
+}  // namespace latte::cli

@@ -1,0 +1,44 @@
+#include "server/api_error.h"
+
+namespace latte::server {
+
+nlohmann::json ApiError::ToJson() const {
+  nlohmann::json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return {{"error", e}};
+}
+
+ApiError BadRequest(std::string message, std::string param) {
+  return {400, "invalid_request_error", std::move(message), std::move(param), {}, 0};
+}
+
+ApiError NotFound(std::string message, std::string code) {
+  return {404, "invalid_request_error", std::move(message), {}, std::move(code), 0};
+}
+
+ApiError Unauthorized(std::string message) {
+  return {401, "authentication_error", std::move(message), {}, "invalid_api_key", 0};
+}
+
+ApiError MethodNotAllowed(std::string message) {
+  return {405, "invalid_request_error", std::move(message), {}, "method_not_allowed", 0};
+}
+
+ApiError PayloadTooLarge(std::string message) {
+  return {413, "invalid_request_error", std::move(message), {}, "request_too_large", 0};
+}
+
+ApiError UnsupportedMediaType(std::string message) {
+  return {415, "invalid_request_error", std::move(message), {}, "unsupported_media_type", 0};
+}
+
+ApiError Unavailable(std::string message, int retry_after_s) {
+  return {503, "service_unavailable", std::move(message), {}, "service_unavailable", retry_after_s};
+}
+
+ApiError InternalError(std::string message) {
+  return {500, "server_error", std::move(message), {}, {}, 0};
+}
+
+}  // namespace latte::server

@@ -1,0 +1,36 @@
+// The error a client gets back: an HTTP status and OpenAI's error object,
+//   {"error": {"message": "...", "type": "...", "param": "field" | null, "code": ...}}
+// Every request-level failure in the server is one of these; nothing about HTTP
+// reaches the engine, and nothing a client sends ends the process.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace latte::server {
+
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;      // the offending field, or empty (JSON null)
+  std::string code;       // a short machine-readable reason, or empty (JSON null)
+  int retry_after_s = 0;  // > 0: sent as Retry-After (503s)
+
+  nlohmann::json ToJson() const;
+};
+
+// 400 invalid_request_error naming `param`.
+ApiError BadRequest(std::string message, std::string param = {});
+ApiError NotFound(std::string message, std::string code = {});
+ApiError Unauthorized(std::string message);
+ApiError MethodNotAllowed(std::string message);
+ApiError PayloadTooLarge(std::string message);
+ApiError UnsupportedMediaType(std::string message);
+// 503 with Retry-After: the queue is full, a request waited too long, or the server stops.
+ApiError Unavailable(std::string message, int retry_after_s);
+ApiError InternalError(std::string message);
+
+}  // namespace latte::server

@@ -1,0 +1,205 @@
+#include "server/api_server.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "server/chat_response.h"
+#include "server/completion_response.h"
+#include "server/generation_reply.h"
+#include "server/json_fields.h"
+#include "text/utf8.h"
+
+namespace latte::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+HttpReply JsonReply(const nlohmann::json& body) {
+  return HttpReply{200, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// application/json, with or without parameters (charset=utf-8).
+bool IsJsonContentType(const std::string& value) {
+  const std::string media = Lower(value.substr(0, value.find(';')));
+  const auto first = media.find_first_not_of(" \t"), last = media.find_last_not_of(" \t");
+  return first != std::string::npos && media.substr(first, last - first + 1) == "application/json";
+}
+
+// The body as a JSON object, or the 4xx naming what is wrong with it.
+MaybeError ParseBody(const HttpRequest& request, nlohmann::json& body) {
+  if (!IsJsonContentType(request.content_type)) {
+    return UnsupportedMediaType("Content-Type must be application/json, got \"" + request.content_type + "\"");
+  }
+  if (!IsValidUtf8(request.body)) return BadRequest("the request body is not valid UTF-8");
+  body = nlohmann::json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return BadRequest("the request body is not valid JSON");
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  return std::nullopt;
+}
+
+// Paths and the method each takes.
+struct Route {
+  const char* path;
+  const char* method;
+  bool needs_key;
+  bool json_body;
+};
+constexpr Route kRoutes[] = {
+    {"/v1/completions", "POST", true, true},
+    {"/v1/chat/completions", "POST", true, true},
+    {"/v1/models", "GET", true, false},
+    {"/health", "GET", false, false},
+    {"/metrics", "GET", false, false},
+    {"/version", "GET", false, false},
+    {"/tokenize", "POST", false, true},
+    {"/detokenize", "POST", false, true},
+};
+
+}  // namespace
+
+HttpReply ErrorReply(const ApiError& error) {
+  HttpReply r{error.status, "application/json", error.ToJson().dump(), {}};
+  if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  return r;
+}
+
+ApiServer::ApiServer(Engine& engine, ServedModel model, std::string mla_mode, ApiOptions options)
+    : engine_(engine), model_(std::move(model)), options_(std::move(options)), metrics_(model_.name, std::move(mla_mode)) {}
+
+Handled ApiServer::Handle(HttpRequest& request) {
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (request.path == r.path) route = &r;
+  }
+  if (route == nullptr) return ErrorReply(NotFound("no such path: " + request.path, "not_found"));
+  if (request.method != route->method) {
+    HttpReply r = ErrorReply(MethodNotAllowed(request.path + " takes " + route->method + ", not " + request.method));
+    r.headers.emplace_back("Allow", route->method);
+    return r;
+  }
+  if (route->needs_key && !options_.api_key.empty() && request.authorization != "Bearer " + options_.api_key) {
+    return ErrorReply(Unauthorized(request.authorization.empty() ? "missing API key: send Authorization: Bearer <key>"
+                                                                 : "incorrect API key"));
+  }
+  const std::string path = request.path;
+  if (path == "/health") {
+    if (shutting_down_) return ErrorReply(Unavailable("the server is shutting down", 1));
+    return HttpReply{200, "application/json", "", {}};
+  }
+  if (path == "/metrics") return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Render(engine_.Stats()), {}};
+  if (path == "/version") return JsonReply({{"version", kLatteVersion}});
+  if (path == "/v1/models") return Models();
+  nlohmann::json body;
+  if (auto e = ParseBody(request, body)) return ErrorReply(*e);
+  if (path == "/tokenize") return Tokenize(body);
+  if (path == "/detokenize") return Detokenize(body);
+  if (path == "/v1/completions") return Completions(body);
+  return ChatCompletions(body);
+}
+
+Handled ApiServer::Submit(std::vector<GenerationRequest> requests, std::string id, bool stream, int64_t prompt_tokens,
+                          std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival) {
+  if (shutting_down_) return ErrorReply(Unavailable("the server is shutting down", 1));
+  // The queue limit counts requests, not prompts: one HTTP request waits as one.
+  if (queued_.fetch_add(1) >= options_.max_queue) {
+    --queued_;
+    return ErrorReply(Unavailable("the server's queue is full (" + std::to_string(options_.max_queue) +
+                                      " requests waiting, --max-queue); retry later",
+                                  1));
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (GenerationRequest& r : requests) {
+    auto submitted = engine_.Submit(std::move(r));
+    if (!submitted.ok()) {
+      for (auto& s : streams) engine_.Abort(s->id());
+      --queued_;
+      const std::string& message = submitted.status().message();
+      if (message.find("shutting down") != std::string::npos) return ErrorReply(Unavailable(message, 1));
+      return ErrorReply(BadRequest(message));
+    }
+    streams.push_back(std::move(submitted).value());
+  }
+  GenerationLimits limits{&engine_, &metrics_, &queued_, options_.queue_timeout};
+  return std::make_shared<GenerationReply>(limits, std::move(id), stream, prompt_tokens, std::move(streams),
+                                           std::move(formatter), arrival);
+}
+
+Handled ApiServer::Completions(const nlohmann::json& body) {
+  const Clock::time_point arrival = Clock::now();
+  CompletionRequest request;
+  if (auto e = ParseCompletionRequest(body, model_, request)) return ErrorReply(*e);
+  std::string id = NewRequestId("cmpl-");
+  int64_t prompt_tokens = 0;
+  for (const GenerationRequest& r : request.prompts) prompt_tokens += static_cast<int64_t>(r.prompt.size());
+  auto formatter = std::make_unique<CompletionFormatter>(request, model_.tokenizer, id, UnixNow());
+  return Submit(std::move(request.prompts), std::move(id), request.stream, prompt_tokens, std::move(formatter), arrival);
+}
+
+Handled ApiServer::ChatCompletions(const nlohmann::json& body) {
+  const Clock::time_point arrival = Clock::now();
+  ChatRequest request;
+  if (auto e = ParseChatRequest(body, model_, request)) return ErrorReply(*e);
+  std::string id = NewRequestId("chatcmpl-");
+  const int64_t prompt_tokens = static_cast<int64_t>(request.request.prompt.size());
+  auto formatter = std::make_unique<ChatFormatter>(request, model_.reasoning_parser, model_.tokenizer, id, UnixNow());
+  std::vector<GenerationRequest> requests;
+  requests.push_back(std::move(request.request));
+  return Submit(std::move(requests), std::move(id), request.stream, prompt_tokens, std::move(formatter), arrival);
+}
+
+HttpReply ApiServer::Models() const {
+  const nlohmann::json card = {{"id", model_.name},
+                               {"object", "model"},
+                               {"created", model_.created},
+                               {"owned_by", "latte"},
+                               {"root", model_.path},
+                               {"parent", nullptr},
+                               {"max_model_len", model_.max_model_len}};
+  return JsonReply({{"object", "list"}, {"data", nlohmann::json::array({card})}});
+}
+
+// vLLM's /tokenize: {"prompt": text} or {"messages": [...]} in, {count, max_model_len,
+// tokens} out. add_special_tokens (default true) puts BOS first, as for completions.
+HttpReply ApiServer::Tokenize(const nlohmann::json& body) const {
+  if (auto e = CheckModelName(body, model_)) return ErrorReply(*e);
+  if (model_.tokenizer == nullptr) return ErrorReply(BadRequest("this model has no tokenizer.json"));
+  std::vector<int32_t> ids;
+  if (HasField(body, "messages")) {
+    if (model_.chat_template == nullptr) return ErrorReply(BadRequest("this model has no chat template", "messages"));
+    nlohmann::json context;
+    if (auto e = ChatTemplateContext(body, context)) return ErrorReply(*e);
+    auto text = model_.chat_template->Render(context);
+    if (!text.ok()) return ErrorReply(BadRequest("the chat template refused the messages: " + text.status().message(), "messages"));
+    ids = model_.tokenizer->Encode(text.value());
+  } else {
+    std::string prompt;
+    if (!HasField(body, "prompt")) return ErrorReply(BadRequest("prompt (or messages) is required", "prompt"));
+    if (auto e = ReadString(body, "prompt", prompt)) return ErrorReply(*e);
+    bool add_special_tokens = true;
+    if (auto e = ReadBool(body, "add_special_tokens", add_special_tokens)) return ErrorReply(*e);
+    if (add_special_tokens && model_.tokenizer->bos_id()) ids.push_back(*model_.tokenizer->bos_id());
+    const auto encoded = model_.tokenizer->Encode(prompt);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+  }
+  return JsonReply({{"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}});
+}
+
+HttpReply ApiServer::Detokenize(const nlohmann::json& body) const {
+  if (auto e = CheckModelName(body, model_)) return ErrorReply(*e);
+  if (model_.tokenizer == nullptr) return ErrorReply(BadRequest("this model has no tokenizer.json"));
+  if (!HasField(body, "tokens")) return ErrorReply(BadRequest("tokens is required", "tokens"));
+  std::vector<int32_t> ids;
+  if (auto e = ReadIdList(body, "tokens", model_.vocab_size, ids)) return ErrorReply(*e);
+  return JsonReply({{"prompt", model_.tokenizer->Decode(ids)}});
+}
+
+}  // namespace latte::server

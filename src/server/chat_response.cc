@@ -1,0 +1,137 @@
+#include "server/chat_response.h"
+
+namespace latte::server {
+namespace {
+
+// A token's raw bytes as OpenAI's `bytes` (a list of ints: the token may be part of a
+// UTF-8 character, which `token` cannot show).
+nlohmann::json TokenBytesJson(const Tokenizer* tokenizer, int32_t id) {
+  nlohmann::json bytes = nlohmann::json::array();
+  const std::string raw = tokenizer ? tokenizer->TokenBytes(id) : TokenText(nullptr, id);
+  for (unsigned char b : raw) bytes.push_back(static_cast<int>(b));
+  return bytes;
+}
+
+}  // namespace
+
+ChatFormatter::ChatFormatter(const ChatRequest& request, bool reasoning_parser, const Tokenizer* tokenizer,
+                             std::string id, int64_t created)
+    : tokenizer_(tokenizer),
+      id_(std::move(id)),
+      created_(created),
+      model_(request.model),
+      logprobs_(request.logprobs),
+      stream_(request.stream),
+      include_usage_(request.include_usage),
+      reasoning_parser_(reasoning_parser),
+      tokens_as_ids_(request.tokens_as_ids),
+      prompt_tokens_(static_cast<int64_t>(request.request.prompt.size())),
+      stop_token_ids_(request.request.stop_token_ids) {}
+
+nlohmann::json ChatFormatter::TokenLogprobJson(const SampledToken& t) const {
+  nlohmann::json top = nlohmann::json::array();
+  for (const TokenLogprob& alt : t.top_logprobs()) {
+    top.push_back({{"token", TokenText(tokenizer_, alt.id, tokens_as_ids_)},
+                   {"logprob", alt.logprob},
+                   {"bytes", TokenBytesJson(tokenizer_, alt.id)}});
+  }
+  return {{"token", TokenText(tokenizer_, t.id, tokens_as_ids_)},
+          {"logprob", t.logprob},
+          {"bytes", TokenBytesJson(tokenizer_, t.id)},
+          {"top_logprobs", top}};
+}
+
+nlohmann::json ChatFormatter::ChunkBase() const {
+  nlohmann::json chunk = {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}};
+  if (include_usage_) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+std::string ChatFormatter::OnOutput(size_t, const GenerationOutput& out) {
+  Choice& c = choices_[out.index];
+  if (reasoning_parser_ && !c.parser) c.parser.emplace();
+  ReasoningDelta delta;
+  if (c.parser) {
+    delta = c.parser->Push(out.text);
+    if (out.finish) {
+      ReasoningDelta rest = c.parser->Flush();
+      delta.reasoning += rest.reasoning;
+      delta.content += rest.content;
+    }
+  } else {
+    delta.content = out.text;
+  }
+  nlohmann::json lp = nlohmann::json::array();
+  if (logprobs_) {
+    for (const SampledToken& t : out.tokens) lp.push_back(TokenLogprobJson(t));
+  }
+  completion_tokens_ += static_cast<int64_t>(out.tokens.size());
+  if (out.finish) {
+    c.finish_reason = std::string(FinishReasonName(*out.finish));
+    if (!out.stop_reason.empty()) {
+      c.stop_reason = out.stop_reason;
+    } else if (*out.finish == FinishReason::kStop && !out.tokens.empty()) {
+      for (int32_t id : stop_token_ids_) {
+        if (id == out.tokens.back().id) c.stop_reason = id;
+      }
+    }
+  }
+  if (!stream_) {
+    c.content += delta.content;
+    c.reasoning += delta.reasoning;
+    for (auto& e : lp) c.logprobs.push_back(std::move(e));
+    return {};
+  }
+  std::string events;
+  if (!c.role_sent) {  // OpenAI's first delta of a choice: the role, empty content
+    c.role_sent = true;
+    nlohmann::json chunk = ChunkBase();
+    chunk["choices"] = nlohmann::json::array(
+        {{{"index", out.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    events += SseEvent(chunk);
+  }
+  if (delta.content.empty() && delta.reasoning.empty() && lp.empty() && !out.finish) return events;
+  nlohmann::json d = nlohmann::json::object();
+  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+  if (!delta.content.empty() || delta.reasoning.empty()) d["content"] = delta.content;
+  nlohmann::json choice = {{"index", out.index},
+                           {"delta", d},
+                           {"logprobs", logprobs_ ? nlohmann::json({{"content", lp}}) : nlohmann::json(nullptr)},
+                           {"finish_reason", out.finish ? c.finish_reason : nlohmann::json(nullptr)}};
+  if (out.finish) choice["stop_reason"] = c.stop_reason;
+  nlohmann::json chunk = ChunkBase();
+  chunk["choices"] = nlohmann::json::array({choice});
+  return events + SseEvent(chunk);
+}
+
+std::string ChatFormatter::Finish() {
+  const nlohmann::json usage = UsageJson(prompt_tokens_, completion_tokens_);
+  if (stream_) {
+    if (!include_usage_) return {};
+    nlohmann::json chunk = ChunkBase();
+    chunk["choices"] = nlohmann::json::array();
+    chunk["usage"] = usage;
+    return SseEvent(chunk);
+  }
+  nlohmann::json choices = nlohmann::json::array();
+  for (const auto& [index, c] : choices_) {
+    nlohmann::json message = {{"role", "assistant"}};
+    if (reasoning_parser_) {
+      // vLLM's R1 parser: no "</think>" means it was all reasoning, and content is null.
+      message["reasoning_content"] = c.reasoning.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.reasoning);
+      message["content"] = c.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.content);
+    } else {
+      message["content"] = c.content;
+    }
+    choices.push_back({{"index", index},
+                       {"message", message},
+                       {"logprobs", logprobs_ ? nlohmann::json({{"content", c.logprobs}}) : nlohmann::json(nullptr)},
+                       {"finish_reason", c.finish_reason},
+                       {"stop_reason", c.stop_reason}});
+  }
+  nlohmann::json body = {{"id", id_},       {"object", "chat.completion"}, {"created", created_},
+                         {"model", model_}, {"choices", choices},          {"usage", usage}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace latte::server

@@ -1,0 +1,55 @@
+// /v1/chat/completions responses in OpenAI's shape: one JSON body
+//   {id, object: "chat.completion", created, model, choices: [{index, message: {role,
+//    content[, reasoning_content]}, logprobs: {content: [{token, logprob, bytes,
+//    top_logprobs}]} | null, finish_reason, stop_reason}], usage}
+// or, streaming, "chat.completion.chunk"s: each choice's first delta carries the role,
+// the following ones content (or reasoning_content, with --reasoning-parser), the last
+// one finish_reason; then (include_usage) a chunk with no choices and the usage.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/generation_reply.h"
+#include "server/openai_protocol.h"
+#include "server/reasoning_parser.h"
+
+namespace latte::server {
+
+class ChatFormatter : public ResponseFormatter {
+ public:
+  ChatFormatter(const ChatRequest& request, bool reasoning_parser, const Tokenizer* tokenizer, std::string id,
+                int64_t created);
+  std::string OnOutput(size_t prompt, const GenerationOutput& out) override;
+  std::string Finish() override;
+
+ private:
+  struct Choice {
+    bool role_sent = false;
+    std::string content, reasoning;
+    nlohmann::json logprobs = nlohmann::json::array();
+    std::optional<ReasoningParser> parser;
+    nlohmann::json finish_reason = nullptr, stop_reason = nullptr;
+  };
+  nlohmann::json TokenLogprobJson(const SampledToken& t) const;
+  nlohmann::json ChunkBase() const;
+
+  const Tokenizer* tokenizer_;
+  const std::string id_;
+  const int64_t created_;
+  const std::string model_;
+  const bool logprobs_;
+  const bool stream_;
+  const bool include_usage_;
+  const bool reasoning_parser_;
+  const bool tokens_as_ids_;
+  const int64_t prompt_tokens_;
+  const std::vector<int32_t> stop_token_ids_;
+  std::map<int, Choice> choices_;
+  int64_t completion_tokens_ = 0;
+};
+
+}  // namespace latte::server

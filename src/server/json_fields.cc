@@ -1,0 +1,120 @@
+#include "server/json_fields.h"
+
+#include <cmath>
+
+namespace latte::server {
+namespace {
+
+const char* TypeName(const nlohmann::json& v) { return v.type_name(); }
+
+ApiError WrongType(const char* name, const char* want, const nlohmann::json& v) {
+  return BadRequest(std::string(name) + " must be " + want + ", got " + TypeName(v), name);
+}
+
+// The integer a JSON number stands for, if it is one within int64.
+std::optional<int64_t> AsInt(const nlohmann::json& v) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // 2^63 is exactly representable; anything at or past it does not fit.
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2233720368547758e18) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool HasField(const nlohmann::json& obj, const char* name) {
+  auto it = obj.find(name);
+  return it != obj.end() && !it->is_null();
+}
+
+MaybeError ReadInt(const nlohmann::json& obj, const char* name, int64_t& out) {
+  std::optional<int64_t> v;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(obj, name, v));
+  if (v) out = *v;
+  return std::nullopt;
+}
+
+MaybeError ReadInt(const nlohmann::json& obj, const char* name, std::optional<int64_t>& out) {
+  if (!HasField(obj, name)) return std::nullopt;
+  const nlohmann::json& v = obj.at(name);
+  const auto i = AsInt(v);
+  if (!i) return v.is_number() ? BadRequest(std::string(name) + " must be an integer", name)
+                               : WrongType(name, "an integer", v);
+  out = *i;
+  return std::nullopt;
+}
+
+MaybeError ReadFloat(const nlohmann::json& obj, const char* name, float& out) {
+  if (!HasField(obj, name)) return std::nullopt;
+  const nlohmann::json& v = obj.at(name);
+  if (!v.is_number()) return WrongType(name, "a number", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > 3.0e38) return BadRequest(std::string(name) + " must be finite", name);
+  out = static_cast<float>(d);
+  return std::nullopt;
+}
+
+MaybeError ReadBool(const nlohmann::json& obj, const char* name, bool& out) {
+  if (!HasField(obj, name)) return std::nullopt;
+  const nlohmann::json& v = obj.at(name);
+  if (!v.is_boolean()) return WrongType(name, "a boolean", v);
+  out = v.get<bool>();
+  return std::nullopt;
+}
+
+MaybeError ReadString(const nlohmann::json& obj, const char* name, std::string& out) {
+  if (!HasField(obj, name)) return std::nullopt;
+  const nlohmann::json& v = obj.at(name);
+  if (!v.is_string()) return WrongType(name, "a string", v);
+  out = v.get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError ReadStringOrList(const nlohmann::json& obj, const char* name, std::vector<std::string>& out) {
+  if (!HasField(obj, name)) return std::nullopt;
+  const nlohmann::json& v = obj.at(name);
+  out.clear();
+  if (v.is_string()) {
+    out.push_back(v.get<std::string>());
+    return std::nullopt;
+  }
+  if (!v.is_array()) return WrongType(name, "a string or a list of strings", v);
+  for (const auto& e : v) {
+    if (!e.is_string()) return WrongType(name, "a string or a list of strings", e);
+    out.push_back(e.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadIdList(const nlohmann::json& obj, const char* name, int64_t limit, std::vector<int32_t>& out) {
+  if (!HasField(obj, name)) return std::nullopt;
+  const nlohmann::json& v = obj.at(name);
+  if (!v.is_array()) return WrongType(name, "a list of token ids", v);
+  return IdsFromJson(v, name, name, limit, out);
+}
+
+MaybeError IdsFromJson(const nlohmann::json& v, const std::string& what, const char* param, int64_t limit,
+                       std::vector<int32_t>& out) {
+  out.clear();
+  out.reserve(v.size());
+  for (const auto& e : v) {
+    const auto id = AsInt(e);
+    if (!id) return BadRequest(what + " must hold integer token ids, got " + e.type_name(), param);
+    if (*id < 0 || *id >= limit) {
+      return BadRequest(what + ": token id " + std::to_string(*id) + " is outside the vocabulary [0, " +
+                            std::to_string(limit) + ")",
+                        param);
+    }
+    out.push_back(static_cast<int32_t>(*id));
+  }
+  return std::nullopt;
+}
+
+}  // namespace latte::server

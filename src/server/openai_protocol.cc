@@ -1,0 +1,355 @@
+#include "server/openai_protocol.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "engine/stop_matcher.h"
+#include "text/utf8.h"
+
+namespace latte::server {
+namespace {
+
+// The field an engine-side validation message names (SamplingParams::Validate starts
+// its messages with the field), as the error's `param`.
+std::string FirstWord(const std::string& message) { return message.substr(0, message.find(' ')); }
+
+// The fields completions and chat share, in vLLM's spelling.
+MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& model, GenerationRequest& r) {
+  SamplingParams& s = r.sampling;
+  LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "temperature", s.temperature));
+  LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "top_p", s.top_p));
+  int64_t top_k = s.top_k;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "top_k", top_k));
+  if (top_k < -1) return BadRequest("top_k must be -1 (off), 0 (off) or at least 1, got " + std::to_string(top_k), "top_k");
+  s.top_k = static_cast<int>(std::min<int64_t>(top_k, INT32_MAX));
+  LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "min_p", s.min_p));
+  LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "presence_penalty", s.presence_penalty));
+  LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "frequency_penalty", s.frequency_penalty));
+  LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "repetition_penalty", s.repetition_penalty));
+  std::optional<int64_t> seed;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "seed", seed));
+  if (seed) s.seed = static_cast<uint64_t>(*seed);
+
+  int64_t n = 1;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "n", n));
+  if (n < 1) return BadRequest("n must be at least 1, got " + std::to_string(n), "n");
+  if (n > model.max_num_seqs) {
+    return BadRequest("n = " + std::to_string(n) + " is more than the server runs at once (--max-num-seqs " +
+                          std::to_string(model.max_num_seqs) + ")",
+                      "n");
+  }
+  r.n = static_cast<int>(n);
+  std::optional<int64_t> best_of;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "best_of", best_of));
+  if (best_of && *best_of != n) {
+    return BadRequest("best_of must be absent or equal to n (" + std::to_string(n) + "); latte returns every choice",
+                      "best_of");
+  }
+
+  LATTE_RETURN_IF_API_ERROR(ReadStringOrList(body, "stop", r.stop));
+  if (r.stop.size() > kMaxStopStrings) {
+    return BadRequest("stop takes at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                          std::to_string(r.stop.size()),
+                      "stop");
+  }
+  for (const std::string& stop : r.stop) {
+    if (stop.empty()) return BadRequest("stop strings must not be empty", "stop");
+  }
+  if (!r.stop.empty() && model.tokenizer == nullptr) {
+    return BadRequest("stop strings need a tokenizer, and this model has none", "stop");
+  }
+  LATTE_RETURN_IF_API_ERROR(ReadIdList(body, "stop_token_ids", model.vocab_size, r.stop_token_ids));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "ignore_eos", r.ignore_eos));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "skip_special_tokens", r.skip_special_tokens));
+
+  if (HasField(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
+    return BadRequest("logit_bias is not supported", "logit_bias");
+  }
+  return std::nullopt;
+}
+
+// Streaming fields: `stream` and `stream_options.include_usage` (only with stream, as vLLM).
+MaybeError ReadStreamFields(const nlohmann::json& body, bool& stream, bool& include_usage) {
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "stream", stream));
+  if (!HasField(body, "stream_options")) return std::nullopt;
+  const nlohmann::json& options = body["stream_options"];
+  if (!options.is_object()) return BadRequest("stream_options must be an object", "stream_options");
+  if (!stream) return BadRequest("stream_options can only be given with stream: true", "stream_options");
+  if (auto e = ReadBool(options, "include_usage", include_usage)) {
+    e->param = "stream_options.include_usage";
+    return e;
+  }
+  return std::nullopt;
+}
+
+// Range checks the engine would make, reported with the field's name.
+MaybeError CheckSampling(const SamplingParams& s) {
+  const Status st = s.Validate();
+  if (!st.ok()) return BadRequest(st.message(), FirstWord(st.message()));
+  return std::nullopt;
+}
+
+// prompt + max_tokens must fit the context and the KV pool. `max_tokens_param` names the field.
+MaybeError CheckLength(int64_t prompt_tokens, int64_t max_tokens, const ServedModel& model, const char* max_tokens_param) {
+  const int64_t total = prompt_tokens + max_tokens;
+  if (total > model.max_model_len) {
+    return BadRequest("this model's maximum context length is " + std::to_string(model.max_model_len) +
+                          " tokens, but the request asks for " + std::to_string(total) + " (" +
+                          std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(max_tokens) + " in " +
+                          max_tokens_param + ")",
+                      prompt_tokens > model.max_model_len ? "prompt" : max_tokens_param);
+  }
+  if (total > model.pool_tokens) {
+    return BadRequest("the request needs " + std::to_string(total) + " tokens of KV cache (" +
+                          std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(max_tokens) + " in " +
+                          max_tokens_param + "), more than the server's whole cache holds (" +
+                          std::to_string(model.pool_tokens) + " tokens)",
+                      prompt_tokens > model.pool_tokens ? "prompt" : max_tokens_param);
+  }
+  return std::nullopt;
+}
+
+// One text prompt: valid UTF-8 (nlohmann checks that on parse), non-empty, encoded with
+// BOS first when add_special_tokens (vLLM's default for completions).
+MaybeError EncodeTextPrompt(const std::string& text, const ServedModel& model, bool add_special_tokens,
+                            std::vector<int32_t>& ids) {
+  if (model.tokenizer == nullptr) {
+    return BadRequest("this model has no tokenizer.json: send the prompt as token ids", "prompt");
+  }
+  if (text.empty()) return BadRequest("prompt must not be empty", "prompt");
+  ids.clear();
+  if (add_special_tokens && model.tokenizer->bos_id()) ids.push_back(*model.tokenizer->bos_id());
+  const std::vector<int32_t> encoded = model.tokenizer->Encode(text);
+  ids.insert(ids.end(), encoded.begin(), encoded.end());
+  return std::nullopt;
+}
+
+bool IsIdList(const nlohmann::json& v) {
+  return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_number(); });
+}
+
+// `prompt`: a string, a list of strings, a list of ids, or a list of id lists.
+MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, bool add_special_tokens,
+                       std::vector<std::vector<int32_t>>& prompts, std::vector<std::string>& texts) {
+  if (!HasField(body, "prompt")) return BadRequest("prompt is required", "prompt");
+  const nlohmann::json& p = body["prompt"];
+  const auto add_ids = [&](const nlohmann::json& ids) -> MaybeError {
+    if (!ids.is_array() || ids.empty()) return BadRequest("prompt must not be empty", "prompt");
+    std::vector<int32_t> out;
+    LATTE_RETURN_IF_API_ERROR(IdsFromJson(ids, "prompt", "prompt", model.vocab_size, out));
+    texts.push_back(model.tokenizer ? model.tokenizer->Decode(out) : std::string());
+    prompts.push_back(std::move(out));
+    return std::nullopt;
+  };
+  const auto add_text = [&](const std::string& text) -> MaybeError {
+    std::vector<int32_t> ids;
+    LATTE_RETURN_IF_API_ERROR(EncodeTextPrompt(text, model, add_special_tokens, ids));
+    texts.push_back(text);
+    prompts.push_back(std::move(ids));
+    return std::nullopt;
+  };
+  if (p.is_string()) return add_text(p.get<std::string>());
+  if (!p.is_array()) return BadRequest("prompt must be a string, a list of strings, a list of token ids or a list of token-id lists, got " + std::string(p.type_name()), "prompt");
+  if (p.empty()) return BadRequest("prompt must not be empty", "prompt");
+  if (IsIdList(p)) return add_ids(p);
+  for (const nlohmann::json& e : p) {
+    if (e.is_string()) {
+      LATTE_RETURN_IF_API_ERROR(add_text(e.get<std::string>()));
+    } else if (e.is_array()) {
+      LATTE_RETURN_IF_API_ERROR(add_ids(e));
+    } else {
+      return BadRequest("prompt must be a string, a list of strings, a list of token ids or a list of token-id lists; an element is " + std::string(e.type_name()), "prompt");
+    }
+  }
+  return std::nullopt;
+}
+
+// One message's content: a string, null (assistant turns), or a list of text parts.
+MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& content) {
+  const std::string where = "messages[" + std::to_string(i) + "].content";
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) {
+    content.clear();
+    return std::nullopt;
+  }
+  if (it->is_string()) {
+    content = it->get<std::string>();
+    return std::nullopt;
+  }
+  if (!it->is_array()) return BadRequest(where + " must be a string or a list of text parts", where);
+  content.clear();
+  for (const nlohmann::json& part : *it) {
+    if (!part.is_object() || part.value("type", nlohmann::json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return BadRequest(where + ": only {\"type\": \"text\", \"text\": ...} parts are supported", where);
+    }
+    content += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+MaybeError CheckModelName(const nlohmann::json& body, const ServedModel& model) {
+  std::string name;
+  LATTE_RETURN_IF_API_ERROR(ReadString(body, "model", name));
+  if (!HasField(body, "model") || name == model.name || name == model.path) return std::nullopt;
+  ApiError e = NotFound("the model \"" + name + "\" does not exist; this server serves \"" + model.name + "\"",
+                        "model_not_found");
+  e.param = "model";
+  return e;
+}
+
+MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel& model, CompletionRequest& out) {
+  LATTE_RETURN_IF_API_ERROR(CheckModelName(body, model));
+  out.model = model.name;
+  if (HasField(body, "suffix")) return BadRequest("suffix is not supported", "suffix");
+  GenerationRequest base;
+  base.max_tokens = 16;  // OpenAI's and vLLM's default for completions
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "max_tokens", base.max_tokens));
+  if (base.max_tokens < 0) return BadRequest("max_tokens must be >= 0, got " + std::to_string(base.max_tokens), "max_tokens");
+  LATTE_RETURN_IF_API_ERROR(ReadSamplingFields(body, model, base));
+  std::optional<int64_t> logprobs;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "logprobs", logprobs));
+  if (logprobs && (*logprobs < 0 || *logprobs > kMaxTopLogprobs)) {
+    return BadRequest("logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(*logprobs),
+                      "logprobs");
+  }
+  if (logprobs) {
+    out.logprobs = static_cast<int>(*logprobs);
+    base.sampling.logprobs = out.logprobs.value();
+  }
+  LATTE_RETURN_IF_API_ERROR(CheckSampling(base.sampling));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "echo", out.echo));
+  if (base.max_tokens == 0 && !out.echo) {
+    // Nothing to compute and nothing to return; vLLM refuses it too.
+    return BadRequest("max_tokens must be at least 1 unless echo is true", "max_tokens");
+  }
+  base.prompt_logprobs = out.echo && out.logprobs.has_value();
+  LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
+  bool add_special_tokens = true;
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "add_special_tokens", add_special_tokens));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
+
+  std::vector<std::vector<int32_t>> prompts;
+  LATTE_RETURN_IF_API_ERROR(ReadPrompts(body, model, add_special_tokens, prompts, out.prompt_texts));
+  // Each choice of each prompt is a sequence in the engine: bound what one body can ask
+  // for (a list of a million one-token prompts fits in the body limit).
+  if (static_cast<int64_t>(prompts.size()) * base.n > kMaxSequencesPerRequest) {
+    return BadRequest("prompt: " + std::to_string(prompts.size()) + " prompts × n = " + std::to_string(base.n) +
+                          " is more than " + std::to_string(kMaxSequencesPerRequest) + " sequences in one request",
+                      "prompt");
+  }
+  out.n = base.n;
+  for (auto& ids : prompts) {
+    LATTE_RETURN_IF_API_ERROR(CheckLength(static_cast<int64_t>(ids.size()), base.max_tokens, model, "max_tokens"));
+    GenerationRequest r = base;
+    r.prompt = std::move(ids);
+    out.prompts.push_back(std::move(r));
+  }
+  return std::nullopt;
+}
+
+MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& context) {
+  if (!HasField(body, "messages")) return BadRequest("messages is required", "messages");
+  const nlohmann::json& messages = body["messages"];
+  if (!messages.is_array()) return BadRequest("messages must be a list of messages", "messages");
+  if (messages.empty()) return BadRequest("messages must not be empty", "messages");
+  nlohmann::json rendered = nlohmann::json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const nlohmann::json& m = messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return BadRequest(where + " must be an object", where);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return BadRequest(where + ".role must be a string", where + ".role");
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "developer") {
+      return BadRequest(where + ".role must be system, user, assistant or developer, got \"" + r + "\"", where + ".role");
+    }
+    std::string content;
+    LATTE_RETURN_IF_API_ERROR(MessageContent(m, i, content));
+    // The DeepSeek templates know "system"; OpenAI's newer "developer" is the same turn.
+    rendered.push_back({{"role", r == "developer" ? "system" : r}, {"content", content}});
+  }
+  bool add_generation_prompt = true;
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "add_generation_prompt", add_generation_prompt));
+  context = {{"messages", rendered}, {"add_generation_prompt", add_generation_prompt}};
+  return std::nullopt;
+}
+
+MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model, ChatRequest& out) {
+  LATTE_RETURN_IF_API_ERROR(CheckModelName(body, model));
+  out.model = model.name;
+  if (model.tokenizer == nullptr || model.chat_template == nullptr) {
+    return BadRequest("this model has no tokenizer.json and chat template: use /v1/completions with token ids", "messages");
+  }
+  if (HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty())) {
+    return BadRequest("tools are not supported", "tools");
+  }
+  GenerationRequest& r = out.request;
+  std::optional<int64_t> max_tokens;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "max_completion_tokens", max_tokens));
+  const char* max_param = max_tokens ? "max_completion_tokens" : "max_tokens";
+  if (!max_tokens) LATTE_RETURN_IF_API_ERROR(ReadInt(body, "max_tokens", max_tokens));
+  if (max_tokens && *max_tokens < 1) {
+    return BadRequest(std::string(max_param) + " must be at least 1, got " + std::to_string(*max_tokens), max_param);
+  }
+  LATTE_RETURN_IF_API_ERROR(ReadSamplingFields(body, model, r));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "logprobs", out.logprobs));
+  std::optional<int64_t> top;
+  LATTE_RETURN_IF_API_ERROR(ReadInt(body, "top_logprobs", top));
+  if (top) {
+    if (*top < 0 || *top > kMaxTopLogprobs) {
+      return BadRequest("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(*top),
+                        "top_logprobs");
+    }
+    if (!out.logprobs && *top > 0) return BadRequest("top_logprobs needs logprobs: true", "top_logprobs");
+    out.top_logprobs = static_cast<int>(*top);
+  }
+  r.sampling.logprobs = out.top_logprobs;
+  LATTE_RETURN_IF_API_ERROR(CheckSampling(r.sampling));
+  LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
+  LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
+
+  nlohmann::json context;
+  LATTE_RETURN_IF_API_ERROR(ChatTemplateContext(body, context));
+  auto text = model.chat_template->Render(context);
+  if (!text.ok()) return BadRequest("the chat template refused the messages: " + text.status().message(), "messages");
+  out.prompt_text = std::move(text).value();
+  r.prompt = model.tokenizer->Encode(out.prompt_text);  // the template wrote BOS
+  if (r.prompt.empty()) return BadRequest("messages render to an empty prompt", "messages");
+  const int64_t P = static_cast<int64_t>(r.prompt.size());
+  // vLLM's default: whatever the context leaves (here also what the KV pool leaves).
+  r.max_tokens = max_tokens.value_or(std::min(model.max_model_len, model.pool_tokens) - P);
+  if (r.max_tokens < 1) r.max_tokens = 1;  // then CheckLength names the prompt
+  LATTE_RETURN_IF_API_ERROR(CheckLength(P, r.max_tokens, model, max_param));
+  return std::nullopt;
+}
+
+std::string TokenText(const Tokenizer* tokenizer, int32_t id, bool as_id) {
+  if (tokenizer == nullptr || as_id) return "token_id:" + std::to_string(id);
+  return tokenizer->Decode({id});
+}
+
+nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+std::string SseEvent(const nlohmann::json& payload) {
+  // Invalid UTF-8 cannot reach here (the detokenizer repairs it), but a dump that
+  // throws would end the process: replace instead.
+  return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+std::string NewRequestId(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return std::string(prefix) + hex;
+}
+
+}  // namespace latte::server

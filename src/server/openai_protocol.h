@@ -1,0 +1,87 @@
+// OpenAI's request bodies for /v1/completions and /v1/chat/completions, parsed and
+// validated into engine requests (GenerationRequest), and the pieces of response JSON
+// both endpoints share. Every field of the wrong type or out of range is a 400 whose
+// message and `param` name it; the engine never sees a request it would refuse.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace latte::server {
+
+// What the server serves: the figures requests are validated against.
+struct ServedModel {
+  std::string name;               // --served-model-name, else the --model path
+  std::string path;               // --model
+  int64_t max_model_len = 0;      // config.json max_position_embeddings
+  int64_t vocab_size = 0;         // config.json vocab_size: ids must be below it
+  int64_t pool_tokens = 0;        // the KV pool: prompt + max_tokens must fit in it
+  int64_t max_num_seqs = 0;       // n is at most this
+  const Tokenizer* tokenizer = nullptr;          // null: token-id prompts only
+  const ChatTemplate* chat_template = nullptr;   // null: no chat endpoint
+  bool reasoning_parser = false;                 // --reasoning-parser deepseek_r1
+  int64_t created = 0;            // unix seconds the server started (/v1/models)
+};
+
+// The most sequences (prompts × n) one completions request may ask for.
+inline constexpr int64_t kMaxSequencesPerRequest = 1024;
+
+// /v1/completions: one engine request per prompt, each with n choices.
+struct CompletionRequest {
+  std::string model;
+  std::vector<GenerationRequest> prompts;
+  std::vector<std::string> prompt_texts;   // what echo writes: the text sent, or the ids decoded
+  int n = 1;
+  bool echo = false;
+  std::optional<int> logprobs;             // alternatives per token; nullopt: no logprobs
+  bool stream = false;
+  bool include_usage = false;
+  bool tokens_as_ids = false;              // vLLM's return_tokens_as_token_ids
+};
+
+// /v1/chat/completions: the conversation rendered by the chat template, one engine request.
+struct ChatRequest {
+  std::string model;
+  GenerationRequest request;
+  std::string prompt_text;                 // the rendered template
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool stream = false;
+  bool include_usage = false;
+  bool tokens_as_ids = false;              // vLLM's return_tokens_as_token_ids
+};
+
+// Body parsing (the body must already be a JSON object) and validation.
+MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel& model, CompletionRequest& out);
+MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model, ChatRequest& out);
+// The chat template's context for `messages` (validated: roles, content types).
+MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& context);
+// `model` absent, null, the served name or the model path; else 404 model_not_found.
+MaybeError CheckModelName(const nlohmann::json& body, const ServedModel& model);
+
+// A token as logprobs responses spell it: its text alone (lossy UTF-8, special tokens
+// written out), or "token_id:N" without a tokenizer or when `as_id` (vLLM's
+// return_tokens_as_token_ids).
+std::string TokenText(const Tokenizer* tokenizer, int32_t id, bool as_id = false);
+
+// Usage object: prompt, completion and total tokens.
+nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
+
+// "data: <json>\n\n": one server-sent event.
+std::string SseEvent(const nlohmann::json& payload);
+inline constexpr char kSseDone[] = "data: [DONE]\n\n";
+
+// A random request id with the given prefix ("cmpl-", "chatcmpl-"): 32 hex digits.
+std::string NewRequestId(const char* prefix);
+
+}  // namespace latte::server

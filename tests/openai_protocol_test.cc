@@ -1,0 +1,215 @@
+// The server's request parsing and validation (server/openai_protocol.h): every field
+// read with its type and range, the message naming it, prompts in all four shapes
+// tokenized as the tokenizer itself does, and chat messages rendered by the template.
+#include "server/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include "test_models.h"
+
+namespace latte::server {
+namespace {
+
+using nlohmann::json;
+
+struct Fixture {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat;
+  ServedModel model;
+};
+
+const Fixture& Tiny() {
+  static const Fixture f = [] {
+    Fixture f;
+    const std::string dir = testing_models::MakeModel("tiny", {});
+    f.tokenizer = std::move(Tokenizer::FromDirectory(dir)).value();
+    f.chat = std::move(ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json")).value();
+    f.model.name = "tiny";
+    f.model.path = dir;
+    f.model.max_model_len = 4096;
+    f.model.vocab_size = 512;
+    f.model.pool_tokens = 1024;
+    f.model.max_num_seqs = 8;
+    f.model.tokenizer = f.tokenizer.get();
+    f.model.chat_template = &*f.chat;
+    return f;
+  }();
+  return f;
+}
+
+MaybeError Completion(const json& body, CompletionRequest* out = nullptr) {
+  CompletionRequest r;
+  auto e = ParseCompletionRequest(body, Tiny().model, r);
+  if (out) *out = std::move(r);
+  return e;
+}
+
+MaybeError Chat(const json& body, ChatRequest* out = nullptr) {
+  ChatRequest r;
+  auto e = ParseChatRequest(body, Tiny().model, r);
+  if (out) *out = std::move(r);
+  return e;
+}
+
+// A 400 whose param is `param` and whose message names it.
+void ExpectBadField(const MaybeError& e, const std::string& param) {
+  ASSERT_TRUE(e.has_value()) << "accepted; expected an error about " << param;
+  EXPECT_EQ(e->status, 400) << e->message;
+  EXPECT_EQ(e->type, "invalid_request_error");
+  EXPECT_EQ(e->param, param) << e->message;
+  EXPECT_NE(e->message.find(param), std::string::npos) << e->message;
+}
+
+TEST(OpenAiProtocol, TextPromptGetsBosThenTheTokenizersIds) {
+  CompletionRequest r;
+  ASSERT_FALSE(Completion({{"prompt", "hello world"}}, &r));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  std::vector<int32_t> want = {*Tiny().tokenizer->bos_id()};
+  for (int32_t id : Tiny().tokenizer->Encode("hello world")) want.push_back(id);
+  EXPECT_EQ(r.prompts[0].prompt, want);
+  EXPECT_EQ(r.prompt_texts[0], "hello world");
+  EXPECT_EQ(r.prompts[0].max_tokens, 16);  // OpenAI's default
+  ASSERT_FALSE(Completion({{"prompt", "hello world"}, {"add_special_tokens", false}}, &r));
+  EXPECT_EQ(r.prompts[0].prompt, Tiny().tokenizer->Encode("hello world"));
+}
+
+TEST(OpenAiProtocol, PromptShapes) {
+  CompletionRequest r;
+  ASSERT_FALSE(Completion({{"prompt", json::array({"a b", "c"})}}, &r));
+  EXPECT_EQ(r.prompts.size(), 2u);
+  ASSERT_FALSE(Completion({{"prompt", json::array({5, 6, 7})}}, &r));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].prompt, (std::vector<int32_t>{5, 6, 7}));  // ids go in as given: no BOS
+  ASSERT_FALSE(Completion({{"prompt", json::array({json::array({1, 2}), json::array({3})})}}, &r));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].prompt, (std::vector<int32_t>{3}));
+  ExpectBadField(Completion({{"prompt", json::array({"a", 3})}}), "prompt");
+  ExpectBadField(Completion({{"prompt", ""}}), "prompt");
+  ExpectBadField(Completion({{"prompt", json::array()}}), "prompt");
+  ExpectBadField(Completion({{"prompt", json::array({json::array()})}}), "prompt");
+  ExpectBadField(Completion({{"prompt", json::array({1, 512})}}), "prompt");
+  ExpectBadField(Completion({{"prompt", json::array({1, -1})}}), "prompt");
+  ExpectBadField(Completion({{"prompt", 5}}), "prompt");
+  ExpectBadField(Completion(json::object()), "prompt");
+  // Prompts × n is bounded: 600 prompts × n 2 is more than 1024 sequences.
+  json many = json::array();
+  for (int i = 0; i < 600; ++i) many.push_back(json::array({1}));
+  EXPECT_FALSE(Completion({{"prompt", many}}));
+  ExpectBadField(Completion({{"prompt", many}, {"n", 2}}), "prompt");
+}
+
+TEST(OpenAiProtocol, WrongTypesNameTheField) {
+  const json base = {{"prompt", "x"}};
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"max_tokens", "10"},   {"max_tokens", 1.5},      {"temperature", "hot"}, {"top_p", true},
+      {"top_k", 2.5},         {"n", "2"},               {"stream", 1},          {"echo", "yes"},
+      {"logprobs", true},     {"seed", "s"},            {"stop", 3},            {"stop", json::array({1})},
+      {"ignore_eos", 0},      {"stop_token_ids", 5},    {"presence_penalty", "x"},
+      {"frequency_penalty", json::array()},             {"repetition_penalty", json::object()},
+      {"min_p", "0"},         {"skip_special_tokens", 1}, {"best_of", "1"},
+  };
+  for (const auto& [field, value] : cases) {
+    json body = base;
+    body[field] = value;
+    SCOPED_TRACE(field + " = " + value.dump());
+    ExpectBadField(Completion(body), field);
+  }
+}
+
+TEST(OpenAiProtocol, RangesNameTheField) {
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"max_tokens", -1}, {"temperature", -0.5}, {"temperature", 2.5}, {"top_p", 0},     {"top_p", 1.5},
+      {"top_k", -2},      {"logprobs", 21},      {"logprobs", -1},     {"n", 0},         {"n", 9},
+      {"best_of", 3},     {"min_p", 1.5},        {"presence_penalty", 3}, {"repetition_penalty", 0},
+      {"stop_token_ids", json::array({512})},    {"stop", json::array({"a", "b", "c", "d", "e"})},
+  };
+  for (const auto& [field, value] : cases) {
+    json body = {{"prompt", "x"}};
+    body[field] = value;
+    SCOPED_TRACE(field + " = " + value.dump());
+    ExpectBadField(Completion(body), field);
+  }
+  // Integral floats are integers (pydantic's lax mode, which vLLM's server uses).
+  EXPECT_FALSE(Completion({{"prompt", "x"}, {"max_tokens", 4.0}}));
+  // null is "use the default".
+  EXPECT_FALSE(Completion({{"prompt", "x"}, {"max_tokens", nullptr}, {"temperature", nullptr}}));
+}
+
+TEST(OpenAiProtocol, LengthAgainstContextAndPool) {
+  // 1024-token pool, 4096 context: 10 prompt ids + 1015 is over the pool.
+  json ids = json::array();
+  for (int i = 0; i < 10; ++i) ids.push_back(i + 2);
+  EXPECT_FALSE(Completion({{"prompt", ids}, {"max_tokens", 1014}}));
+  ExpectBadField(Completion({{"prompt", ids}, {"max_tokens", 1015}}), "max_tokens");
+  ExpectBadField(Completion({{"prompt", ids}, {"max_tokens", 5000}}), "max_tokens");
+}
+
+TEST(OpenAiProtocol, EchoScoringAndStreamOptions) {
+  CompletionRequest r;
+  ASSERT_FALSE(Completion({{"prompt", json::array({3, 4, 5})}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}, &r));
+  EXPECT_TRUE(r.prompts[0].prompt_logprobs);
+  EXPECT_EQ(r.prompts[0].sampling.logprobs, 1);
+  EXPECT_EQ(r.prompts[0].max_tokens, 0);
+  ExpectBadField(Completion({{"prompt", "x"}, {"max_tokens", 0}}), "max_tokens");
+  ExpectBadField(Completion({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}), "stream_options");
+  ASSERT_FALSE(Completion({{"prompt", "x"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}, &r));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(OpenAiProtocol, ModelName) {
+  EXPECT_FALSE(Completion({{"prompt", "x"}, {"model", "tiny"}}));
+  EXPECT_FALSE(Completion({{"prompt", "x"}, {"model", Tiny().model.path}}));
+  const MaybeError e = Completion({{"prompt", "x"}, {"model", "gpt-4"}});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 404);
+  EXPECT_EQ(e->code, "model_not_found");
+  EXPECT_NE(e->message.find("gpt-4"), std::string::npos);
+}
+
+TEST(OpenAiProtocol, ChatRendersTheTemplate) {
+  const json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                     {{"role", "user"}, {"content", "Hi"}},
+                                     {{"role", "assistant"}, {"content", "Hello."}},
+                                     {{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "More"}}})}}});
+  ChatRequest r;
+  ASSERT_FALSE(Chat({{"messages", messages}}, &r));
+  json plain = messages;
+  plain[3]["content"] = "More";
+  const std::string want = Tiny().chat->Render(json{{"messages", plain}, {"add_generation_prompt", true}}).value();
+  EXPECT_EQ(r.prompt_text, want);
+  EXPECT_EQ(r.request.prompt, Tiny().tokenizer->Encode(want));
+  // No max_tokens: what the pool (1024, smaller than the context) leaves.
+  EXPECT_EQ(r.request.max_tokens, 1024 - static_cast<int64_t>(r.request.prompt.size()));
+}
+
+TEST(OpenAiProtocol, ChatBadInput) {
+  const json user = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  ExpectBadField(Chat({{"messages", json::array()}}), "messages");
+  ExpectBadField(Chat(json::object()), "messages");
+  ExpectBadField(Chat({{"messages", "Hi"}}), "messages");
+  ExpectBadField(Chat({{"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}}), "messages[0].role");
+  ExpectBadField(Chat({{"messages", json::array({{{"role", "user"}, {"content", 5}}})}}), "messages[0].content");
+  ExpectBadField(Chat({{"messages", user}, {"top_logprobs", 2}}), "top_logprobs");
+  ExpectBadField(Chat({{"messages", user}, {"logprobs", true}, {"top_logprobs", 21}}), "top_logprobs");
+  ExpectBadField(Chat({{"messages", user}, {"max_tokens", 0}}), "max_tokens");
+  ExpectBadField(Chat({{"messages", user}, {"max_completion_tokens", 2000}}), "max_completion_tokens");
+  ExpectBadField(Chat({{"messages", user}, {"logprobs", 1}}), "logprobs");
+  ChatRequest r;
+  ASSERT_FALSE(Chat({{"messages", user}, {"logprobs", true}, {"top_logprobs", 3}, {"max_tokens", 5}}, &r));
+  EXPECT_EQ(r.request.sampling.logprobs, 3);
+  EXPECT_EQ(r.request.max_tokens, 5);
+}
+
+TEST(OpenAiProtocol, ErrorObjectShape) {
+  const json j = BadRequest("temperature must be in [0, 2]", "temperature").ToJson();
+  EXPECT_EQ(j["error"]["message"], "temperature must be in [0, 2]");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  const json u = Unavailable("full", 1).ToJson();
+  EXPECT_TRUE(u["error"]["param"].is_null());
+}
+
+}  // namespace
+}  // namespace latte::server
