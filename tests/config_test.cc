@@ -194,5 +194,61 @@ TEST(ConfigYarn, SoftmaxScaleAndRopeMagnitudeShareTheMscale) {
   }
 }
 
+// Sizes so large that their products overflow int64 (the config fuzzer's finding: the
+// tensor shapes and the cost model multiply them) are load errors naming the key.
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+
+TEST(ConfigSizes, ReleasedConfigsAreWithinTheLimits) {
+  for (const char* name : {"v2", "v2-lite", "v3"}) {
+    const Result<ModelConfig> released = ReleasedConfig(name);
+    ASSERT_TRUE(released.ok()) << name;
+    const Result<ModelConfig> c = ModelConfig::FromJsonText(released->ToJsonText());
+    EXPECT_TRUE(c.ok()) << name << ": " << c.status().message();
+  }
+}
+
+TEST(ConfigSizes, ASizeOver2To20NamesTheKey) {
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size",
+                          "num_hidden_layers", "num_attention_heads", "q_lora_rank", "kv_lora_rank",
+                          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
+                          "n_shared_experts"}) {
+    SCOPED_TRACE(key);
+    json j = V3Json();
+    j[key] = kMaxSize + 2;  // even: qk_rope_head_dim must be
+    ExpectMentions(ParseError(j), {std::string("\"") + key + "\"", std::to_string(kMaxSize + 2), "2^20"});
+    // 4e9 squared overflows int64: the first overflow the fuzzer found.
+    j[key] = int64_t{4'000'000'000};
+    ExpectMentions(ParseError(j), {std::string("\"") + key + "\"", "4000000000"});
+  }
+  json j = V3Json();
+  j["quantization_config"]["weight_block_size"] = {int64_t{1} << 62, 128};
+  ExpectMentions(ParseError(j), {"weight_block_size[0]", "2^20"});
+}
+
+TEST(ConfigSizes, AtTheLimitASizeIsAccepted) {
+  json j = V3Json();
+  j["vocab_size"] = kMaxSize;
+  const Result<ModelConfig> c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->vocab_size, kMaxSize);
+}
+
+TEST(ConfigSizes, SizesWhoseProductsAreTooLargeAreRejected) {
+  // Each size within 2^20, but 2^20 layers of 256 experts are 2^28 expert tensors.
+  json j = V3Json();
+  j["num_hidden_layers"] = kMaxSize;
+  ExpectMentions(ParseError(j), {"num_hidden_layers", "n_routed_experts", "tensors"});
+  // Every layer dimension 2^20 on DeepSeek-V3's 61 layers and 128 heads: ~2^57 values.
+  j = V3Json();
+  for (const char* key : {"hidden_size", "intermediate_size", "moe_intermediate_size"}) j[key] = kMaxSize;
+  ExpectMentions(ParseError(j), {"weight values", "num_attention_heads 128", "2^52"});
+  // The same dimensions in one layer of 16 experts fit (~2^51 by the bound).
+  j["num_hidden_layers"] = 1;
+  j["first_k_dense_replace"] = 0;
+  j["n_routed_experts"] = 16;
+  const Result<ModelConfig> c = Parse(j);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+}
+
 }  // namespace
 }  // namespace latte

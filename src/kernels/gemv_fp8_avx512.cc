@@ -208,8 +208,15 @@ void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n
 
 // ---- bf16 path: e4m3 -> bf16 by byte lookups, vdpbf16ps ---------------------
 
+// Every function down to the pop below may use AVX512_VBMI (vpermi2b); the
+// dispatcher calls them only where the CPU has it. clang (the fuzz build) spells
+// the region its own way.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512vbmi")
+#endif
 
 // Weights per step: one 64-byte load of e4m3 bytes per row.
 constexpr int64_t kStep = 64;
@@ -418,7 +425,11 @@ void GemvFp8Bf16(const MatmulProblem& p, bool threaded) {
   });
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 }  // namespace
 

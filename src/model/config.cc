@@ -1,7 +1,10 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <utility>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -187,12 +190,84 @@ Status ParseQuantization(const json& j, ModelConfig* c) {
   return Status::Ok();
 }
 
+// The largest value a size key may take: 2^20, 57x DeepSeek-V3's largest (its
+// intermediate_size 18432; vocab_size 129280). What the weights' shapes multiply is
+// bounded as a whole below, so that no product of sizes overflows int64 anywhere.
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+// The tensors the config lists (ExpectedTensors, before fp8 scales), counted as
+// layers x (3 per expert + 20) + 3: at most 2^20, 21x DeepSeek-V3's 48k.
+constexpr double kMaxTensors = double(int64_t{1} << 20);
+// The weight values, bounded as if every matrix of a layer had the largest of the
+// config's dimensions on both sides: at most 2^52, 64x that bound on DeepSeek-V3
+// (2^46). Every product the cost model forms (values, bytes at <= 4 per value,
+// FLOPs at 2 per value) is a part of it and stays far inside int64.
+constexpr double kMaxValuesBound = double(int64_t{1} << 52);
+
+Status CheckSize(int64_t v, const std::string& key) {
+  if (v <= kMaxSize) return Status::Ok();
+  return Status::Error("key \"" + key + "\" is " + std::to_string(v) +
+                       ", more than latte accepts (2^20 = " + std::to_string(kMaxSize) + ")");
+}
+
+// Bounds on what the sizes multiply to (each size already <= kMaxSize and >= 0).
+Status CheckProducts(const ModelConfig& c) {
+  const double L = double(c.num_hidden_layers), H = double(c.num_attention_heads);
+  const double experts = double(c.n_routed_experts), shared = double(c.n_shared_experts);
+  const double tensors = L * (3 * experts + 20) + 3;
+  if (tensors > kMaxTensors) {
+    return Status::Error("num_hidden_layers " + std::to_string(c.num_hidden_layers) +
+                         " x n_routed_experts " + std::to_string(c.n_routed_experts) +
+                         " make ~" + std::to_string(int64_t(tensors)) +
+                         " tensors, more than latte accepts (2^20)");
+  }
+  double d = 0;  // the largest dimension inside a layer
+  for (int64_t v : {c.hidden_size, c.intermediate_size, c.moe_intermediate_size,
+                    c.q_lora_rank.value_or(0), c.kv_lora_rank + c.qk_rope_head_dim,
+                    c.qk_nope_head_dim + c.qk_rope_head_dim, c.qk_nope_head_dim + c.v_head_dim}) {
+    d = std::max(d, double(v));
+  }
+  // Attention: q_a, q_b, kv_a, kv_b, o_proj, W_UK^T and the materialized W_Q_UK and
+  // W_UV_O, each <= 2·H·d²; the MLP: dense, or experts + shared + router, <= 4·(E+S+1)·d².
+  const double per_layer = 16 * H * d * d + 4 * (experts + shared + 1) * d * d + 8 * d;
+  const double values = L * per_layer + 2 * double(c.vocab_size) * double(c.hidden_size);
+  if (values > kMaxValuesBound) {
+    char approx[32];
+    std::snprintf(approx, sizeof approx, "%.3g", values);
+    return Status::Error(std::string("the sizes describe up to ~") + approx +
+                         " weight values (num_hidden_layers " + std::to_string(c.num_hidden_layers) +
+                         ", num_attention_heads " + std::to_string(c.num_attention_heads) +
+                         ", n_routed_experts " + std::to_string(c.n_routed_experts) +
+                         ", largest layer dimension " + std::to_string(int64_t(d)) +
+                         "), more than latte accepts (2^52)");
+  }
+  return Status::Ok();
+}
+
 Status Validate(const ModelConfig& c) {
   auto positive = [](int64_t v, const char* key) {
     return v > 0 ? Status::Ok()
                  : Status::Error(std::string("key \"") + key + "\" must be positive, got " +
                                  std::to_string(v));
   };
+  for (const auto& [v, key] : {std::pair{c.vocab_size, "vocab_size"},
+                               {c.hidden_size, "hidden_size"},
+                               {c.intermediate_size, "intermediate_size"},
+                               {c.moe_intermediate_size, "moe_intermediate_size"},
+                               {c.num_hidden_layers, "num_hidden_layers"},
+                               {c.num_attention_heads, "num_attention_heads"},
+                               {c.q_lora_rank.value_or(0), "q_lora_rank"},
+                               {c.kv_lora_rank, "kv_lora_rank"},
+                               {c.qk_nope_head_dim, "qk_nope_head_dim"},
+                               {c.qk_rope_head_dim, "qk_rope_head_dim"},
+                               {c.v_head_dim, "v_head_dim"},
+                               {c.n_routed_experts, "n_routed_experts"},
+                               {c.n_shared_experts, "n_shared_experts"}}) {
+    LATTE_RETURN_IF_ERROR(CheckSize(v, key));
+  }
+  if (c.quantization) {
+    LATTE_RETURN_IF_ERROR(CheckSize(c.quantization->block_rows, "quantization_config.weight_block_size[0]"));
+    LATTE_RETURN_IF_ERROR(CheckSize(c.quantization->block_cols, "quantization_config.weight_block_size[1]"));
+  }
   LATTE_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
   LATTE_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
   LATTE_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
@@ -231,7 +306,7 @@ Status Validate(const ModelConfig& c) {
       c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size) {
     return Status::Error("bos_token_id/eos_token_id must be inside vocab_size");
   }
-  return Status::Ok();
+  return CheckProducts(c);
 }
 
 }  // namespace

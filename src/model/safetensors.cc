@@ -290,13 +290,17 @@ int64_t TensorInfo::NumElements() const {
 }
 
 Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file) {
-  const std::string& path = file.path();
-  if (file.size() < kLengthFieldBytes) {
-    return Status::Error(path + ": file is " + std::to_string(file.size()) +
+  return ReadSafetensorsHeader(file.path(), file.data(), file.size());
+}
+
+Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* bytes,
+                                                      size_t size) {
+  if (size < kLengthFieldBytes) {
+    return Status::Error(path + ": file is " + std::to_string(size) +
                          " bytes, too short for the 8-byte header length");
   }
-  const uint64_t header_size = ReadLittleEndianU64(file.data());
-  const uint64_t after_length = file.size() - kLengthFieldBytes;
+  const uint64_t header_size = ReadLittleEndianU64(bytes);
+  const uint64_t after_length = size - kLengthFieldBytes;
   if (header_size > after_length) {
     return Status::Error(path + ": header length " + std::to_string(header_size) +
                          " is larger than the " + std::to_string(after_length) +
@@ -306,7 +310,7 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file) {
     return Status::Error(path + ": header length " + std::to_string(header_size) +
                          " exceeds the " + std::to_string(kMaxHeaderBytes) + "-byte limit");
   }
-  const uint8_t* header_begin = file.data() + kLengthFieldBytes;
+  const uint8_t* header_begin = bytes + kLengthFieldBytes;
   // nlohmann keeps the last of two equal keys; a tensor named twice would then
   // silently lose one entry, so the parse callback watches the top-level keys.
   std::set<std::string> keys;

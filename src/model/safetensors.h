@@ -65,6 +65,10 @@ class Checkpoint {
 // Parses one mapped safetensors file: every tensor, validated against the file.
 // Errors are one line naming the file (and the tensor, when there is one).
 Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file);
+// The same over `size` bytes at `data`, named `path` in messages; the tensors point
+// into `data`. What fuzz/safetensors_fuzz.cc feeds arbitrary bytes through.
+Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* data,
+                                                      size_t size);
 
 // Writes one safetensors file. Tensors are written in the order added. Data is
 // either moved in (one copy, owned by the writer) or produced at write time by a
