@@ -161,6 +161,10 @@ TEST(CliFlags, FlagsWithNoEffectAreErrors) {
                      "latte bench model: error: --batch has no effect without a tg test");
   ExpectOneLineError("tokenize --model " + Tiny() + " --skip-special",
                      "latte tokenize: error: --skip-special has no effect without --decode");
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --fp8 bf16",
+                     "latte generate: error: --fp8 has no effect on a checkpoint without fp8 weights");
+  ExpectOneLineError("bench model --model " + Tiny() + " --fp8 keep",
+                     "latte bench model: error: --fp8 has no effect on a checkpoint without fp8 weights");
 }
 
 TEST(CliFlags, ChoicesListWhatIsAccepted) {
@@ -260,6 +264,59 @@ TEST(CliVocabulary, BenchModelTakesLists) {
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) tests.push_back(nlohmann::json::parse(line)["test"]);
   EXPECT_EQ(tests, (std::vector<std::string>{"pp4", "pp8", "tg2"}));
+}
+
+// ---- 9. Tables read clearly ----
+
+// Characters on screen ("±" is one).
+size_t DisplayWidth(const std::string& s) {
+  return std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+TEST(CliTables, BenchModelTableStaysAligned) {
+  const CliRun r = Latte("bench model --model " + Tiny() + " -p 8,64 -n 4 -d 0,100 -r 2 -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> rows;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("|", 0) == 0) rows.push_back(line);
+  }
+  ASSERT_EQ(rows.size(), 2u + 4u) << r.out;  // header, rule, pp8, pp64, tg4, tg4@d100
+  for (const std::string& row : rows) {
+    EXPECT_EQ(DisplayWidth(row), DisplayWidth(rows[0])) << r.out;
+    // Every '|' at the header's columns.
+    size_t col = 0;
+    std::vector<size_t> bars, header_bars;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if ((static_cast<unsigned char>(row[i]) & 0xC0) == 0x80) continue;
+      if (row[i] == '|') bars.push_back(col);
+      ++col;
+    }
+    col = 0;
+    for (char c : rows[0]) {
+      if (c == '|') header_bars.push_back(col);
+      ++col;
+    }
+    EXPECT_EQ(bars, header_bars) << row;
+  }
+}
+
+TEST(CliTables, BenchMachineLabelsEachRowOnce) {
+  const CliRun r = Latte("bench machine -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string header;
+  std::getline(lines, header);
+  EXPECT_TRUE(std::regex_match(header, std::regex("probe +threads +pages +peak"))) << header;
+  std::set<std::string> labels;
+  int rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, std::regex("(.+?) +([0-9]+) +(2 MiB|4 KiB|-) +([0-9.]+ (GB/s|GFLOP/s)|n/a)")))
+        << line;
+    EXPECT_TRUE(labels.insert(m[1].str() + "/" + m[2].str() + "/" + m[3].str()).second) << "row twice: " << line;
+  }
+  EXPECT_EQ(rows, 5);
 }
 
 // ---- 8. make-model's tokenizer covers the vocabulary; decoding agrees with generate ----

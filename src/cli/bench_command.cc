@@ -355,6 +355,8 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
   // Every test fits in the model's context before the probe runs or a weight loads.
   LATTE_ASSIGN_OR_RETURN(const ModelPreview preview, PreviewModel(args.model));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"},
+                                     "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
   SetThreads(args.threads);
   ModelPrintContext ctx;
@@ -384,8 +386,10 @@ struct EngineArgs {
   bool json = false;
 };
 
-Status RunEngine(const EngineArgs& args) {
+Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
   LATTE_ASSIGN_OR_RETURN(ModelPreview preview, PreviewModel(args.engine.model));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"},
+                                     "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckContextLength(preview.config, args.bench.input_len + args.bench.output_len,
                                            "--input-len (" + std::to_string(args.bench.input_len) +
                                                ") plus --output-len (" + std::to_string(args.bench.output_len) + ")"));
@@ -533,7 +537,7 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str();
   ecmd->add_option("--seed", engine->bench.seed, "Seed of the prompt ids and of the sampling")->capture_default_str();
   ecmd->add_flag("--json", engine->json, "One JSON object");
-  ecmd->callback([engine] { ExitOnError("bench engine", RunEngine(*engine)); });
+  ecmd->callback([engine, ecmd] { ExitOnError("bench engine", RunEngine(*engine, *ecmd)); });
 }
 
 }  // namespace latte::cli

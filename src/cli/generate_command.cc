@@ -95,6 +95,8 @@ Status CheckArguments(const GenerateArgs& args, const CLI::App& cmd, ModelPrevie
 
   LATTE_ASSIGN_OR_RETURN(preview, PreviewModel(args.engine.model));
   const ModelConfig& config = preview.config;
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   if (text) {
     if (!preview.tokenizer) return Status::Error("--prompt needs a tokenizer.json in the model directory");
     LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *preview.tokenizer));
