@@ -133,7 +133,7 @@ TEST(BenchEngineCommand, CountsEveryTokenThroughPreemption) {
 // beside the machine peaks measured in the same run.
 TEST(BenchAttnCommand, CoreRowsCountBytesAndFlops) {
   const CommandResult r = RunLatte(
-      "bench attn --preset v2-lite --mode absorbed --batch 1 --batch 2 --context 100 --min-seconds 0 --threads 2 --json");
+      "bench attn --preset v2-lite --mla-mode absorbed --batch 1 --batch 2 --context 100 --min-seconds 0 --threads 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<nlohmann::json> objects = JsonLines(r.out);
   ASSERT_EQ(objects.size(), 4u) << r.out;  // absorbed x 2 batches, then core x 2

@@ -75,16 +75,39 @@ TEST(ConfigEnums, EveryTopkMethodParsesAndWritesBack) {
   }
 }
 
-TEST(ConfigEnums, AbsentKeysTakeTheDefaults) {
+// Absent routing keys take Hugging Face's defaults for the architecture: V3's sigmoid
+// and noaux_tc, V2's softmax and greedy (issue 13, point 2).
+TEST(ConfigEnums, AbsentKeysTakeTheArchitecturesDefaults) {
   json j = V3Json();
   j.erase("scoring_func");
   j.erase("topk_method");
   j.erase("rope_scaling");
   const Result<ModelConfig> c = Parse(j);
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->scoring_func, ScoringFunc::kSoftmax);
-  EXPECT_EQ(c->topk_method, TopkMethod::kGreedy);
+  EXPECT_EQ(c->scoring_func, ScoringFunc::kSigmoid);
+  EXPECT_EQ(c->topk_method, TopkMethod::kNoauxTc);
   EXPECT_FALSE(c->rope_scaling.has_value());
+
+  Result<ModelConfig> v2 = ReleasedConfig("v2");
+  ASSERT_TRUE(v2.ok());
+  json k = json::parse(v2->ToJsonText());
+  k.erase("scoring_func");
+  k.erase("topk_method");
+  const Result<ModelConfig> d = Parse(k);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->scoring_func, ScoringFunc::kSoftmax);
+  EXPECT_EQ(d->topk_method, TopkMethod::kGreedy);
+}
+
+// Issue 13, point 1: the one context check names both numbers.
+TEST(ConfigContext, CheckContextLengthNamesBothNumbers) {
+  Result<ModelConfig> tiny = ReleasedConfig("tiny");
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_TRUE(CheckContextLength(*tiny, tiny->max_position_embeddings, "x").ok());
+  const Status s = CheckContextLength(*tiny, tiny->max_position_embeddings + 1, "the prompt");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "the prompt is 4097 tokens, more than the model's context length of 4096 "
+                         "(max_position_embeddings)");
 }
 
 TEST(ConfigEnums, RopeScalingTypes) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -168,6 +169,57 @@ TEST(ModelLoader, Fp8NormIsAnError) {
     }
   });
   EXPECT_NE(LoadError(dir).find(name), std::string::npos);
+}
+
+// Issue 13, point 2: a config.json that names far more layers than the checkpoint holds
+// fails on the tensor names at once (it took 25 s and 7.9 GB before "missing tensor").
+TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
+  const std::string dir =
+      CopyModel(TinyBf16(), "million-layers", [](auto&) {}, [](json& c) { c["num_hidden_layers"] = 1000000; });
+  const auto start = std::chrono::steady_clock::now();
+  const std::string msg = LoadError(dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(msg.find("missing tensor \"model.layers.3.input_layernorm.weight\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1000000"), std::string::npos) << msg;
+  EXPECT_LT(seconds, 5.0);  // names only: milliseconds
+}
+
+// Issue 13, point 2: a config value latte does not implement is refused by name.
+TEST(ModelLoader, UnimplementedConfigValuesAreRefusedByName) {
+  const std::string gelu =
+      CopyModel(TinyBf16(), "gelu", [](auto&) {}, [](json& c) { c["hidden_act"] = "gelu"; });
+  const std::string msg = LoadError(gelu);
+  EXPECT_NE(msg.find("hidden_act"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gelu"), std::string::npos) << msg;
+  const std::string bias =
+      CopyModel(TinyBf16(), "attention-bias", [](auto&) {}, [](json& c) { c["attention_bias"] = true; });
+  EXPECT_NE(LoadError(bias).find("attention_bias"), std::string::npos);
+}
+
+// Issue 13, point 3: weights that make the logits NaN end the request with that said,
+// not a stream of token 0.
+TEST(ModelLoader, NonFiniteLogitsAreReported) {
+  const std::string dir = CopyModel(TinyBf16(), "nan-norm", [](std::vector<TensorCopy>& ts) {
+    for (auto& t : ts) {
+      if (t.name != "model.norm.weight") continue;
+      ASSERT_EQ(t.dtype, DType::kBF16);
+      for (size_t i = 0; i + 1 < t.bytes.size(); i += 2) {  // bf16 quiet NaN 0x7FC0, little-endian
+        t.bytes[i] = 0xC0;
+        t.bytes[i + 1] = 0x7F;
+      }
+    }
+  });
+  const std::string err = TempRoot() + "/nan-norm.err", out = TempRoot() + "/nan-norm.out";
+  const std::string cmd = std::string(LATTE_BINARY) + " generate --model " + dir +
+                          " --prompt-ids 1,2 --max-tokens 4 -t 2 >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string text = ReadText(err);
+  EXPECT_NE(text.find("latte generate: error: the request was aborted: the model's logits are not finite"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ReadText(out), "");  // no ids printed
 }
 
 // Same bytes with three different CLI entry points: the process exits non-zero with one line.

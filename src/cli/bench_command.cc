@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "model/kv_cache.h"
@@ -142,8 +143,8 @@ void PrintCorePoint(const AttentionCorePoint& p, void* user) {
   std::fflush(stdout);
 }
 
-Status RunAttn(const AttnArgs& args) {
-  SetThreads(args.threads);
+Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
+  if (Given(cmd, "--preset") && Given(cmd, "--config")) return Status::Error("give one of --preset and --config");
   ModelConfig config;
   if (!args.config.empty()) {
     LATTE_ASSIGN_OR_RETURN(config, ModelConfig::FromFile(args.config));
@@ -151,22 +152,15 @@ Status RunAttn(const AttnArgs& args) {
     LATTE_ASSIGN_OR_RETURN(config, ReleasedConfig(args.preset));
   }
   AttentionBenchOptions options;
-  for (const std::string& m : args.modes) {
-    const auto mode = ParseMlaMode(m);
-    if (!mode) return Status::Error("--mode \"" + m + "\": use absorbed, materialized or naive");
-    options.modes.push_back(*mode);
-  }
-  for (int64_t b : args.batches) {
-    if (b < 1 || b > 1024) return Status::Error("--batch must be in [1, 1024]");
-  }
-  for (int64_t c : args.contexts) {
-    if (c < 0 || c > (1 << 20)) return Status::Error("--context must be in [0, 1048576]");
+  for (const std::string& m : args.modes) options.modes.push_back(*ParseMlaMode(m));  // checked by the parser
+  for (int64_t c : args.contexts) {  // a step at context C attends C + 1 rows
+    LATTE_RETURN_IF_ERROR(CheckContextLength(config, c + 1, "--context " + std::to_string(c) + " plus the decoded token"));
   }
   options.batches = args.batches;
   options.contexts = args.contexts;
   options.min_seconds = args.min_seconds;
-  if (args.block_size < 0) return Status::Error("--block-size must be >= 0");
   options.block_size = args.block_size;
+  SetThreads(args.threads);
   MachineProbeOptions probe;
   probe.read_repeats = 3;
   probe.compute_seconds = 0.2;
@@ -220,18 +214,23 @@ nlohmann::json PeaksJson(const MachinePeaks& p) {
   return j;
 }
 
+// One row per probe; each column says one thing: what ran, on how many threads, over
+// which pages, and the figure with its unit.
 void PrintPeaks(const MachinePeaks& p) {
-  std::printf("%-34s %12s\n", "probe", "peak");
-  std::printf("%-34s %9.1f GB/s\n", ("memory read, " + std::to_string(p.threads) + " threads").c_str(),
-              p.read_gbps);
-  std::printf("%-34s %9.1f GB/s\n", "memory read, 1 thread", p.read_gbps_1thread);
-  std::printf("%-34s %9.1f GB/s\n", "memory read, 4 KiB pages", p.read_gbps_small_pages);
-  if (p.bf16_gflops) {
-    std::printf("%-34s %9.1f GFLOP/s\n", "bf16 dot (vdpbf16ps), all threads", *p.bf16_gflops);
-  } else {
-    std::printf("%-34s %12s\n", "bf16 dot (vdpbf16ps), all threads", "n/a");
-  }
-  std::printf("%-34s %9.1f GFLOP/s\n", ("f32 FMA (" + p.f32_kernel + "), all threads").c_str(), p.f32_gflops);
+  auto row = [](const std::string& probe, int threads, const char* pages, const std::string& peak) {
+    std::printf("%-24s %7d  %-7s %16s\n", probe.c_str(), threads, pages, peak.c_str());
+  };
+  auto figure = [](double v, const char* unit) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
+    return std::string(buf);
+  };
+  std::printf("%-24s %7s  %-7s %16s\n", "probe", "threads", "pages", "peak");
+  row("memory read", p.threads, "2 MiB", figure(p.read_gbps, "GB/s"));
+  row("memory read", 1, "2 MiB", figure(p.read_gbps_1thread, "GB/s"));
+  row("memory read", p.threads, "4 KiB", figure(p.read_gbps_small_pages, "GB/s"));
+  row("bf16 dot (vdpbf16ps)", p.threads, "-", p.bf16_gflops ? figure(*p.bf16_gflops, "GFLOP/s") : "n/a");
+  row("f32 FMA (" + p.f32_kernel + ")", p.threads, "-", figure(p.f32_gflops, "GFLOP/s"));
 }
 
 Status RunMachine(const MachineArgs& args) {
@@ -247,13 +246,13 @@ Status RunMachine(const MachineArgs& args) {
 
 struct ModelArgs {
   std::string model;
-  int64_t prompt = 512;
-  int64_t gen = 128;
+  std::vector<int64_t> prompts = {512};
+  std::vector<int64_t> gens = {128};
+  std::vector<int64_t> depths = {0};
   int threads = 0;
   int64_t repetitions = 5;
   std::string mla_mode = "absorbed";
   int64_t batch = 1;
-  int64_t depth = 0;
   std::string fp8 = "keep";
   bool huge_pages = false;
   bool json = false;
@@ -262,10 +261,38 @@ struct ModelArgs {
 struct ModelPrintContext {
   bool json = false;
   int threads = 0;
-  int64_t depth = 0;
   std::string mla_mode;
   MachinePeaks peaks;
 };
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// Characters on screen: UTF-8 continuation bytes take no column ("±" is two bytes).
+size_t DisplayWidth(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// bench model's markdown table: columns wide enough for large and noisy figures
+// (a cell wider still widens its own row, never shifts the ones after it within the row).
+constexpr size_t kModelColumns[] = {12, 7, 5, 11, 22, 10, 10, 9, 10, 11};
+
+void PrintModelRow(const std::vector<std::string>& cells, char fill = ' ') {
+  std::string line = "|";
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const size_t width = kModelColumns[i], used = DisplayWidth(cells[i]);
+    const std::string pad(used < width ? width - used : 0, fill);
+    const bool left = i == 0 || i == 3;  // mla_mode, test
+    line += std::string(1, fill == ' ' ? ' ' : '-') + (left ? cells[i] + pad : pad + cells[i]) +
+            (fill == ' ' ? " |" : "-|");
+  }
+  std::printf("%s\n", line.c_str());
+}
 
 // tg is bound by memory reads, pp by bf16 (f32 without AVX512_BF16) arithmetic.
 double Roofline(const ModelBenchResult& r, const MachinePeaks& p, bool* is_bandwidth) {
@@ -282,7 +309,7 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
   if (ctx.json) {
     nlohmann::json j = {{"test", r.test},
                         {"batch", r.batch},
-                        {"depth", r.test.rfind("tg", 0) == 0 ? ctx.depth : 0},
+                        {"depth", r.depth},
                         {"threads", ctx.threads},
                         {"mla_mode", ctx.mla_mode},
                         {"tok_s_mean", r.tok_s_mean},
@@ -302,36 +329,39 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
     if (ctx.peaks.bf16_gflops) j["machine_bf16_gflops"] = *ctx.peaks.bf16_gflops;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    char figure[64];
-    std::snprintf(figure, sizeof(figure), "%.2f ± %.2f", r.tok_s_mean, r.tok_s_sd);
-    std::printf("| %-12s | %7d | %5lld | %-11s | %18s | %9.2f | %9.3f | %8.1f | %9.1f | %5.1f%% %-4s |\n",
-                ctx.mla_mode.c_str(), ctx.threads, static_cast<long long>(r.batch), r.test.c_str(), figure,
-                r.costs.Bytes() / 1e6, r.costs.flops / 1e9, r.achieved_gbps, r.achieved_gflops,
-                100.0 * fraction, bandwidth ? "BW" : "FLOP");
+    char roofline[32];
+    std::snprintf(roofline, sizeof roofline, "%.1f%% %s", 100.0 * fraction, bandwidth ? "BW" : "FLOP");
+    PrintModelRow({ctx.mla_mode, std::to_string(ctx.threads), std::to_string(r.batch), r.test,
+                   Fixed(r.tok_s_mean, 2) + " ± " + Fixed(r.tok_s_sd, 2), Fixed(r.costs.Bytes() / 1e6, 2),
+                   Fixed(r.costs.flops / 1e9, 3), Fixed(r.achieved_gbps, 1), Fixed(r.achieved_gflops, 1), roofline});
   }
   std::fflush(stdout);
 }
 
-Status RunModel(const ModelArgs& args) {
-  SetThreads(args.threads);
-  const auto mode = ParseMlaMode(args.mla_mode);
-  if (!mode) return Status::Error("--mla-mode \"" + args.mla_mode + "\": use absorbed, materialized or naive");
+Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
+  const auto mode = ParseMlaMode(args.mla_mode);  // checked by the parser
+  const auto fp8 = ParseFp8Weights(args.fp8);
   ModelBenchOptions options;
   options.model_dir = args.model;
-  options.prompt = args.prompt;
-  options.gen = args.gen;
+  options.prompts = args.prompts;
+  options.gens = args.gens;
   options.repetitions = args.repetitions;
   options.batch = args.batch;
-  options.depth = args.depth;
+  options.depths = args.depths;
   options.mode = *mode;
-  const auto fp8 = ParseFp8Weights(args.fp8);
-  if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + args.fp8 + "\"");
   options.fp8 = *fp8;
   if (args.huge_pages) options.residency = FileResidency::kHugePageCopy;
+  const bool tg = std::any_of(args.gens.begin(), args.gens.end(), [](int64_t n) { return n > 0; });
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
+  // Every test fits in the model's context before the probe runs or a weight loads.
+  LATTE_ASSIGN_OR_RETURN(const ModelPreview preview, PreviewModel(args.model));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"},
+                                     "on a checkpoint without fp8 weights"));
+  LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
+  SetThreads(args.threads);
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();
-  ctx.depth = args.depth;
   ctx.mla_mode = std::string(MlaModeName(*mode));
   MachineProbeOptions probe;
   probe.read_repeats = 3;
@@ -343,11 +373,9 @@ Status RunModel(const ModelArgs& args) {
     std::printf("machine (measured now): read %.1f GB/s (4 KiB pages: %.1f), bf16 ", ctx.peaks.read_gbps,
                 ctx.peaks.read_gbps_small_pages);
     PrintComputePeaks(ctx.peaks);
-    std::printf("| %-12s | %7s | %5s | %-11s | %18s | %9s | %9s | %8s | %9s | %11s |\n", "mla_mode", "threads",
-                "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline");
-    std::printf("| %.12s | %.7s | %.5s | %.11s | %.18s | %.9s | %.9s | %.8s | %.9s | %.11s |\n",
-                "------------", "-------", "-----", "-----------", "------------------", "---------",
-                "---------", "--------", "---------", "-----------");
+    PrintModelRow({"mla_mode", "threads", "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s",
+                   "roofline"});
+    PrintModelRow(std::vector<std::string>(10, ""), '-');
   }
   return RunModelBenchmark(options, &PrintModelResult, &ctx);
 }
@@ -358,8 +386,15 @@ struct EngineArgs {
   bool json = false;
 };
 
-Status RunEngine(const EngineArgs& args) {
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(args.engine, /*log=*/!args.json));
+Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
+  LATTE_ASSIGN_OR_RETURN(ModelPreview preview, PreviewModel(args.engine.model));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"},
+                                     "on a checkpoint without fp8 weights"));
+  LATTE_RETURN_IF_ERROR(CheckContextLength(preview.config, args.bench.input_len + args.bench.output_len,
+                                           "--input-len (" + std::to_string(args.bench.input_len) +
+                                               ") plus --output-len (" + std::to_string(args.bench.output_len) + ")"));
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack,
+                         StartServingStack(args.engine, /*log=*/!args.json, std::move(preview.tokenizer)));
   const int64_t vocab = stack->model->config().vocab_size;
   LATTE_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBenchmark(*stack->engine, vocab, args.bench));
   const EngineOptions& e = stack->engine->options();
@@ -408,69 +443,103 @@ Status RunEngine(const EngineArgs& args) {
 void AddBenchCommand(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (see docs/benchmarks.md)");
   bench->require_subcommand(1);
+  const CLI::Validator mla_mode = OneOf({"absorbed", "materialized", "naive"});
 
   auto attn = std::make_shared<AttnArgs>();
   CLI::App* cmd = bench->add_subcommand("attn", "One MLA layer's decode step in each mode, random weights");
-  cmd->add_option("--preset", attn->preset, "v2 | v2-lite | v3 | r1")->capture_default_str();
+  cmd->add_option("--preset", attn->preset, "Preset: " + PresetList())->check(OneOf(PresetNames()))->capture_default_str();
   cmd->add_option("--config", attn->config, "A config.json instead of a preset");
-  cmd->add_option("--batch", attn->batches, "Sequences decoding together (repeatable)")->capture_default_str();
-  cmd->add_option("--context", attn->contexts, "Cached tokens per sequence (repeatable)")->capture_default_str();
-  cmd->add_option("--mode", attn->modes, "absorbed | materialized | naive (repeatable)")->capture_default_str();
+  cmd->add_option("--batch", attn->batches, "Sequences decoding together (list: 1,16 or repeated)")
+      ->check(IntIn(1, 1024))
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--context", attn->contexts, "Cached tokens per sequence (list)")
+      ->check(IntIn(0, 1 << 20))
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--mla-mode", attn->modes, "absorbed | materialized | naive (list)")
+      ->check(mla_mode)
+      ->delimiter(',')
+      ->capture_default_str();
+  AddRenamedFlag(*cmd, "--mode", "--mla-mode");
   cmd->add_option("--min-seconds", attn->min_seconds, "Time per point, after a warm-up step")
+      ->check(NumberIn(0, 3600))
       ->capture_default_str();
   cmd->add_option("--block-size", attn->block_size,
                   "Latent rows in paged-cache blocks of this many tokens, shuffled over the pool (0: contiguous)")
+      ->check(IntIn(0, 4096))
       ->capture_default_str();
-  cmd->add_option("--threads", attn->threads, "Threads (0: every core)")->capture_default_str();
+  AddThreadsOption(*cmd, attn->threads);
   cmd->add_flag("--core,!--no-core", attn->core,
                 "Also time the attention core alone against the machine's peaks (mode \"core\" in JSON)")
       ->capture_default_str();
   cmd->add_flag("--json", attn->json, "One JSON object per line");
-  cmd->callback([attn] { ExitOnError("bench attn", RunAttn(*attn)); });
+  cmd->callback([attn, cmd] { ExitOnError("bench attn", RunAttn(*attn, *cmd)); });
 
   auto machine = std::make_shared<MachineArgs>();
   CLI::App* mcmd = bench->add_subcommand("machine", "This machine's measured peaks: read GB/s, bf16 and f32 GFLOP/s");
-  mcmd->add_option("-t,--threads", machine->threads, "Threads (0: every core)")->capture_default_str();
+  AddThreadsOption(*mcmd, machine->threads);
   mcmd->add_flag("--json", machine->json, "One JSON object");
   mcmd->callback([machine] { ExitOnError("bench machine", RunMachine(*machine)); });
 
   auto model = std::make_shared<ModelArgs>();
   CLI::App* bcmd = bench->add_subcommand("model", "Whole-model pp / tg throughput against the machine's peaks");
   bcmd->add_option("--model", model->model, "Model directory")->required();
-  bcmd->add_option("-p,--prompt", model->prompt, "pp test: prompt tokens in one forward (0: skip)")
+  bcmd->add_option("-p,--n-prompt", model->prompts, "pp tests: prompt tokens in one forward (list: 128,512; 0: skip)")
+      ->check(IntIn(0, int64_t{1} << 40))
+      ->delimiter(',')
       ->capture_default_str();
-  bcmd->add_option("-n,--gen", model->gen, "tg test: decode steps (0: skip)")->capture_default_str();
-  bcmd->add_option("-t,--threads", model->threads, "Threads (0: every core)")->capture_default_str();
+  bcmd->add_option("-n,--n-gen", model->gens, "tg tests: decode steps (list; 0: skip)")
+      ->check(IntIn(0, int64_t{1} << 40))
+      ->delimiter(',')
+      ->capture_default_str();
+  AddThreadsOption(*bcmd, model->threads);
   bcmd->add_option("-r,--repetitions", model->repetitions, "Timed runs per test, after one warm-up run")
+      ->check(IntIn(1, 1000000))
       ->capture_default_str();
-  bcmd->add_option("--mla-mode", model->mla_mode, "absorbed | materialized | naive")->capture_default_str();
-  bcmd->add_option("--batch", model->batch, "tg: sequences decoding together")->capture_default_str();
-  bcmd->add_option("-d,--depth", model->depth,
-                   "tg: tokens already in each sequence's cache (prefilled in chunks of 512, untimed); "
+  bcmd->add_option("--mla-mode", model->mla_mode, "absorbed | materialized | naive")
+      ->check(mla_mode)
+      ->capture_default_str();
+  bcmd->add_option("--batch", model->batch, "tg: sequences decoding together")
+      ->check(IntIn(1, 1024))
+      ->capture_default_str();
+  bcmd->add_option("-d,--n-depth", model->depths,
+                   "tg: tokens already in each sequence's cache (list; prefilled in chunks of 512, untimed); "
                    "0: a 16-token prompt")
+      ->check(IntIn(0, int64_t{1} << 40))
+      ->delimiter(',')
       ->capture_default_str();
+  AddRenamedFlag(*bcmd, "--prompt", "-p/--n-prompt (--prompt is prompt text in latte generate)");
+  AddRenamedFlag(*bcmd, "--gen", "-n/--n-gen");
+  AddRenamedFlag(*bcmd, "--depth", "-d/--n-depth");
   bcmd->add_option("--fp8", model->fp8, "fp8 checkpoints: keep (e4m3 in memory) | bf16 (dequantized at load)")
+      ->check(OneOf({"keep", "bf16"}))
       ->capture_default_str();
   bcmd->add_flag("--huge-pages", model->huge_pages,
                  "Weights read into memory on 2 MiB pages instead of an mmap of the checkpoint");
   bcmd->add_flag("--json", model->json, "One JSON object per test");
-  bcmd->callback([model] { ExitOnError("bench model", RunModel(*model)); });
+  bcmd->callback([model, bcmd] { ExitOnError("bench model", RunModel(*model, *bcmd)); });
 
   auto engine = std::make_shared<EngineArgs>();
   CLI::App* ecmd = bench->add_subcommand(
       "engine", "The serving engine's offline throughput (as vLLM's bench throughput): random prompts, fixed lengths");
   AddEngineFlags(*ecmd, engine->engine);
-  ecmd->add_option("--num-prompts", engine->bench.num_prompts, "Requests")->capture_default_str();
+  ecmd->add_option("--num-prompts", engine->bench.num_prompts, "Requests")
+      ->check(IntIn(1, 1 << 24))
+      ->capture_default_str();
   ecmd->add_option("--input-len", engine->bench.input_len, "Prompt tokens per request (random ids)")
+      ->check(IntIn(1, int64_t{1} << 40))
       ->capture_default_str();
   ecmd->add_option("--output-len", engine->bench.output_len, "Tokens generated per request (EOS ignored)")
+      ->check(IntIn(1, int64_t{1} << 40))
       ->capture_default_str();
   ecmd->add_option("--max-concurrency", engine->bench.max_concurrency,
                    "Requests in flight at once; a new one is submitted as one finishes (0: all at once)")
+      ->check(IntIn(0, 1 << 24))
       ->capture_default_str();
   ecmd->add_option("--seed", engine->bench.seed, "Seed of the prompt ids and of the sampling")->capture_default_str();
   ecmd->add_flag("--json", engine->json, "One JSON object");
-  ecmd->callback([engine] { ExitOnError("bench engine", RunEngine(*engine)); });
+  ecmd->callback([engine, ecmd] { ExitOnError("bench engine", RunEngine(*engine, *ecmd)); });
 }
 
 }  // namespace latte::cli

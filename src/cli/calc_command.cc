@@ -45,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "engine/memory_plan.h"
 #include "model/kv_cache.h"
@@ -527,10 +528,16 @@ json ReportJson(const CalcReport& r) {
 
 void Fail(const std::string& message) { ExitOnError("calc", Status::Error(message)); }
 
-void RunCalc(const CalcOptions& options) {
+void RunCalc(const CalcOptions& options, const CLI::App& cmd) {
   if (options.config_path.empty() == options.preset.empty()) {
-    Fail("give exactly one of --config FILE or --preset v2|v2-lite|v3|r1");
+    Fail("give exactly one of --config FILE or --preset " + PresetList());
     return;
+  }
+  if (Status s = RefuseUnless(cmd, options.memory_gb.has_value(),
+                              {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--threads"},
+                              "without --memory-gb (it sizes the engine table)");
+      !s.ok()) {
+    return Fail(s.message());
   }
   if (options.tp < 1) return Fail("--tp must be at least 1, got " + std::to_string(options.tp));
   if (options.context < 0) {
@@ -559,30 +566,35 @@ void AddCalcCommand(CLI::App& app) {
   CLI::App* calc = app.add_subcommand(
       "calc", "Memory and FLOPs of an MLA model in its naive, absorbed and materialized modes");
   calc->add_option("--config", options->config_path, "config.json of a checkpoint");
-  calc->add_option("--preset", options->preset, "released shapes: v2, v2-lite, v3, r1");
+  calc->add_option("--preset", options->preset, "released shapes: " + PresetList())->check(OneOf(PresetNames()));
   calc->add_option("--tp", options->tp, "tensor-parallel GPUs (weights split N ways)")
+      ->check(IntIn(1, 1 << 16))
       ->capture_default_str();
   calc->add_flag("--dp-attention", options->dp_attention,
                  "attention replicated on every GPU (only MoE/MLP/embeddings split)");
   CLI::Option* memory_gb = calc->add_option(
       "--memory-gb", options->memory_gb_arg,
-      "GPU memory in GB (1e9 bytes): how many KV tokens fit per GPU");
+      "GPU memory in GB (1e9 bytes): how many KV tokens fit per GPU")
+      ->check(NumberIn(0, 1e9, /*lo_open=*/true));
   calc->add_option("--context", options->context, "cached tokens for the naive-mode FLOPs")
+      ->check(IntIn(0, 1 << 30))
       ->capture_default_str();
   calc->add_option("--block-size", options->block_size, "latte's KV blocks, for the --memory-gb engine table")
+      ->check(IntIn(1, 4096))
       ->capture_default_str();
   calc->add_option("--max-num-batched-tokens", options->scheduler.max_num_batched_tokens,
                    "latte's engine step, for the --memory-gb engine table's scratch")
+      ->check(IntIn(1, 1 << 24))
       ->capture_default_str();
   calc->add_option("--max-num-seqs", options->scheduler.max_num_seqs,
                    "latte's running sequences, for the --memory-gb engine table's scratch")
+      ->check(IntIn(1, 1 << 20))
       ->capture_default_str();
-  calc->add_option("-t,--threads", options->threads, "threads, for the --memory-gb engine table's scratch (0: every core)")
-      ->capture_default_str();
+  AddThreadsOption(*calc, options->threads)->description("threads, for the --memory-gb engine table's scratch (default: every core)");
   calc->add_flag("--json", options->json, "print one JSON object instead of tables");
-  calc->callback([options, memory_gb] {
+  calc->callback([options, memory_gb, calc] {
     if (memory_gb->count() > 0) options->memory_gb = options->memory_gb_arg;
-    RunCalc(*options);
+    RunCalc(*options, *calc);
   });
 }
 

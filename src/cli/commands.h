@@ -26,4 +26,8 @@ void ExitOnError(const char* command, const Status& status);
 // Sets OpenMP's (and so oneDNN's) thread count; 0 means every core.
 void SetThreads(int threads);
 
+// Flushes stdout; true when a write to it failed (a full disk, a closed pipe).
+// main() checks it at exit; a command that streams checks it as it goes.
+bool StdoutFailed();
+
 }  // namespace latte::cli

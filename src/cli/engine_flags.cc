@@ -3,35 +3,60 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
 
 namespace latte::cli {
 
 void AddEngineFlags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--model", f.model, "Model directory (config.json, safetensors, tokenizer.json)")->required();
-  cmd.add_option("--mla-mode", f.mla_mode, "absorbed | materialized | naive")->capture_default_str();
+  cmd.add_option("--mla-mode", f.mla_mode, "absorbed | materialized | naive")
+      ->check(OneOf({"absorbed", "materialized", "naive"}))
+      ->capture_default_str();
   cmd.add_option("--fp8", f.fp8,
                  "fp8 checkpoints: keep (weights stay e4m3 with their block scales, converted in "
                  "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)")
+      ->check(OneOf({"keep", "bf16"}))
       ->capture_default_str();
   cmd.add_flag("--huge-pages", f.huge_pages,
                "Read the weights into memory on 2 MiB pages instead of serving them from an mmap of the checkpoint");
-  cmd.add_option("-t,--threads", f.threads, "Compute threads (0: every core)")->capture_default_str();
+  AddThreadsOption(cmd, f.threads);
   cmd.add_option("--memory-gb", f.memory_gb,
-                 "Memory budget in GB (weights + KV cache + scratch; default: 85% of MemAvailable)");
-  cmd.add_option("--num-kv-blocks", f.num_kv_blocks, "KV cache blocks, overriding what the budget gives");
-  cmd.add_option("--block-size", f.block_size, "Tokens per KV cache block")->capture_default_str();
+                 "Memory budget in GB (weights + KV cache + scratch; default: 85% of MemAvailable)")
+      ->check(NumberIn(0, 1e9, /*lo_open=*/true));
+  cmd.add_option("--num-kv-blocks", f.num_kv_blocks, "KV cache blocks, overriding what the budget gives")
+      ->check(IntIn(1, int64_t{1} << 40));
+  cmd.add_option("--block-size", f.block_size, "Tokens per KV cache block")
+      ->check(IntIn(1, 4096))
+      ->capture_default_str();
   cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype,
                  "auto (the model's: bf16, f32 for f32 checkpoints) | bf16 | fp8 (e4m3 + a scale per row)")
+      ->check(OneOf({"auto", "bf16", "fp8"}))
       ->capture_default_str();
-  cmd.add_option("--max-num-seqs", f.max_num_seqs, "Sequences running at once")->capture_default_str();
+  cmd.add_option("--max-num-seqs", f.max_num_seqs, "Sequences running at once")
+      ->check(IntIn(1, 1 << 20))
+      ->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
                  "Tokens in one engine step (decodes + prefill chunks)")
+      ->check(IntIn(1, 1 << 24))
       ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Do not reuse the KV blocks of shared prompt prefixes");
 }
 
-Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bool log) {
+Result<ModelPreview> PreviewModel(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::Error("--model " + dir + " is not a folder");
+  ModelPreview preview;
+  LATTE_ASSIGN_OR_RETURN(preview.config, ModelConfig::FromFile((fs::path(dir) / "config.json").string()));
+  if (fs::exists(fs::path(dir) / "tokenizer.json", ec)) {
+    LATTE_ASSIGN_OR_RETURN(preview.tokenizer, Tokenizer::FromDirectory(dir));
+  }
+  return preview;
+}
+
+Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bool log,
+                                                        std::unique_ptr<Tokenizer> tokenizer) {
   const auto mode = ParseMlaMode(f.mla_mode);
   if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive, got \"" + f.mla_mode + "\"");
   const auto fp8 = ParseFp8Weights(f.fp8);
@@ -58,7 +83,8 @@ Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bo
   if (f.huge_pages) load.residency = FileResidency::kHugePageCopy;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(f.model, load));
   stack->model = std::make_unique<DeepSeekModel>(*stack->weights);
-  if (std::filesystem::exists(std::filesystem::path(f.model) / "tokenizer.json")) {
+  stack->tokenizer = std::move(tokenizer);
+  if (!stack->tokenizer && std::filesystem::exists(std::filesystem::path(f.model) / "tokenizer.json")) {
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(f.model));
   }
   LATTE_ASSIGN_OR_RETURN(stack->plan, PlanMemory(*stack->weights, memory, available));

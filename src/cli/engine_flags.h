@@ -24,7 +24,7 @@ struct EngineFlags {
   std::string mla_mode = "absorbed";
   std::string fp8 = "keep";
   bool huge_pages = false;
-  int threads = 0;
+  int threads = 0;  // 0: every core (no -t)
   std::optional<double> memory_gb;
   std::optional<int64_t> num_kv_blocks;
   int64_t block_size = kDefaultKvBlockSize;
@@ -46,8 +46,19 @@ struct ServingStack {
   std::unique_ptr<Engine> engine;
 };
 
-// Validates the flags (before anything is loaded), loads the model and tokenizer,
-// plans memory, logs the plan on stderr when `log`, and starts the engine's thread.
-Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& flags, bool log);
+// The model directory's config.json and tokenizer (null without tokenizer.json), read
+// before any weight: what a command checks its flags against (the context length, the
+// vocabulary, the chat template) so that a bad request fails before the load.
+struct ModelPreview {
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+Result<ModelPreview> PreviewModel(const std::string& dir);
+
+// Validates the flags (before anything is loaded), loads the model and tokenizer (or
+// takes `tokenizer`, from PreviewModel), plans memory, logs the plan on stderr when
+// `log`, and starts the engine's thread.
+Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& flags, bool log,
+                                                        std::unique_ptr<Tokenizer> tokenizer = nullptr);
 
 }  // namespace latte::cli

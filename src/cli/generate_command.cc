@@ -1,16 +1,21 @@
 // latte generate: one request through the serving engine, from prompt ids (greedy;
 // ids out, optional logits file) or from text (optionally through the chat template;
 // sampled; text streamed to stdout).
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/stop_matcher.h"
 #include "model/deepseek.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -66,26 +71,61 @@ Result<std::vector<int32_t>> TextPromptIds(const GenerateArgs& args, const Token
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// One request through the engine: text streamed to stdout (--prompt), or the ids
-// printed at the end (--prompt-ids: greedy, max_tokens of them whatever EOS says).
-Status RunGenerate(const GenerateArgs& args) {
+// Everything checked before the weights load: the flags on their own and together,
+// then against the model's config.json and tokenizer. Fills the request's prompt.
+Status CheckArguments(const GenerateArgs& args, const CLI::App& cmd, ModelPreview& preview,
+                      GenerationRequest& request) {
   if (args.prompt_ids.empty() == args.prompt.empty()) {
     return Status::Error("give exactly one of --prompt-ids and --prompt");
   }
-  if (!args.prompt.empty() && !args.logits_out.empty()) return Status::Error("--logits-out needs --prompt-ids");
-  if (args.prompt.empty() && args.chat) return Status::Error("--chat needs --prompt");
-  if (args.max_tokens < 1) return Status::Error("--max-tokens must be at least 1");
-  LATTE_RETURN_IF_ERROR(args.sampling.Validate());
   const bool text = !args.prompt.empty();
-  GenerationRequest request;
-  if (!text) {
-    LATTE_ASSIGN_OR_RETURN(request.prompt, ParseIds(args.prompt_ids));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, text,
+                                     {"--temperature", "--top-k", "--top-p", "--min-p", "--presence-penalty",
+                                      "--frequency-penalty", "--repetition-penalty", "--seed", "--stop",
+                                      "--ignore-eos", "--chat", "--system"},
+                                     "with --prompt-ids (greedy, EOS ignored; use --prompt to sample text)"));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, !text, {"--logits-out"}, "with --prompt (it needs --prompt-ids)"));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, args.chat, {"--system"}, "without --chat"));
+  LATTE_RETURN_IF_ERROR(AsFlagError(args.sampling.Validate()));
+  if (!args.stop.empty()) {
+    const Result<StopMatcher> stops = StopMatcher::Create(args.stop, {});
+    if (!stops.ok()) return Status::Error("--stop: " + stops.status().message());
   }
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(args.engine, /*log=*/true));
+  if (!args.logits_out.empty()) LATTE_RETURN_IF_ERROR(CheckWritableFile("--logits-out", args.logits_out));
+
+  LATTE_ASSIGN_OR_RETURN(preview, PreviewModel(args.engine.model));
+  const ModelConfig& config = preview.config;
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   if (text) {
-    if (!stack->tokenizer) return Status::Error("--prompt needs a tokenizer.json in the model directory");
-    LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *stack->tokenizer));
+    if (!preview.tokenizer) return Status::Error("--prompt needs a tokenizer.json in the model directory");
+    LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *preview.tokenizer));
     if (request.prompt.empty()) return Status::Error("--prompt encodes to no tokens");
+  } else {
+    LATTE_ASSIGN_OR_RETURN(request.prompt, ParseIds(args.prompt_ids));
+    for (int32_t id : request.prompt) {
+      if (id >= config.vocab_size) {
+        return Status::Error("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(config.vocab_size) + ")");
+      }
+    }
+  }
+  const int64_t P = static_cast<int64_t>(request.prompt.size());
+  return CheckContextLength(config, P + args.max_tokens,
+                            "the prompt (" + std::to_string(P) + " tokens) plus --max-tokens (" +
+                                std::to_string(args.max_tokens) + ")");
+}
+
+// One request through the engine: text streamed to stdout (--prompt), or the ids
+// printed at the end (--prompt-ids: greedy, max_tokens of them whatever EOS says).
+Status RunGenerate(const GenerateArgs& args, const CLI::App& cmd) {
+  GenerationRequest request;
+  ModelPreview preview;
+  LATTE_RETURN_IF_ERROR(CheckArguments(args, cmd, preview, request));
+  const bool text = !args.prompt.empty();
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack,
+                         StartServingStack(args.engine, /*log=*/true, std::move(preview.tokenizer)));
+  if (text) {
     request.sampling = args.sampling;
     request.stop = args.stop;
     request.ignore_eos = args.ignore_eos;
@@ -111,7 +151,7 @@ Status RunGenerate(const GenerateArgs& args) {
     }
     if (text && !out->text.empty()) {
       std::fwrite(out->text.data(), 1, out->text.size(), stdout);
-      std::fflush(stdout);
+      if (StdoutFailed()) return Status::Error(std::string("writing to stdout failed: ") + std::strerror(errno));
     }
     if (out->finish) {
       finish = std::string(FinishReasonName(*out->finish));
@@ -151,22 +191,25 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids (greedy; ids printed)");
   cmd->add_option("--prompt", args->prompt, "Prompt text (sampled; text streamed to stdout)");
   cmd->add_flag("--chat", args->chat, "Wrap --prompt as a user turn with the model's chat template");
-  cmd->add_option("--system", args->system, "System message for --chat");
+  cmd->add_option("--system", args->system, "System message (needs --chat)");
   SamplingParams& sp = args->sampling;
-  cmd->add_option("--temperature", sp.temperature, "0: greedy")->capture_default_str();
-  cmd->add_option("--top-k", sp.top_k, "0 or -1: off")->capture_default_str();
-  cmd->add_option("--top-p", sp.top_p)->capture_default_str();
-  cmd->add_option("--min-p", sp.min_p)->capture_default_str();
-  cmd->add_option("--presence-penalty", sp.presence_penalty)->capture_default_str();
-  cmd->add_option("--frequency-penalty", sp.frequency_penalty)->capture_default_str();
-  cmd->add_option("--repetition-penalty", sp.repetition_penalty)->capture_default_str();
+  // Ranges: SamplingParams::Validate (engine/sampler.cc), run before anything loads.
+  cmd->add_option("--temperature", sp.temperature, "[0, 2]; 0: greedy")->capture_default_str();
+  cmd->add_option("--top-k", sp.top_k, ">= 1; 0 or -1: off")->capture_default_str();
+  cmd->add_option("--top-p", sp.top_p, "(0, 1]")->capture_default_str();
+  cmd->add_option("--min-p", sp.min_p, "[0, 1]")->capture_default_str();
+  cmd->add_option("--presence-penalty", sp.presence_penalty, "[-2, 2]")->capture_default_str();
+  cmd->add_option("--frequency-penalty", sp.frequency_penalty, "[-2, 2]")->capture_default_str();
+  cmd->add_option("--repetition-penalty", sp.repetition_penalty, "> 0; 1: off")->capture_default_str();
   cmd->add_option("--seed", sp.seed, "Same seed, same tokens");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable, up to 4; not printed)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS");
-  cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate (the prompt plus these fit in the context)")
+      ->check(IntIn(1, int64_t{1} << 40))  // past any context: the context check names both numbers
+      ->capture_default_str();
   cmd->add_option("--logits-out", args->logits_out,
                   "Write float32 .npy of shape [P + N - 1, vocab_size]: logits at every position run");
-  cmd->callback([args] { ExitOnError("generate", RunGenerate(*args)); });
+  cmd->callback([args, cmd] { ExitOnError("generate", RunGenerate(*args, *cmd)); });
 }
 
 }  // namespace latte::cli

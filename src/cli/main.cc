@@ -1,10 +1,20 @@
 // latte: one binary, one subcommand per job (see README.md).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include <omp.h>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
+
+#ifndef LATTE_VERSION
+#define LATTE_VERSION "unknown"
+#endif
+#ifndef LATTE_GIT_COMMIT
+#define LATTE_GIT_COMMIT "unknown"
+#endif
 
 namespace latte::cli {
 namespace {
@@ -27,13 +37,17 @@ void SetThreads(int threads) {
   omp_set_num_threads(threads);
 }
 
+bool StdoutFailed() { return std::fflush(stdout) != 0 || std::ferror(stdout) != 0; }
+
 }  // namespace latte::cli
 
 namespace {
 
 int Run(int argc, char** argv) {
-  CLI::App app{"latte: inference for DeepSeek models with Multi-head Latent Attention"};
+  CLI::App app{"latte: inference for DeepSeek models with Multi-head Latent Attention", "latte"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("latte ") + LATTE_VERSION + " (commit " + LATTE_GIT_COMMIT + ")",
+                       "Print the version and the git commit it was built from");
   latte::cli::AddGenerateCommand(app);
   latte::cli::AddMakeModelCommand(app);
   latte::cli::AddCalcCommand(app);
@@ -42,14 +56,32 @@ int Run(int argc, char** argv) {
   latte::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s\n", latte::cli::ParseErrorMessage(app, e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", latte::cli::CommandPath(app).c_str(), e.what());
+    return 1;
+  }
+  // A full disk or a closed pipe: what was printed did not arrive.
+  if (latte::cli::StdoutFailed()) {
+    std::fprintf(stderr, "%s: error: writing to stdout failed: %s\n", latte::cli::CommandPath(app).c_str(),
+                 std::strerror(errno));
+    return 1;
   }
   return latte::cli::ExitCode();
 }
 
 }  // namespace
 
+// Run() catches what a command throws; this catches what building the app or the
+// error message itself might.
 int main(int argc, char** argv) {
   try {
     return Run(argc, argv);

@@ -2,13 +2,17 @@
 // DeepSeek layout (see tools/random_checkpoint.h), for tests and benchmarks.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
+#include "model/presets.h"
 #include "model/tensor_specs.h"
 #include "tools/random_checkpoint.h"
+#include "tools/tiny_tokenizer.h"
 
 namespace latte::cli {
 namespace {
@@ -23,12 +27,15 @@ struct MakeModelArgs {
   std::optional<std::string> rope;
   uint64_t shard_bytes = 4'000'000'000;
   std::string out;
+  bool force = false;
+  int threads = 0;
 };
 
 Status RunMakeModel(const MakeModelArgs& args) {
   const std::optional<CheckpointDType> dtype = ParseCheckpointDType(args.dtype);
   if (!dtype) return Status::Error("--dtype must be bf16, f32 or fp8, got \"" + args.dtype + "\"");
   if (args.shard_bytes == 0) return Status::Error("--shard-bytes must be positive");
+  SetThreads(args.threads);
 
   MakeModelOverrides overrides;
   overrides.num_hidden_layers = args.layers;
@@ -44,7 +51,7 @@ Status RunMakeModel(const MakeModelArgs& args) {
   options.shard_bytes = args.shard_bytes;
   RandomCheckpointSummary summary;
   const auto start = std::chrono::steady_clock::now();
-  LATTE_RETURN_IF_ERROR(WriteRandomCheckpoint(config, options, args.out, &summary));
+  LATTE_RETURN_IF_ERROR(WriteModelDirectory(config, options, args.out, args.force, &summary));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -66,19 +73,29 @@ void AddMakeModelCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "make-model",
       "Write a random-weight DeepSeek model directory (config, safetensors, tokenizer)");
-  cmd->add_option("--preset", args->preset, "tiny, v2-lite or r1")->required();
-  cmd->add_option("--layers", args->layers, "Number of layers (default: the preset's)");
-  cmd->add_option("--vocab", args->vocab, "Vocabulary size (default: the preset's)");
+  cmd->add_option("--preset", args->preset, PresetList() + " (v2, v3, r1: the MoE shrunk; see README)")
+      ->check(OneOf(PresetNames()))
+      ->required();
+  cmd->add_option("--layers", args->layers, "Number of layers (default: the preset's)")
+      ->check(IntIn(1, kMaxMakeModelLayers));
+  cmd->add_option("--vocab", args->vocab, "Vocabulary size (default: the preset's); the tokenizer covers every id")
+      ->check(IntIn(TinyTokenizerSize(), kMaxMakeModelVocab));
   cmd->add_option("--dtype", args->dtype, "bf16, f32 or fp8 (V3 block-quantized)")
+      ->check(OneOf({"bf16", "f32", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed; the same seed writes the same bytes")
       ->capture_default_str();
   cmd->add_flag("--no-q-lora", args->no_q_lora, "q_lora_rank null: a plain q_proj (as V2-Lite)");
-  cmd->add_option("--rope", args->rope, "plain or yarn (default: the preset's)");
+  cmd->add_option("--rope", args->rope, "plain or yarn (default: the preset's)")->check(OneOf({"plain", "yarn"}));
   cmd->add_option("--shard-bytes", args->shard_bytes,
                   "Split the weights into shards of at most this many bytes")
+      ->check(IntIn(1, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
-  cmd->add_option("--out", args->out, "Output directory (created if missing)")->required();
+  cmd->add_option("--out", args->out,
+                  "Output directory (created if missing; written in a temporary folder, moved in at the end)")
+      ->required();
+  cmd->add_flag("--force", args->force, "Replace the model an --out folder already holds (its safetensors files)");
+  AddThreadsOption(*cmd, args->threads);
   cmd->callback([args] { ExitOnError("make-model", RunMakeModel(*args)); });
 }
 

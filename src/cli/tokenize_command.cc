@@ -4,20 +4,27 @@
 //   --bench FILE: encoding speed on FILE's bytes, in MB/s on one thread
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
+#include "model/config.h"
 #include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace latte::cli {
 namespace {
 
 struct TokenizeArgs {
   std::string model;
+  std::optional<int64_t> model_vocab;  // config.json's vocab_size, with --model
   std::string tokenizer;
   bool decode = false;
   bool skip_special = false;
@@ -32,13 +39,19 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const TokenizeArgs& args) {
 
 // One output line for one input line.
 Result<std::string> ProcessLine(const Tokenizer& tok, const TokenizeArgs& args, const std::string& line) {
+  if (!IsValidUtf8(line)) return Status::Error("invalid UTF-8 (JSON Lines are UTF-8 text)");
   const nlohmann::json in = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (in.is_discarded()) return Status::Error("not valid JSON");
   if (args.decode) {
     if (!in.is_array()) return Status::Error("expected a JSON array of token ids");
+    // As generate: an id the tokenizer has no token for decodes to nothing. With
+    // --model, an id the model cannot produce (>= its vocab_size) is an error.
+    const int64_t limit = args.model_vocab.value_or(std::numeric_limits<int32_t>::max());
     std::vector<int32_t> ids;
     for (const auto& v : in) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.vocab_size()) {
-        return Status::Error("\"" + v.dump() + "\" is not a token id below " + std::to_string(tok.vocab_size()));
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= limit) {
+        return Status::Error(v.dump() + " is not a token id" +
+                             (args.model_vocab ? " of this model (vocab_size " + std::to_string(limit) + ")" : ""));
       }
       ids.push_back(v.get<int32_t>());
     }
@@ -70,17 +83,26 @@ Status RunBench(const Tokenizer& tok, const TokenizeArgs& args) {
   return Status::Ok();
 }
 
-Status RunTokenize(const TokenizeArgs& args) {
+Status RunTokenize(TokenizeArgs args, const CLI::App& cmd) {
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, args.decode, {"--skip-special"}, "without --decode"));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, !args.bench.empty(), {"--bench-repeats"}, "without --bench"));
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, args.bench.empty(), {"--decode"}, "with --bench (it times encoding)"));
   LATTE_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(args));
+  if (!args.model.empty() && std::filesystem::exists(args.model + "/config.json")) {
+    LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(args.model + "/config.json"));
+    args.model_vocab = config.vocab_size;
+  }
   if (!args.bench.empty()) return RunBench(*tok, args);
   std::string line;
   for (int64_t line_no = 1; std::getline(std::cin, line); ++line_no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines carry nothing
     auto out = ProcessLine(*tok, args, line);
     if (!out.ok()) return out.status().WithContext("stdin line " + std::to_string(line_no));
     std::fwrite(out->data(), 1, out->size(), stdout);
     std::fputc('\n', stdout);
+    if (std::ferror(stdout)) break;  // reported at exit
   }
-  std::fflush(stdout);
   return Status::Ok();
 }
 
@@ -95,8 +117,10 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->add_flag("--decode", args->decode, "Decode id arrays instead of encoding strings");
   cmd->add_flag("--skip-special", args->skip_special, "With --decode: leave out special tokens");
   cmd->add_option("--bench", args->bench, "Time encoding this file (one thread) instead of reading stdin");
-  cmd->add_option("--bench-repeats", args->bench_repeats, "Passes over the --bench file")->capture_default_str();
-  cmd->callback([args] { ExitOnError("tokenize", RunTokenize(*args)); });
+  cmd->add_option("--bench-repeats", args->bench_repeats, "Passes over the --bench file")
+      ->check(IntIn(1, 1000000))
+      ->capture_default_str();
+  cmd->callback([args, cmd] { ExitOnError("tokenize", RunTokenize(*args, *cmd)); });
 }
 
 }  // namespace latte::cli

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace latte {
 
@@ -113,13 +114,10 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
       return Status::Error("stop_token_ids: " + std::to_string(id) + " is outside the vocabulary");
     }
   }
-  const int64_t total = P + request.max_tokens;
-  if (total > c.max_position_embeddings) {
-    return Status::Error("the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
-                         std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
-                         " tokens, more than the model's context length of " +
-                         std::to_string(c.max_position_embeddings));
-  }
+  // Saturating: a client's max_tokens near INT64_MAX is refused, not wrapped around.
+  const int64_t total = request.max_tokens > INT64_MAX - P ? INT64_MAX : P + request.max_tokens;
+  LATTE_RETURN_IF_ERROR(CheckContextLength(
+      c, total, "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" + std::to_string(request.max_tokens) + ")"));
   if (total > pool_tokens()) {
     return Status::Error("the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
                          std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
@@ -370,13 +368,30 @@ bool Engine::Step() {
   // The draws touch only their own sequence's sampler and read its tokens: one per
   // thread (a draw over a ~100k vocabulary is several passes over it).
   draws_.resize(done.size());
+  // A row with NaN or Inf (weights that overflow) ends its request with that said,
+  // instead of a stream of whatever the sampler makes of it.
+  std::vector<char> not_finite(done.size(), 0);
 #pragma omp parallel for schedule(dynamic, 1) if (draws > 1)
   for (size_t i = 0; i < done.size(); ++i) {
-    if (chunk_rows_[i].sample) draws_[i] = Draw(*static_cast<Choice*>(done[i].seq->owner), chunk_rows_[i].sample);
+    if (!chunk_rows_[i].sample) continue;
+    const float* sample_row = chunk_rows_[i].sample;
+    for (int64_t v = 0; v < V; ++v) {
+      if (!std::isfinite(sample_row[v])) {
+        not_finite[i] = 1;
+        break;
+      }
+    }
+    if (!not_finite[i]) draws_[i] = Draw(*static_cast<Choice*>(done[i].seq->owner), sample_row);
   }
   for (size_t i = 0; i < done.size(); ++i) {
     const ScheduledChunk& ch = done[i];
     Choice& c = *static_cast<Choice*>(ch.seq->owner);
+    if (c.finished) continue;  // ended above with another choice of its request
+    if (not_finite[i]) {
+      EndRequest(*c.request, "the model's logits are not finite (NaN or Inf) at position " +
+                                 std::to_string(ch.start + ch.count - 1) + ": the weights or activations overflow");
+      continue;
+    }
     GenerationOutput out;
     out.index = c.index;
     if (!c.started) {

@@ -243,6 +243,22 @@ Status CheckProducts(const ModelConfig& c) {
   return Status::Ok();
 }
 
+// Keys whose other values change the model in ways latte does not implement: refused
+// by name rather than ignored.
+Status RefuseUnimplemented(const json& j) {
+  std::string act = "silu";
+  LATTE_RETURN_IF_ERROR(ReadOptionalString(j, "hidden_act", &act));
+  if (act != "silu") {
+    return Status::Error("key \"hidden_act\" has unsupported value \"" + act + "\" (latte implements silu)");
+  }
+  bool attention_bias = false;
+  LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "attention_bias", &attention_bias));
+  if (attention_bias) {
+    return Status::Error("key \"attention_bias\" is true: latte implements attention projections without bias");
+  }
+  return Status::Ok();
+}
+
 Status Validate(const ModelConfig& c) {
   auto positive = [](int64_t v, const char* key) {
     return v > 0 ? Status::Ok()
@@ -358,16 +374,22 @@ Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "moe_layer_freq", &c.moe_layer_freq));
   LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "norm_topk_prob", &c.norm_topk_prob));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "routed_scaling_factor", &c.routed_scaling_factor));
+  if (c.architecture == "DeepseekV3ForCausalLM") {  // Hugging Face's V3 defaults (V2's: softmax, greedy)
+    c.scoring_func = ScoringFunc::kSigmoid;
+    c.topk_method = TopkMethod::kNoauxTc;
+  }
   LATTE_RETURN_IF_ERROR(ReadOptionalEnum(j, "scoring_func", kScoringFuncNames, &c.scoring_func));
   LATTE_RETURN_IF_ERROR(ReadOptionalEnum(j, "topk_method", kTopkMethodNames, &c.topk_method));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rms_norm_eps", &c.rms_norm_eps));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rope_theta", &c.rope_theta));
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "max_position_embeddings", &c.max_position_embeddings));
+  if (c.max_position_embeddings < 1) return Status::Error("key \"max_position_embeddings\" must be positive");
   LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "tie_word_embeddings", &c.tie_word_embeddings));
   LATTE_RETURN_IF_ERROR(ReadTokenId(j, "bos_token_id", &c.bos_token_id));
   LATTE_RETURN_IF_ERROR(ReadTokenId(j, "eos_token_id", &c.eos_token_id));
   LATTE_RETURN_IF_ERROR(ParseRopeScaling(j, &c));
   LATTE_RETURN_IF_ERROR(ParseQuantization(j, &c));
+  LATTE_RETURN_IF_ERROR(RefuseUnimplemented(j));
   LATTE_RETURN_IF_ERROR(Validate(c));
   return c;
 }
@@ -447,6 +469,12 @@ double ModelConfig::SoftmaxScale() const {
     scale *= mscale * mscale;
   }
   return scale;
+}
+
+Status CheckContextLength(const ModelConfig& config, int64_t tokens, const std::string& what) {
+  if (tokens <= config.max_position_embeddings) return Status::Ok();
+  return Status::Error(what + " is " + std::to_string(tokens) + " tokens, more than the model's context length of " +
+                       std::to_string(config.max_position_embeddings) + " (max_position_embeddings)");
 }
 
 }  // namespace latte

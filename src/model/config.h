@@ -96,4 +96,9 @@ struct ModelConfig {
   double SoftmaxScale() const;
 };
 
+// The one check of a length against the model's context: OK when `tokens` fit in
+// max_position_embeddings, else an error with both numbers: "<what> is N tokens, more
+// than the model's context length of M (max_position_embeddings)".
+Status CheckContextLength(const ModelConfig& config, int64_t tokens, const std::string& what);
+
 }  // namespace latte

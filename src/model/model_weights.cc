@@ -76,6 +76,20 @@ class WeightLoader {
   // num_hidden_layers (V3's multi-token-prediction layer) are skipped with a note.
   Status CheckTensorSet() {
     const ModelConfig& c = m_.config_;
+    // A config that names more layers than the checkpoint holds fails here, on the
+    // tensor names alone, before the expected list (tensors per layer x layers) is built.
+    std::set<int64_t> present;
+    for (const TensorInfo& t : m_.checkpoint_->tensors()) {
+      if (const int64_t layer = LayerOf(t.name); layer >= 0) present.insert(layer);
+    }
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+      if (present.count(layer) == 0) {
+        return Status::Error(source_ + ": missing tensor \"" + LayerPrefix(layer) +
+                             "input_layernorm.weight\" (config.json's num_hidden_layers is " +
+                             std::to_string(c.num_hidden_layers) + "; the checkpoint has no tensor of layer " +
+                             std::to_string(layer) + ")");
+      }
+    }
     for (const TensorSpec& spec : ExpectedTensors(c)) {
       specs_[spec.name] = spec;
       const TensorInfo* t = m_.checkpoint_->Find(spec.name);

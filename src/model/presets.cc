@@ -88,55 +88,77 @@ ModelConfig DeepSeekV2Lite() {
   return c;
 }
 
+// The released attention shapes and routing with the MoE and dense MLP shrunk (16
+// experts of width 256, dense width 2048) and 4 layers: a few GB.
+ModelConfig ShrunkMoe(ModelConfig c) {
+  c.num_hidden_layers = 4;
+  c.intermediate_size = 2048;
+  c.moe_intermediate_size = 256;
+  c.n_routed_experts = 16;
+  c.num_experts_per_tok = 4;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.first_k_dense_replace = 1;
+  c.quantization = std::nullopt;  // set by --dtype fp8
+  return c;
+}
+
+std::string UnknownPreset(const std::string& name) {
+  return "unknown preset \"" + name + "\" (" + PresetList() + ")";
+}
+
+ModelConfig Tiny() {
+  ModelConfig c = DeepSeekV3();
+  c.vocab_size = 512;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.moe_intermediate_size = 32;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.q_lora_rank = 48;
+  c.kv_lora_rank = 32;
+  c.qk_nope_head_dim = 16;
+  c.qk_rope_head_dim = 8;
+  c.v_head_dim = 16;
+  c.n_routed_experts = 8;
+  c.n_shared_experts = 1;
+  c.num_experts_per_tok = 3;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.first_k_dense_replace = 1;
+  c.max_position_embeddings = 4096;
+  c.rope_scaling = YarnScaling{4, 256, 32, 1, 1.0, 1.0};
+  c.quantization = std::nullopt;
+  return c;
+}
+
 }  // namespace
 
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> names = {"tiny", "v2", "v2-lite", "v3", "r1"};
+  return names;
+}
+
+std::string PresetList() {
+  std::string list;
+  for (const std::string& n : PresetNames()) list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
 Result<ModelConfig> ReleasedConfig(const std::string& name) {
+  if (name == "tiny") return Tiny();
   if (name == "v3" || name == "r1") return DeepSeekV3();
   if (name == "v2") return DeepSeekV2();
   if (name == "v2-lite") return DeepSeekV2Lite();
-  return Status::Error("unknown preset \"" + name + "\" (v2, v2-lite, v3, r1)");
+  return Status::Error(UnknownPreset(name));
 }
 
 Result<ModelConfig> MakeModelPreset(const std::string& name) {
+  if (name == "tiny") return Tiny();
   if (name == "v2-lite") return DeepSeekV2Lite();
-  if (name == "r1") {
-    ModelConfig c = DeepSeekV3();
-    c.num_hidden_layers = 4;
-    c.intermediate_size = 2048;
-    c.moe_intermediate_size = 256;
-    c.n_routed_experts = 16;
-    c.num_experts_per_tok = 4;
-    c.n_group = 4;
-    c.topk_group = 2;
-    c.first_k_dense_replace = 1;
-    c.quantization = std::nullopt;  // set by --dtype fp8
-    return c;
-  }
-  if (name == "tiny") {
-    ModelConfig c = DeepSeekV3();
-    c.vocab_size = 512;
-    c.hidden_size = 64;
-    c.intermediate_size = 96;
-    c.moe_intermediate_size = 32;
-    c.num_hidden_layers = 3;
-    c.num_attention_heads = 4;
-    c.q_lora_rank = 48;
-    c.kv_lora_rank = 32;
-    c.qk_nope_head_dim = 16;
-    c.qk_rope_head_dim = 8;
-    c.v_head_dim = 16;
-    c.n_routed_experts = 8;
-    c.n_shared_experts = 1;
-    c.num_experts_per_tok = 3;
-    c.n_group = 4;
-    c.topk_group = 2;
-    c.first_k_dense_replace = 1;
-    c.max_position_embeddings = 4096;
-    c.rope_scaling = YarnScaling{4, 256, 32, 1, 1.0, 1.0};
-    c.quantization = std::nullopt;
-    return c;
-  }
-  return Status::Error("unknown preset \"" + name + "\" (tiny, v2-lite, r1)");
+  if (name == "v3" || name == "r1") return ShrunkMoe(DeepSeekV3());
+  if (name == "v2") return ShrunkMoe(DeepSeekV2());
+  return Status::Error(UnknownPreset(name));
 }
 
 }  // namespace latte

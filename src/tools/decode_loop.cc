@@ -31,15 +31,18 @@ Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64
   return Status::Ok();
 }
 
-Status CheckSequenceRequest(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+Status CheckSequenceRequest(const ModelConfig& config, const std::vector<int32_t>& prompt, int64_t max_tokens) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
   if (max_tokens < 1) return Status::Error("max_tokens must be at least 1");
-  return Status::Ok();
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  return CheckContextLength(config, P + max_tokens,
+                            "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
+                                std::to_string(max_tokens) + ")");
 }
 
 Result<SequenceTimes> RunSequence(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
                                   SpanLogits prefill_rows, const NextToken& next_token) {
-  LATTE_RETURN_IF_ERROR(CheckSequenceRequest(prompt, max_tokens));
+  LATTE_RETURN_IF_ERROR(CheckSequenceRequest(model.config(), prompt, max_tokens));
   const int64_t P = static_cast<int64_t>(prompt.size());
   SequenceCaches caches = model.NewCaches(1, P + max_tokens);
   std::vector<float> logits;

@@ -41,9 +41,9 @@ struct SequenceTimes {
   double decode_seconds = 0;  // from the prefill's logits to the last step's
 };
 
-// What RunSequence needs: a prompt, and at least one token to generate. Callers that
-// size buffers from the two check it first.
-Status CheckSequenceRequest(const std::vector<int32_t>& prompt, int64_t max_tokens);
+// What RunSequence needs: a prompt, at least one token to generate, and the two inside
+// the model's context. Callers that size buffers from the two check it first.
+Status CheckSequenceRequest(const ModelConfig& config, const std::vector<int32_t>& prompt, int64_t max_tokens);
 
 // One sequence: prefills `prompt` into a fresh cache, then decodes with DecodeSteps.
 // next_token sees at most max_tokens forwards' logits (the prefill's, then up to

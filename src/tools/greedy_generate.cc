@@ -14,7 +14,7 @@ int32_t ArgMax(const float* logits, int64_t n) {
 
 Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<int32_t>& prompt,
                                       int64_t max_tokens, bool keep_logits) {
-  LATTE_RETURN_IF_ERROR(CheckSequenceRequest(prompt, max_tokens));
+  LATTE_RETURN_IF_ERROR(CheckSequenceRequest(model.config(), prompt, max_tokens));
   const int64_t vocab = model.config().vocab_size;
   GenerateResult result;
   result.tokens.reserve(max_tokens);

@@ -98,14 +98,36 @@ void Summarize(ModelBenchResult& r) {
 
 }  // namespace
 
-Status RunModelBenchmark(const ModelBenchOptions& o,
-                         void (*report)(const ModelBenchResult&, const ModelConfig&, void*), void* user) {
-  if (o.prompt < 0 || o.gen < 0) return Status::Error("-p and -n must be >= 0");
+Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) {
+  if (o.prompts.empty() || o.gens.empty() || o.depths.empty()) return Status::Error("-p, -n and -d need a value");
+  for (int64_t p : o.prompts) {
+    if (p < 0) return Status::Error("-p must be >= 0, got " + std::to_string(p));
+    LATTE_RETURN_IF_ERROR(CheckContextLength(c, p, "the pp test -p " + std::to_string(p)));
+  }
+  for (int64_t d : o.depths) {
+    if (d < 0) return Status::Error("-d must be >= 0, got " + std::to_string(d));
+  }
+  for (int64_t n : o.gens) {
+    if (n < 0) return Status::Error("-n must be >= 0, got " + std::to_string(n));
+    for (int64_t d : o.depths) {
+      const int64_t prompt = d > 0 ? d : o.tg_prompt;
+      const std::string start = d > 0 ? "-d " + std::to_string(d) : "the " + std::to_string(prompt) + "-token prompt";
+      LATTE_RETURN_IF_ERROR(CheckContextLength(c, prompt + n, start + " plus -n " + std::to_string(n)));
+    }
+  }
   if (o.repetitions < 1) return Status::Error("-r must be at least 1");
   if (o.batch < 1 || o.batch > 1024) return Status::Error("--batch must be in [1, 1024]");
   if (o.tg_prompt < 1) return Status::Error("the tg prompt needs at least one token");
-  if (o.depth < 0) return Status::Error("-d must be >= 0");
   if (o.depth_chunk < 1) return Status::Error("the depth fill needs chunks of at least one token");
+  return Status::Ok();
+}
+
+Status RunModelBenchmark(const ModelBenchOptions& o,
+                         void (*report)(const ModelBenchResult&, const ModelConfig&, void*), void* user) {
+  {  // every test fits before any weight loads
+    LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(o.model_dir + "/config.json"));
+    LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(o, config));
+  }
   LoadOptions load;
   load.mode = o.mode;
   load.progress = o.progress;
@@ -118,38 +140,43 @@ Status RunModelBenchmark(const ModelBenchOptions& o,
   // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCaches).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
 
-  if (o.prompt > 0) {
+  for (const int64_t prompt : o.prompts) {
+    if (prompt == 0) continue;
     ModelBenchResult r;
-    r.test = "pp" + std::to_string(o.prompt);
+    r.test = "pp" + std::to_string(prompt);
     r.batch = 1;
-    r.tokens_per_run = o.prompt;
-    r.costs = PrefillCostsPerToken(c, o.prompt, wb, kvb);
+    r.tokens_per_run = prompt;
+    r.costs = PrefillCostsPerToken(c, prompt, wb, kvb);
     for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
-      LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, o.prompt, static_cast<uint64_t>(run) + 1));
+      LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, prompt, static_cast<uint64_t>(run) + 1));
       if (run > 0) r.tok_s.push_back(tok_s);
     }
     Summarize(r);
     report(r, c, user);
   }
-  if (o.gen > 0) {
-    ModelBenchResult r;
-    const int64_t prompt = o.depth > 0 ? o.depth : o.tg_prompt;
-    r.test = "tg" + std::to_string(o.gen) + (o.depth > 0 ? "@d" + std::to_string(o.depth) : "");
-    r.batch = o.batch;
-    r.tokens_per_run = o.gen * o.batch;
-    const double average_context = static_cast<double>(prompt) + static_cast<double>(o.gen - 1) / 2;
-    r.costs = DecodeCostsPerToken(c, o.mode, o.batch, average_context, wb, kvb);
-    // Deep fills prefill through the latent path (naive mode has none: it decompresses).
-    MlaSettings fill_settings;
-    fill_settings.decompress_prefill = o.depth == 0 || o.mode == MlaMode::kNaive;
-    DeepSeekModel filler(*weights, fill_settings);
-    LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, o.gen, o.batch, 1));
-    for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
-      LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, o.gen));
-      if (run > 0) r.tok_s.push_back(tok_s);
+  for (const int64_t depth : o.depths) {
+    for (const int64_t gen : o.gens) {
+      if (gen == 0) continue;
+      ModelBenchResult r;
+      const int64_t prompt = depth > 0 ? depth : o.tg_prompt;
+      r.test = "tg" + std::to_string(gen) + (depth > 0 ? "@d" + std::to_string(depth) : "");
+      r.batch = o.batch;
+      r.depth = depth;
+      r.tokens_per_run = gen * o.batch;
+      const double average_context = static_cast<double>(prompt) + static_cast<double>(gen - 1) / 2;
+      r.costs = DecodeCostsPerToken(c, o.mode, o.batch, average_context, wb, kvb);
+      // Deep fills prefill through the latent path (naive mode has none: it decompresses).
+      MlaSettings fill_settings;
+      fill_settings.decompress_prefill = depth == 0 || o.mode == MlaMode::kNaive;
+      DeepSeekModel filler(*weights, fill_settings);
+      LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, gen, o.batch, 1));
+      for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
+        LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, gen));
+        if (run > 0) r.tok_s.push_back(tok_s);
+      }
+      Summarize(r);
+      report(r, c, user);
     }
-    Summarize(r);
-    report(r, c, user);
   }
   return Status::Ok();
 }

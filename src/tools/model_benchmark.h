@@ -25,13 +25,15 @@ namespace latte {
 
 struct ModelBenchOptions {
   std::string model_dir;
-  int64_t prompt = 512;        // -p: pp test length (0: skip)
-  int64_t gen = 128;           // -n: tg test length (0: skip)
+  // Each value is a test, in order (llama-bench's lists: -p 128,512).
+  std::vector<int64_t> prompts = {512};  // -p: pp test lengths (0: skip)
+  std::vector<int64_t> gens = {128};     // -n: tg test lengths (0: skip)
   int64_t tg_prompt = 16;      // the short prompt before the timed decode steps (depth 0)
   // -d: tg decodes after `depth` tokens already in each sequence's cache (llama-bench's
   // --n-depth), filled by prefill in chunks of `depth_chunk` outside the timed region,
-  // once: every run restarts from the same filled cache. 0: the tg_prompt prompt.
-  int64_t depth = 0;
+  // once per depth: every run restarts from the same filled cache. 0: the tg_prompt
+  // prompt. Every tg length runs at every depth.
+  std::vector<int64_t> depths = {0};
   int64_t depth_chunk = 512;
   int64_t repetitions = 5;     // -r, after one warm-up run
   int64_t batch = 1;           // sequences decoding together in tg
@@ -44,6 +46,7 @@ struct ModelBenchOptions {
 struct ModelBenchResult {
   std::string test;  // "pp512", "tg128", "tg128@d8192"
   int64_t batch = 1;
+  int64_t depth = 0;  // tg: tokens in each cache before the timed steps (-d); pp: 0
   int64_t tokens_per_run = 0;
   std::vector<double> tok_s;  // one per timed run
   double tok_s_mean = 0;
@@ -52,6 +55,10 @@ struct ModelBenchResult {
   double achieved_gbps = 0;   // costs.Bytes() · tok_s_mean
   double achieved_gflops = 0; // costs.flops · tok_s_mean
 };
+
+// The options on their own and against the model's config (every test fits in its
+// context): what RunModelBenchmark checks before it loads anything.
+Status CheckModelBenchOptions(const ModelBenchOptions& options, const ModelConfig& config);
 
 // Loads the model once and runs pp then tg, calling `report` after each test.
 Status RunModelBenchmark(const ModelBenchOptions& options,

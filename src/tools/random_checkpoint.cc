@@ -1,5 +1,7 @@
 #include "tools/random_checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -309,13 +311,15 @@ Result<ModelConfig> MakeModelConfig(const std::string& preset,
                                     const MakeModelOverrides& overrides) {
   LATTE_ASSIGN_OR_RETURN(ModelConfig c, MakeModelPreset(preset));
   if (overrides.num_hidden_layers) {
-    if (*overrides.num_hidden_layers < 1) return Status::Error("--layers must be at least 1");
+    if (*overrides.num_hidden_layers < 1 || *overrides.num_hidden_layers > kMaxMakeModelLayers) {
+      return Status::Error("--layers must be in [1, " + std::to_string(kMaxMakeModelLayers) + "]");
+    }
     c.num_hidden_layers = *overrides.num_hidden_layers;
   }
   if (overrides.vocab_size) {
-    if (*overrides.vocab_size < TinyTokenizerSize()) {
-      return Status::Error("--vocab must be at least " + std::to_string(TinyTokenizerSize()) +
-                           " (the tokenizer's size)");
+    if (*overrides.vocab_size < TinyTokenizerSize() || *overrides.vocab_size > kMaxMakeModelVocab) {
+      return Status::Error("--vocab must be in [" + std::to_string(TinyTokenizerSize()) + " (the tokenizer's size), " +
+                           std::to_string(kMaxMakeModelVocab) + "]");
     }
     c.vocab_size = *overrides.vocab_size;
   }
@@ -383,6 +387,56 @@ Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOp
   }
   if (shards.size() > 1) LATTE_RETURN_IF_ERROR(WriteShardIndex(dir, weight_map, totals.bytes));
   if (summary != nullptr) *summary = totals;
+  return Status::Ok();
+}
+
+Status WriteModelDirectory(const ModelConfig& config, const RandomCheckpointOptions& options, const std::string& dir,
+                           bool replace, RandomCheckpointSummary* summary) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) return Status::Error(dir + " exists and is not a folder");
+  if (fs::is_directory(dir, ec)) {
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.ends_with(".safetensors") && name != "model.safetensors.index.json") continue;
+      if (!replace) {
+        return Status::Error(dir + " already holds a model (" + name + "); give --force to replace it");
+      }
+      if (!fs::remove(entry.path(), ec)) return Status::Error(entry.path().string() + ": cannot remove");
+    }
+  }
+  // Beside `dir`, so the moves below stay on one file system.
+  const fs::path target = fs::path(dir).lexically_normal();
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path temp = parent / (".latte-make-model-" + std::to_string(::getpid()) + "-" +
+                                  (target.filename().empty() ? "out" : target.filename().string()));
+  fs::remove_all(temp, ec);
+  const Status written = WriteRandomCheckpoint(config, options, temp.string(), summary);
+  if (!written.ok()) {
+    fs::remove_all(temp, ec);
+    return written;
+  }
+  if (!fs::exists(target, ec)) {
+    fs::rename(temp, target, ec);
+    if (ec) {
+      fs::remove_all(temp, ec);
+      return Status::Error(dir + ": cannot move the new model into place: " + ec.message());
+    }
+    return Status::Ok();
+  }
+  // `dir` exists (empty, or --force): the weights first, config.json last, so the folder
+  // reads as a model only once it is whole.
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(temp, ec)) files.push_back(entry.path());
+  std::stable_partition(files.begin(), files.end(), [](const fs::path& f) { return f.filename() != "config.json"; });
+  for (const fs::path& f : files) {
+    fs::rename(f, target / f.filename(), ec);
+    if (ec) {
+      const std::string message = ec.message();
+      fs::remove_all(temp, ec);
+      return Status::Error((target / f.filename()).string() + ": cannot move into place: " + message);
+    }
+  }
+  fs::remove_all(temp, ec);
   return Status::Ok();
 }
 

@@ -39,6 +39,10 @@ enum class CheckpointDType { kBf16, kF32, kFp8 };
 // "bf16", "f32", "fp8".
 std::optional<CheckpointDType> ParseCheckpointDType(const std::string& name);
 
+// Bounds on make-model's --layers and --vocab.
+inline constexpr int64_t kMaxMakeModelLayers = 1024;
+inline constexpr int64_t kMaxMakeModelVocab = int64_t{1} << 20;
+
 // make-model's command-line changes to a preset.
 struct MakeModelOverrides {
   std::optional<int64_t> num_hidden_layers;  // --layers
@@ -71,5 +75,12 @@ struct RandomCheckpointSummary {
 // config.quantization must be set exactly when options.dtype is kFp8.
 Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOptions& options,
                              const std::string& dir, RandomCheckpointSummary* summary = nullptr);
+
+// make-model's write into `dir`: refuses a folder that already holds safetensors
+// files (or an index) unless `replace`, writes the whole checkpoint into a temporary
+// folder beside `dir`, then moves it into place (config.json last), so a failure or a
+// kill never leaves a half-written model in `dir`.
+Status WriteModelDirectory(const ModelConfig& config, const RandomCheckpointOptions& options, const std::string& dir,
+                           bool replace, RandomCheckpointSummary* summary = nullptr);
 
 }  // namespace latte

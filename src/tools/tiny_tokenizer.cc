@@ -121,6 +121,20 @@ Result<std::string> TinyTokenizerJson(const ModelConfig& config) {
   add_special(eos, kEosToken);
   for (const char* special : kExtraSpecials) add_special(ids.Next(), special);
 
+  // Every other id of the model gets a token no merge makes (Encode never emits it), so
+  // that whatever id the model generates decodes to text: " aaa", " aab", ... Appended
+  // without ordered_json's linear key search (129,280 ids on r1); the names are
+  // unique by the set.
+  std::set<std::string> names;
+  for (const auto& [name, id] : vocab.items()) names.insert(name);
+  auto& entries = vocab.get_ref<ordered_json::object_t&>();
+  for (int64_t n = 0; static_cast<int64_t>(entries.size()) < config.vocab_size; ++n) {
+    std::string name = ByteLevelChar(' ');
+    for (int64_t k = n + 26 * 27 * 27; k > 0; k /= 26) name += static_cast<char>('a' + k % 26);
+    if (!names.insert(name).second) continue;
+    entries.ordered_json::object_t::Container::emplace_back(name, ids.Next());
+  }
+
   ordered_json j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;

@@ -8,7 +8,10 @@
 //   the 256 byte-level characters (GPT-2 byte-to-unicode), then one token per merge
 //   of a few dozen common English pairs, filling the lowest free ids in that order;
 //   then "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>" on the next free ids.
-// Ids above those have no tokenizer entry; the model simply never sees them.
+// Every id after those, up to config.vocab_size, is a lowercase "word" with a leading
+// space that no merge makes: Encode never emits it, but every id the model can generate
+// decodes to text (so `generate --prompt` prints something and `tokenize --decode`
+// takes every id `generate` emits).
 // The pre-tokenizer, decoder and chat template follow DeepSeek-V3's tokenizer files.
 #pragma once
 
