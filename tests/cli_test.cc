@@ -210,6 +210,17 @@ TEST(CliWrites, MakeModelLayersBounded) {
                      "latte make-model: error: --layers must be an integer in [1, 1024]");
 }
 
+// ---- 6. --huge-pages says what it is doing while it reads ----
+
+TEST(CliHugePages, ReadingPrintsTheLoadingLine) {
+  const CliRun r = Latte("generate --model " + Tiny() + " --prompt-ids 1,2 --max-tokens 2 -t 2 --huge-pages");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Not a terminal: one line when the read ends, then the tensors' line.
+  const size_t read = r.err.find("loading: read into 2 MiB pages ");
+  ASSERT_NE(read, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("loading: ", read + 1), std::string::npos) << r.err;
+}
+
 // ---- 7. One vocabulary ----
 
 TEST(CliVocabulary, VersionPrintsVersionAndCommit) {
