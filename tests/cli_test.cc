@@ -221,6 +221,19 @@ TEST(CliHugePages, ReadingPrintsTheLoadingLine) {
   EXPECT_NE(r.err.find("loading: ", read + 1), std::string::npos) << r.err;
 }
 
+// ---- 10. OpenMP waits without spinning unless the environment says otherwise ----
+
+TEST(CliThreads, WaitPolicyIsPassiveUnlessSet) {
+  int code = 0;
+  const std::string passive = testing_process::RunCommand(
+      "OMP_DISPLAY_ENV=true " + std::string(LATTE_BINARY) + " --version 2>&1", &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(passive.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << passive;
+  const std::string active = testing_process::RunCommand(
+      "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=true " + std::string(LATTE_BINARY) + " --version 2>&1", &code);
+  EXPECT_NE(active.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << active;
+}
+
 // ---- 7. One vocabulary ----
 
 TEST(CliVocabulary, VersionPrintsVersionAndCommit) {
