@@ -210,6 +210,30 @@ TEST(CliWrites, MakeModelLayersBounded) {
                      "latte make-model: error: --layers must be an integer in [1, 1024]");
 }
 
+// ---- 6. --huge-pages says what it is doing while it reads ----
+
+TEST(CliHugePages, ReadingPrintsTheLoadingLine) {
+  const CliRun r = Latte("generate --model " + Tiny() + " --prompt-ids 1,2 --max-tokens 2 -t 2 --huge-pages");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Not a terminal: one line when the read ends, then the tensors' line.
+  const size_t read = r.err.find("loading: read into 2 MiB pages ");
+  ASSERT_NE(read, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("loading: ", read + 1), std::string::npos) << r.err;
+}
+
+// ---- 10. OpenMP waits without spinning unless the environment says otherwise ----
+
+TEST(CliThreads, WaitPolicyIsPassiveUnlessSet) {
+  int code = 0;
+  const std::string passive = testing_process::RunCommand(
+      "OMP_DISPLAY_ENV=true " + std::string(LATTE_BINARY) + " --version 2>&1", &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(passive.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << passive;
+  const std::string active = testing_process::RunCommand(
+      "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=true " + std::string(LATTE_BINARY) + " --version 2>&1", &code);
+  EXPECT_NE(active.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << active;
+}
+
 // ---- 7. One vocabulary ----
 
 TEST(CliVocabulary, VersionPrintsVersionAndCommit) {
@@ -384,8 +408,27 @@ TEST(CliReadme, FlagTableMatchesHelp) {
       flags.push_back((*it)[1].str());
     }
   }
-  const std::vector<std::string> commands = {"",          "generate",      "make-model",  "calc",        "tokenize",
-                                             "bench attn", "bench machine", "bench model", "bench engine"};
+  // The root and every command without subcommands, as --help lists them: a new
+  // command without a row fails here.
+  std::vector<std::string> commands = {""};
+  std::vector<std::string> pending = {""};
+  while (!pending.empty()) {
+    const std::string parent = pending.back();
+    pending.pop_back();
+    const CliRun help = Latte(parent + " --help");
+    const size_t at = help.out.find("Subcommands:\n");
+    if (at == std::string::npos) continue;
+    std::istringstream lines(help.out.substr(at + 13));
+    for (std::string line; std::getline(lines, line) && line.rfind("  ", 0) == 0;) {
+      const std::string name = (parent.empty() ? "" : parent + " ") + line.substr(2, line.find(' ', 2) - 2);
+      if (Latte(name + " --help").out.find("Subcommands:\n") != std::string::npos) {
+        pending.push_back(name);
+      } else {
+        commands.push_back(name);
+      }
+    }
+  }
+  EXPECT_GE(commands.size(), 9u);
   for (const std::string& command : commands) {
     const std::vector<std::string> help = HelpFlags(command);
     std::string expected = "| `latte" + std::string(command.empty() ? "" : " ") + command + "` |";

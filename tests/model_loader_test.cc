@@ -182,6 +182,17 @@ TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
   EXPECT_NE(msg.find("missing tensor \"model.layers.3.input_layernorm.weight\""), std::string::npos) << msg;
   EXPECT_NE(msg.find("1000000"), std::string::npos) << msg;
   EXPECT_LT(seconds, 5.0);  // names only: milliseconds
+  // With --huge-pages the headers are checked before the copy reads any data: the one
+  // line is the error, with no "read into 2 MiB pages" progress before it.
+  const std::string err = TempRoot() + "/million-layers.err";
+  const int status = std::system((std::string(LATTE_BINARY) + " generate --model " + dir +
+                                  " --prompt-ids 1 --huge-pages >/dev/null 2>" + err)
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string text = ReadText(err);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("missing tensor \"model.layers.3.input_layernorm.weight\""), std::string::npos) << text;
 }
 
 // Issue 13, point 2: a config value latte does not implement is refused by name.

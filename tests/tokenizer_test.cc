@@ -406,7 +406,7 @@ TEST(TokenizeCli, BadLineNamesItsNumber) {
                                          in + " 2>&1",
                                      &code);
   EXPECT_EQ(code, 1);
-  EXPECT_NE(out.find("stdin line 2: expected a JSON string"), std::string::npos) << out;
+  EXPECT_NE(out.find("stdin line 2: not valid JSON"), std::string::npos) << out;
   EXPECT_EQ(out.find("never"), std::string::npos);
   std::ofstream(in) << "[1, -5]\n";
   const std::string out2 = RunCommand(std::string(LATTE_BINARY) + " tokenize --decode --tokenizer " + kDeepSeekJson +

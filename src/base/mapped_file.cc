@@ -28,7 +28,8 @@ Result<const uint8_t*> Map(const std::string& path, int fd, size_t size) {
   return static_cast<const uint8_t*>(p);
 }
 
-Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t size) {
+Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t size,
+                                         const std::function<void(size_t)>& on_read) {
   auto* region = static_cast<uint8_t*>(AllocateHugePageRegion(size, /*zero_fill=*/false));
   if (region == nullptr) {
     return Status::Error(path + ": cannot allocate " + std::to_string(size) + " bytes to hold the file");
@@ -44,13 +45,15 @@ Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t
       return Status::Error(path + ": cannot read: " + why);
     }
     done += static_cast<size_t>(n);
+    if (on_read) on_read(done);
   }
   return static_cast<const uint8_t*>(region);
 }
 
 }  // namespace
 
-Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, FileResidency residency) {
+Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, FileResidency residency,
+                                                     const std::function<void(size_t)>& on_read) {
   const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) return Status::Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -62,7 +65,7 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, Fi
     if (residency == FileResidency::kMapped) {
       LATTE_ASSIGN_OR_RETURN(data, Map(path, file.fd, size));
     } else {
-      LATTE_ASSIGN_OR_RETURN(data, ReadIntoHugePages(path, file.fd, size));
+      LATTE_ASSIGN_OR_RETURN(data, ReadIntoHugePages(path, file.fd, size, on_read));
     }
   }
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size, residency));

@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include <functional>
+
 #include "base/status.h"
 
 namespace latte {
@@ -21,8 +23,11 @@ enum class FileResidency { kMapped, kHugePageCopy };
 
 class MappedFile {
  public:
+  // `on_read` (huge-page copies only) is called as the file is read, with the bytes
+  // read so far.
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path,
-                                                  FileResidency residency = FileResidency::kMapped);
+                                                  FileResidency residency = FileResidency::kMapped,
+                                                  const std::function<void(size_t)>& on_read = nullptr);
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();

@@ -1,6 +1,7 @@
 // latte: one binary, one subcommand per job (see README.md).
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -19,6 +20,21 @@
 namespace latte::cli {
 namespace {
 int g_exit_code = 0;
+
+// OpenMP threads that wait for work sleep at once instead of spinning (libgomp's
+// default spins ~300,000 PAUSEs per wait): on a machine busy with other processes,
+// spinning workers take the cores from the thread everyone waits for, and 2 threads
+// decoded 10x slower than 1 (docs/benchmarks.md, "Threads on a busy machine").
+// libgomp reads OMP_WAIT_POLICY once, when it loads, before main(): so it is set from
+// the executable's .preinit_array, which runs before any shared library initializer.
+// A value the user set (OMP_WAIT_POLICY, or GOMP_SPINCOUNT) is kept.
+void DefaultWaitPolicy(int, char**, char**) {
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+  }
+}
+[[gnu::section(".preinit_array"), gnu::used]] void (*const g_default_wait_policy)(int, char**, char**) =
+    &DefaultWaitPolicy;
 }  // namespace
 
 void ExitWith(int code) {

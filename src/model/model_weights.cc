@@ -47,9 +47,26 @@ class WeightLoader {
       : m_(m), options_(options), source_(std::move(source)),
         start_(std::chrono::steady_clock::now()) {}
 
+  // Every expected tensor against the checkpoint's headers: run before Run, and before
+  // a huge-page copy reads any data.
+  Status Check() { return CheckTensorSet(); }
+
+  // The huge-page copy's part of the progress line: the same line as the tensors'
+  // ("loading: ..."), redrawn on a terminal, once at the end in a log.
+  void ReportReading(uint64_t done, uint64_t total) {
+    if (!options_.progress) return;
+    const bool final = done >= total;
+    if (!final && SecondsSince(last_report_) < 0.5) return;
+    last_report_ = std::chrono::steady_clock::now();
+    const bool tty = isatty(STDERR_FILENO);
+    if (!final && !tty) return;
+    std::fprintf(stderr, "%sloading: read into 2 MiB pages %.2f / %.2f GB, %.1f s%s", tty ? "\r" : "", done / 1e9,
+                 total / 1e9, SecondsSince(start_), final ? "\n" : "");
+    std::fflush(stderr);
+  }
+
   Status Run() {
     const ModelConfig& c = m_.config_;
-    LATTE_RETURN_IF_ERROR(CheckTensorSet());
     m_.compute_dtype_ = ChooseComputeDType();
     total_bytes_ = m_.checkpoint_->TotalBytes();
 
@@ -359,7 +376,9 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
   auto m = std::make_unique<ModelWeights>();
   m->mode_ = options.mode;
   LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
-  LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir, options.residency));
+  // Headers first, from an mmap: a checkpoint that cannot serve the config fails here
+  // before a huge-page copy reads any data.
+  LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir, FileResidency::kMapped));
   m->checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));
   const std::string index = dir + "/model.safetensors.index.json";
   std::string source = std::filesystem::exists(index) ? FileName(index) : dir;
@@ -367,6 +386,17 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
     source = FileName(m->checkpoint_->tensors().front().file);
   }
   WeightLoader loader(*m, options, source);
+  LATTE_RETURN_IF_ERROR(loader.Check());
+  if (options.residency == FileResidency::kHugePageCopy) {
+    std::set<std::string> files;
+    for (const TensorInfo& t : m->checkpoint_->tensors()) files.insert(t.file);
+    uint64_t total = 0;
+    for (const std::string& f : files) total += std::filesystem::file_size(f);
+    LATTE_ASSIGN_OR_RETURN(Checkpoint copy, Checkpoint::Open(dir, FileResidency::kHugePageCopy, [&](uint64_t done) {
+                             loader.ReportReading(done, total);
+                           }));
+    m->checkpoint_ = std::make_unique<Checkpoint>(std::move(copy));
+  }
   LATTE_RETURN_IF_ERROR(loader.Run());
   return m;
 }

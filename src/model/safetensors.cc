@@ -351,7 +351,8 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, c
   return tensors;
 }
 
-Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency residency) {
+Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency residency,
+                                    const std::function<void(uint64_t)>& on_read) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return Status::Error(dir + ": not a directory");
 
@@ -369,13 +370,17 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency reside
   }
 
   Checkpoint checkpoint;
+  uint64_t read_before = 0;  // bytes of the shards already read
   for (const auto& [shard, first_tensor] : shards) {
     const std::string path = JoinPath(dir, shard);
     if (sharded && !fs::is_regular_file(path, ec)) {
       return Status::Error(index_path + ": shard " + Quote(shard) + " (holding tensor " +
                            Quote(first_tensor) + ") does not exist");
     }
-    LATTE_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path, residency));
+    std::function<void(size_t)> on_file_read;
+    if (on_read) on_file_read = [&](size_t done) { on_read(read_before + done); };
+    LATTE_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path, residency, on_file_read));
+    read_before += file->size();
     LATTE_ASSIGN_OR_RETURN(std::vector<TensorInfo> tensors, ReadSafetensorsHeader(*file));
     for (TensorInfo& t : tensors) {
       if (const TensorInfo* other = checkpoint.Find(t.name)) {

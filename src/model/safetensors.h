@@ -45,9 +45,11 @@ class Checkpoint {
   // Opens DIR/model.safetensors.index.json if present (its "weight_map": tensor
   // name -> shard file name), else the single *.safetensors file in DIR (an error
   // if there is none, or several without an index). Every shard is held as
-  // `residency` says (base/mapped_file.h: an mmap, or a copy on huge pages).
+  // `residency` says (base/mapped_file.h: an mmap, or a copy on huge pages); a copy
+  // calls `on_read` with the bytes read so far over all shards as it reads.
   static Result<Checkpoint> Open(const std::string& dir,
-                                 FileResidency residency = FileResidency::kMapped);
+                                 FileResidency residency = FileResidency::kMapped,
+                                 const std::function<void(uint64_t)>& on_read = nullptr);
 
   const TensorInfo* Find(const std::string& name) const;  // nullptr if absent
   // All tensors in all shards: shards in name order, each in data-offset order.
