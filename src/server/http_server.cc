@@ -221,14 +221,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (step.begin_stream) QueueStreamHead();
     if (!step.data.empty()) {
       WriteItem item;
-    item.kind = WriteItem::kChunk;
+      item.kind = WriteItem::kChunk;
       item.data = std::make_shared<std::string>(std::move(step.data));
       Queue(std::move(item));
     }
     if (step.end_stream) {
       FinishDeferred();
       WriteItem item;
-    item.kind = WriteItem::kLastChunk;
+      item.kind = WriteItem::kLastChunk;
       item.ends_reply = true;
       Queue(std::move(item));
     }
@@ -311,7 +311,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnWrite(beast::error_code ec) {
-    if (ec) {  // the client is gone or stopped reading: nobody will see the rest
+    if (ec || closed_) {  // the client is gone or stopped reading: nobody will see the rest
+      writing_ = false;
+      writes_.clear();  // only now: the write in flight read from the front item
       CancelDeferred();
       Close();
       return;
@@ -344,7 +346,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void LingerThenClose() {
     if (closed_) return;
     closed_ = true;
-    writes_.clear();
+    if (!writing_) writes_.clear();  // else OnWrite clears them when the write in flight ends
     poll_timer_.cancel();
     CountPending(false);
     beast::error_code ignored;
@@ -372,7 +374,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     if (closed_) return;
     closed_ = true;
-    writes_.clear();
+    if (!writing_) writes_.clear();  // else OnWrite clears them when the write in flight ends
     read_timer_.cancel();
     poll_timer_.cancel();
     CountPending(false);
