@@ -5,9 +5,10 @@
 //     ignored), sent as streaming /v1/completions by C concurrent clients, output tok/s
 //     against `latte bench engine --max-concurrency C` on the same model and flags;
 //  2. TTFT at idle: one streaming request at a time (max_tokens 1), the time from
-//     sending it to its first token event, against the engine's own time for the same
-//     request (`latte bench engine --max-concurrency 1 --output-len 1`: seconds per
-//     request, which is submission to the first and only token).
+//     sending it to its first token event, against the engine's own time to that token
+//     for the same request (engine_ttft in the server's log line: from Engine::Submit
+//     to the token's output). The difference is what HTTP, parsing, tokenizing, queueing
+//     and the wake-up add.
 // Usage: node tools/serve_bench.js --model DIR [--num-prompts 64] [--input-len 128]
 //          [--output-len 128] [--concurrency 16] [--ttft-requests 50] [--seed 0]
 //          [-- extra engine flags for both, e.g. --threads 2]
@@ -48,7 +49,8 @@ function splitmix(state) {
 function benchRequest(o, vocab, index, outputLen) {
   const next = splitmix(BigInt(o.seed) * 1000003n + BigInt(index));
   const prompt = Array.from({ length: o.inputLen }, () => Number(next() % BigInt(vocab)));
-  return { prompt, max_tokens: outputLen, temperature: 1, ignore_eos: true, seed: o.seed + index, stream: true };
+  return { prompt, max_tokens: outputLen, temperature: 1, ignore_eos: true, seed: o.seed + index, stream: true,
+           stream_options: { include_usage: true } };
 }
 
 async function startServer(o) {
@@ -62,18 +64,18 @@ async function startServer(o) {
     });
     proc.on('exit', (code) => reject(new Error(`latte serve exited ${code}: ${log}`)));
   });
-  return { proc, base: `http://127.0.0.1:${port}` };
+  return { proc, base: `http://127.0.0.1:${port}`, log: () => log };
 }
 
-// One streaming request: resolves to { ttft (ms), tokens } once [DONE] arrives.
+// One streaming request: resolves to { id, ttft (ms), tokens } once [DONE] arrives.
 async function streamOne(base, body) {
   const t0 = performance.now();
   const res = await fetch(base + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                                     body: JSON.stringify({ ...body, logprobs: 0 }) });
+                                                     body: JSON.stringify(body) });
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
-  let buffer = '', ttft = null, tokens = 0, done = false;
+  let buffer = '', ttft = null, tokens = 0, done = false, id = null;
   while (!done) {
     const { value, done: end } = await reader.read();
     if (end) break;
@@ -85,12 +87,12 @@ async function streamOne(base, body) {
       if (!event.startsWith('data: ')) continue;
       if (event === 'data: [DONE]') { done = true; break; }
       const chunk = JSON.parse(event.slice(6));
-      const n = chunk.choices.length && chunk.choices[0].logprobs ? chunk.choices[0].logprobs.tokens.length : 0;
-      if (n > 0 && ttft === null) ttft = performance.now() - t0;
-      tokens += n;
+      if (ttft === null) ttft = performance.now() - t0;  // the first event carries the first token's text
+      id = chunk.id;
+      if (chunk.usage) tokens = chunk.usage.completion_tokens;
     }
   }
-  return { ttft, tokens };
+  return { id, ttft, tokens };
 }
 
 function benchEngine(o, args) {
@@ -119,24 +121,26 @@ async function main() {
     if (tokens !== o.numPrompts * o.outputLen) throw new Error(`got ${tokens} tokens`);
     const httpTokS = tokens / seconds;
 
-    // 2. TTFT at idle, one request at a time.
-    const ttfts = [];
-    for (let i = 0; i < o.ttftRequests; i++) ttfts.push((await streamOne(server.base, benchRequest(o, vocab, i, 1))).ttft);
-    ttfts.sort((a, b) => a - b);
-    const httpTtft = ttfts.reduce((a, b) => a + b, 0) / ttfts.length;
+    // 2. TTFT at idle, one request at a time, paired with the engine's own time.
+    const runs = [];
+    for (let i = 0; i < o.ttftRequests; i++) runs.push(await streamOne(server.base, benchRequest(o, vocab, i, 1)));
+    await new Promise((r) => setTimeout(r, 200));  // the last log lines
+    const engineMs = {};
+    for (const m of server.log().matchAll(/latte serve: (\S+) .* engine_ttft=([\d.]+)s/g)) engineMs[m[1]] = 1000 * Number(m[2]);
+    const ttfts = runs.map((r) => r.ttft).sort((a, b) => a - b);
+    const overheads = runs.map((r) => r.ttft - engineMs[r.id]).sort((a, b) => a - b);
+    const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     server.proc.kill('SIGTERM');
 
     const engine = benchEngine(o, ['--num-prompts', String(o.numPrompts), '--input-len', String(o.inputLen),
                                    '--output-len', String(o.outputLen), '--max-concurrency', String(o.concurrency)]);
-    const idle = benchEngine(o, ['--num-prompts', String(o.ttftRequests), '--input-len', String(o.inputLen),
-                                 '--output-len', '1', '--max-concurrency', '1']);
-    const engineTtft = 1000 / idle.requests_per_s;
     const result = {
       num_prompts: o.numPrompts, input_len: o.inputLen, output_len: o.outputLen, concurrency: o.concurrency,
       http_output_tok_s: +httpTokS.toFixed(1), engine_output_tok_s: +engine.output_tok_s.toFixed(1),
       http_vs_engine: +(httpTokS / engine.output_tok_s).toFixed(3),
-      http_ttft_ms_mean: +httpTtft.toFixed(2), http_ttft_ms_median: +ttfts[ttfts.length >> 1].toFixed(2),
-      engine_request_ms: +engineTtft.toFixed(2), ttft_overhead_ms: +(httpTtft - engineTtft).toFixed(2),
+      http_ttft_ms_mean: +mean(ttfts).toFixed(3), http_ttft_ms_median: +ttfts[ttfts.length >> 1].toFixed(3),
+      engine_ttft_ms_mean: +mean(runs.map((r) => engineMs[r.id])).toFixed(3),
+      ttft_overhead_ms_mean: +mean(overheads).toFixed(3), ttft_overhead_ms_median: +overheads[overheads.length >> 1].toFixed(3),
     };
     console.log(JSON.stringify(result));
   } finally {
