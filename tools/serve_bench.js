@@ -95,6 +95,14 @@ async function streamOne(base, body) {
   return { id, ttft, tokens };
 }
 
+// latte:engine_steps_total, _step_seconds_total, _forward_seconds_total from /metrics.
+async function engineCounters(base) {
+  const text = await (await fetch(base + '/metrics')).text();
+  const value = (name) => Number(text.match(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm'))[1]);
+  return { steps: value('latte:engine_steps_total'), step: value('latte:engine_step_seconds_total'),
+           forward: value('latte:engine_forward_seconds_total') };
+}
+
 function benchEngine(o, args) {
   const out = execFileSync(LATTE, ['bench', 'engine', '--model', o.model, '--seed', String(o.seed), '--json', ...args, ...o.extra],
                            { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
@@ -108,7 +116,10 @@ async function main() {
   try {
     for (let i = 0; i < 3; i++) await streamOne(server.base, benchRequest(o, vocab, 1000 + i, 8));  // warm-up
 
-    // 1. Throughput: C clients, each taking the next request as its last one ends.
+    // 1. Throughput: C clients, each taking the next request as its last one ends. The
+    // engine's counters before and after split the wall time into engine steps (forward
+    // passes and the rest of the step) and time the engine waited for requests.
+    const before = await engineCounters(server.base);
     let next = 0, tokens = 0;
     const t0 = performance.now();
     await Promise.all(Array.from({ length: o.concurrency }, async () => {
@@ -118,6 +129,7 @@ async function main() {
       }
     }));
     const seconds = (performance.now() - t0) / 1000;
+    const after = await engineCounters(server.base);
     if (tokens !== o.numPrompts * o.outputLen) throw new Error(`got ${tokens} tokens`);
     const httpTokS = tokens / seconds;
 
@@ -138,6 +150,10 @@ async function main() {
       num_prompts: o.numPrompts, input_len: o.inputLen, output_len: o.outputLen, concurrency: o.concurrency,
       http_output_tok_s: +httpTokS.toFixed(1), engine_output_tok_s: +engine.output_tok_s.toFixed(1),
       http_vs_engine: +(httpTokS / engine.output_tok_s).toFixed(3),
+      http_seconds: +seconds.toFixed(3), http_engine_steps: after.steps - before.steps,
+      http_step_seconds: +(after.step - before.step).toFixed(3), http_forward_seconds: +(after.forward - before.forward).toFixed(3),
+      engine_seconds: +engine.seconds.toFixed(3), engine_steps: engine.steps,
+      engine_step_seconds: +engine.step_seconds.toFixed(3), engine_forward_seconds: +engine.model_seconds.toFixed(3),
       http_ttft_ms_mean: +mean(ttfts).toFixed(3), http_ttft_ms_median: +ttfts[ttfts.length >> 1].toFixed(3),
       engine_ttft_ms_mean: +mean(runs.map((r) => engineMs[r.id])).toFixed(3),
       ttft_overhead_ms_mean: +mean(overheads).toFixed(3), ttft_overhead_ms_median: +overheads[overheads.length >> 1].toFixed(3),
