@@ -112,6 +112,11 @@ function benchEngine(o, args) {
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   const vocab = JSON.parse(require('node:fs').readFileSync(path.join(o.model, 'config.json'), 'utf8')).vocab_size;
+  // bench engine runs before and after the server (the machine's speed drifts: on a
+  // shared host the two can differ by more than the server's cost).
+  const engineArgs = ['--num-prompts', String(o.numPrompts), '--input-len', String(o.inputLen),
+                      '--output-len', String(o.outputLen), '--max-concurrency', String(o.concurrency)];
+  const engineBefore = benchEngine(o, engineArgs);
   const server = await startServer(o);
   try {
     for (let i = 0; i < 3; i++) await streamOne(server.base, benchRequest(o, vocab, 1000 + i, 8));  // warm-up
@@ -144,11 +149,16 @@ async function main() {
     const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     server.proc.kill('SIGTERM');
 
-    const engine = benchEngine(o, ['--num-prompts', String(o.numPrompts), '--input-len', String(o.inputLen),
-                                   '--output-len', String(o.outputLen), '--max-concurrency', String(o.concurrency)]);
+    await new Promise((r) => server.proc.on('exit', r));
+    const engineAfter = benchEngine(o, engineArgs);
+    const engine = {};  // the two runs' mean
+    for (const k of ['output_tok_s', 'seconds', 'steps', 'step_seconds', 'model_seconds']) {
+      engine[k] = (engineBefore[k] + engineAfter[k]) / 2;
+    }
     const result = {
       num_prompts: o.numPrompts, input_len: o.inputLen, output_len: o.outputLen, concurrency: o.concurrency,
       http_output_tok_s: +httpTokS.toFixed(1), engine_output_tok_s: +engine.output_tok_s.toFixed(1),
+      engine_output_tok_s_before: +engineBefore.output_tok_s.toFixed(1), engine_output_tok_s_after: +engineAfter.output_tok_s.toFixed(1),
       http_vs_engine: +(httpTokS / engine.output_tok_s).toFixed(3),
       http_seconds: +seconds.toFixed(3), http_engine_steps: after.steps - before.steps,
       http_step_seconds: +(after.step - before.step).toFixed(3), http_forward_seconds: +(after.forward - before.forward).toFixed(3),
