@@ -67,7 +67,7 @@ constexpr Route kRoutes[] = {
 }  // namespace
 
 HttpReply ErrorReply(const ApiError& error) {
-  HttpReply r{error.status, "application/json", error.ToJson().dump(), {}};
+  HttpReply r{error.status, "application/json", error.Body(), {}};
   if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   return r;
 }

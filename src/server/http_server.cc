@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <array>
+#include <cstdio>
 #include <deque>
 #include <optional>
 
@@ -45,7 +46,7 @@ namespace {
 HttpReply ErrorReply(const ApiError& e) {
   HttpReply r;
   r.status = e.status;
-  r.body = e.ToJson().dump();
+  r.body = e.Body();
   return r;
 }
 
@@ -176,7 +177,13 @@ class Session : public std::enable_shared_from_this<Session> {
     request.content_type = std::string(req[http::field::content_type]);
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
-    Handled handled = server_->handler(request);
+    Handled handled = HttpReply{};
+    try {
+      handled = server_->handler(request);
+    } catch (const std::exception& e) {  // a bug, not the client's: answer 500 and keep serving
+      handled = ErrorReply(InternalError(std::string("internal error: ") + e.what()));
+      keep_alive_ = false;
+    }
     if (auto* reply = std::get_if<HttpReply>(&handled)) {
       SendWhole(std::move(*reply), !keep_alive_);
       return;
@@ -212,7 +219,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // Takes what the pending reply has ready and queues it for writing.
   void Pump() {
     if (!deferred_ || closed_) return;
-    DeferredStep step = deferred_->Poll();
+    DeferredStep step;
+    try {
+      step = deferred_->Poll();
+    } catch (const std::exception& e) {  // a bug, not the client's: end this exchange only
+      std::fprintf(stderr, "latte serve: internal error: %s\n", e.what());
+      CancelDeferred();
+      Close();
+      return;
+    }
     if (step.reply) {
       FinishDeferred();
       SendWhole(std::move(*step.reply), !keep_alive_);

@@ -157,6 +157,40 @@ test('garbage that is not HTTP → 400 and the connection closes; the server kee
   await expectGood();
 });
 
+// Bytes that are not UTF-8 in the path and in a header: the error message quotes them,
+// and must still be a JSON body (not an exception in the server).
+function rawRequest(bytes) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(server.port, '127.0.0.1', () => s.write(bytes));
+    let data = Buffer.alloc(0);
+    s.on('data', (d) => {
+      data = Buffer.concat([data, d]);
+      if (data.includes('\r\n\r\n') && /Content-Length: (\d+)/i.test(data.toString('latin1'))) {
+        const head = data.toString('latin1');
+        const len = Number(head.match(/Content-Length: (\d+)/i)[1]);
+        if (data.length >= head.indexOf('\r\n\r\n') + 4 + len) s.end();
+      }
+    });
+    s.on('end', () => resolve(data.toString('utf8')));
+    s.on('error', reject);
+  });
+}
+
+test('bytes that are not UTF-8 in the path or the Content-Type → a 404 / 415 with a JSON error', async () => {
+  const path = await rawRequest(Buffer.concat([Buffer.from('GET /v1/\xff'.replace('\xff', ''), 'latin1'), Buffer.from([0xff, 0xfe]),
+                                               Buffer.from(' HTTP/1.1\r\nHost: x\r\n\r\n')]));
+  assert.match(path, /^HTTP\/1\.1 (404|400)/);
+  const json = JSON.parse(path.slice(path.indexOf('\r\n\r\n') + 4));
+  assert.ok(json.error.message);
+  const body = '{"prompt": "x"}';
+  const ct = await rawRequest(Buffer.concat([Buffer.from(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
+                                                         `Content-Length: ${body.length}\r\nContent-Type: text/`),
+                                             Buffer.from([0xff]), Buffer.from('\r\n\r\n' + body)]));
+  assert.match(ct, /^HTTP\/1\.1 415/);
+  assert.ok(JSON.parse(ct.slice(ct.indexOf('\r\n\r\n') + 4)).error.message.includes('Content-Type'));
+  await expectGood();
+});
+
 test('after all that: no request running, no KV block held', async () => {
   const [ok, , m] = await h.waitForMetrics(server.base, (m) => m['latte:kv_cache_usage_perc'] === 0 &&
                                            m['latte:num_requests_running'] === 0 && m['latte:num_requests_waiting'] === 0, 2000);
