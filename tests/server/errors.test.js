@@ -191,6 +191,30 @@ test('bytes that are not UTF-8 in the path or the Content-Type → a 404 / 415 w
   await expectGood();
 });
 
+test('Expect: 100-continue: "100 Continue" before the body; an oversized Content-Length gets 413 before it', async () => {
+  const body = JSON.stringify({ prompt: 'Hello', max_tokens: 2 });
+  const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\n` +
+               'Expect: 100-continue\r\nConnection: close\r\n';
+  const exchange = (contentLength, sendBody) => new Promise((resolve, reject) => {
+    const s = net.connect(server.port, '127.0.0.1', () => s.write(head + `Content-Length: ${contentLength}\r\n\r\n`));
+    let data = '';
+    s.on('data', (d) => {
+      data += d;
+      if (sendBody && data.startsWith('HTTP/1.1 100 Continue\r\n\r\n') && !s.sent) {
+        s.sent = true;
+        s.write(body);
+      }
+    });
+    s.on('end', () => resolve(data));
+    s.on('error', reject);
+  });
+  const ok = await exchange(body.length, true);
+  assert.match(ok, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK/);
+  const big = await exchange(64 << 20, false);
+  assert.match(big, /^HTTP\/1\.1 413/);
+  await expectGood();
+});
+
 test('after all that: no request running, no KV block held', async () => {
   const [ok, , m] = await h.waitForMetrics(server.base, (m) => m['latte:kv_cache_usage_perc'] === 0 &&
                                            m['latte:num_requests_running'] === 0 && m['latte:num_requests_waiting'] === 0, 2000);
