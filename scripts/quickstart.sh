@@ -50,7 +50,11 @@ run() {  # prints the curl command, then runs it and prints the answer
   echo
 }
 run /v1/completions "$completion"
-run /v1/chat/completions "$chat"
+if grep -q '"chat_template"' "$model/tokenizer_config.json" 2>/dev/null; then
+  run /v1/chat/completions "$chat"
+else
+  echo "($model has no chat template: the chat request is skipped)"
+fi
 
 kill -INT "$pid"
 status=0

@@ -129,6 +129,12 @@ TEST(OpenAiProtocol, RangesNameTheField) {
     SCOPED_TRACE(field + " = " + value.dump());
     ExpectBadField(Completion(body), field);
   }
+  // vLLM fields latte does not implement: refused unless neutral, never silently ignored.
+  ExpectBadField(Completion({{"prompt", "x"}, {"min_tokens", 3}}), "min_tokens");
+  ExpectBadField(Completion({{"prompt", "x"}, {"include_stop_str_in_output", true}}), "include_stop_str_in_output");
+  ExpectBadField(Chat({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"response_format", {{"type", "json_object"}}}}),
+                 "response_format");
+  EXPECT_FALSE(Completion({{"prompt", "x"}, {"min_tokens", 0}, {"response_format", {{"type", "text"}}}, {"user", "u"}}));
   // Integral floats are integers (pydantic's lax mode, which vLLM's server uses).
   EXPECT_FALSE(Completion({{"prompt", "x"}, {"max_tokens", 4.0}}));
   // null is "use the default".

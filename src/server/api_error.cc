@@ -9,6 +9,10 @@ nlohmann::json ApiError::ToJson() const {
   return {{"error", e}};
 }
 
+std::string ApiError::Body() const {
+  return ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 ApiError BadRequest(std::string message, std::string param) {
   return {400, "invalid_request_error", std::move(message), std::move(param), {}, 0};
 }

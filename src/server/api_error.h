@@ -20,6 +20,9 @@ struct ApiError {
   int retry_after_s = 0;  // > 0: sent as Retry-After (503s)
 
   nlohmann::json ToJson() const;
+  // ToJson as text. Messages quote what the client sent (a path, a header), which may
+  // not be UTF-8: such bytes become U+FFFD instead of an exception.
+  std::string Body() const;
 };
 
 // 400 invalid_request_error naming `param`.

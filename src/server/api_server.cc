@@ -67,7 +67,7 @@ constexpr Route kRoutes[] = {
 }  // namespace
 
 HttpReply ErrorReply(const ApiError& error) {
-  HttpReply r{error.status, "application/json", error.ToJson().dump(), {}};
+  HttpReply r{error.status, "application/json", error.Body(), {}};
   if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   return r;
 }
@@ -117,6 +117,7 @@ Handled ApiServer::Submit(std::vector<GenerationRequest> requests, std::string i
                                   1));
   }
   std::vector<std::shared_ptr<RequestStream>> streams;
+  const Clock::time_point submit_time = Clock::now();
   for (GenerationRequest& r : requests) {
     auto submitted = engine_.Submit(std::move(r));
     if (!submitted.ok()) {
@@ -130,7 +131,7 @@ Handled ApiServer::Submit(std::vector<GenerationRequest> requests, std::string i
   }
   GenerationLimits limits{&engine_, &metrics_, &queued_, options_.queue_timeout};
   return std::make_shared<GenerationReply>(limits, std::move(id), stream, prompt_tokens, std::move(streams),
-                                           std::move(formatter), arrival);
+                                           std::move(formatter), arrival, submit_time);
 }
 
 Handled ApiServer::Completions(const nlohmann::json& body) {

@@ -16,14 +16,16 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 GenerationReply::GenerationReply(GenerationLimits limits, std::string id, bool stream, int64_t prompt_tokens,
                                  std::vector<std::shared_ptr<RequestStream>> streams,
-                                 std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival)
+                                 std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival,
+                                 Clock::time_point submitted)
     : limits_(limits),
       id_(std::move(id)),
       stream_(stream),
       prompt_tokens_(prompt_tokens),
       streams_(std::move(streams)),
       formatter_(std::move(formatter)),
-      arrival_(arrival) {}
+      arrival_(arrival),
+      submitted_(submitted) {}
 
 GenerationReply::~GenerationReply() {
   // A reply dropped unfinished (its connection torn down) must not keep the engine busy.
@@ -91,7 +93,7 @@ DeferredStep GenerationReply::Poll() {
     ApiError e = Unavailable("the request waited in the queue longer than --queue-timeout (" +
                                  std::to_string(limits_.queue_timeout.count() / 1000.0) + " s); retry later",
                              1);
-    step.reply = HttpReply{e.status, "application/json", e.ToJson().dump(), {{"Retry-After", "1"}}};
+    step.reply = HttpReply{e.status, "application/json", e.Body(), {{"Retry-After", "1"}}};
     return step;
   }
   if (!error_.empty() && !(stream_ && headers_sent_)) {
@@ -99,7 +101,7 @@ DeferredStep GenerationReply::Poll() {
     AbortAll();
     Finish("error");
     ApiError e = Unavailable("the request was not completed: " + error_, 1);
-    step.reply = HttpReply{e.status, "application/json", e.ToJson().dump(), {{"Retry-After", "1"}}};
+    step.reply = HttpReply{e.status, "application/json", e.Body(), {{"Retry-After", "1"}}};
     return step;
   }
   if (stream_) {
@@ -150,11 +152,15 @@ void GenerationReply::Finish(const std::string& why) {
   record.e2e_s = Seconds(end - arrival_);
   record.finish_reason = why.empty() && !finish_reasons_.empty() ? finish_reasons_.front() : "abort";
   limits_.metrics->Record(record);
+  // ttft counts from the body's arrival (parsing, tokenizing, queueing, prefill);
+  // engine_ttft from the engine's Submit, so their difference is the server's share.
+  const double engine_ttft = first_token_ ? Seconds(*first_token_ - submitted_) : -1;
   char line[512];
   std::snprintf(line, sizeof line,
-                "latte serve: %s prompt_tokens=%lld output_tokens=%lld ttft=%.4fs total=%.4fs finish=%s\n",
+                "latte serve: %s prompt_tokens=%lld output_tokens=%lld ttft=%.4fs engine_ttft=%.4fs total=%.4fs "
+                "finish=%s\n",
                 id_.c_str(), static_cast<long long>(prompt_tokens_), static_cast<long long>(output_tokens_),
-                record.ttft_s, record.e2e_s, finish.empty() ? "none" : finish.c_str());
+                record.ttft_s, engine_ttft, record.e2e_s, finish.empty() ? "none" : finish.c_str());
   std::fputs(line, stderr);
 }
 

@@ -44,10 +44,11 @@ struct GenerationLimits {
 
 class GenerationReply : public DeferredReply {
  public:
-  // `streams` are already submitted; `queued` was incremented for this reply.
+  // `streams` are already submitted; `queued` was incremented for this reply. `arrival`:
+  // when the request's body was in (before parsing); `submitted`: when the engine got it.
   GenerationReply(GenerationLimits limits, std::string id, bool stream, int64_t prompt_tokens,
                   std::vector<std::shared_ptr<RequestStream>> streams, std::unique_ptr<ResponseFormatter> formatter,
-                  std::chrono::steady_clock::time_point arrival);
+                  std::chrono::steady_clock::time_point arrival, std::chrono::steady_clock::time_point submitted);
   ~GenerationReply() override;
 
   void Start(std::function<void()> wake) override;
@@ -68,6 +69,7 @@ class GenerationReply : public DeferredReply {
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::unique_ptr<ResponseFormatter> formatter_;
   const std::chrono::steady_clock::time_point arrival_;
+  const std::chrono::steady_clock::time_point submitted_;
 
   bool started_ = false;       // some output arrived (the request left the queue)
   bool headers_sent_ = false;  // streaming: the 200 and the event-stream headers are out

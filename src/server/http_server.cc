@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <array>
+#include <cstdio>
 #include <deque>
 #include <optional>
 
@@ -45,7 +46,7 @@ namespace {
 HttpReply ErrorReply(const ApiError& e) {
   HttpReply r;
   r.status = e.status;
-  r.body = e.ToJson().dump();
+  r.body = e.Body();
   return r;
 }
 
@@ -176,7 +177,13 @@ class Session : public std::enable_shared_from_this<Session> {
     request.content_type = std::string(req[http::field::content_type]);
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
-    Handled handled = server_->handler(request);
+    Handled handled = HttpReply{};
+    try {
+      handled = server_->handler(request);
+    } catch (const std::exception& e) {  // a bug, not the client's: answer 500 and keep serving
+      handled = ErrorReply(InternalError(std::string("internal error: ") + e.what()));
+      keep_alive_ = false;
+    }
     if (auto* reply = std::get_if<HttpReply>(&handled)) {
       SendWhole(std::move(*reply), !keep_alive_);
       return;
@@ -212,7 +219,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // Takes what the pending reply has ready and queues it for writing.
   void Pump() {
     if (!deferred_ || closed_) return;
-    DeferredStep step = deferred_->Poll();
+    DeferredStep step;
+    try {
+      step = deferred_->Poll();
+    } catch (const std::exception& e) {  // a bug, not the client's: end this exchange only
+      std::fprintf(stderr, "latte serve: internal error: %s\n", e.what());
+      CancelDeferred();
+      Close();
+      return;
+    }
     if (step.reply) {
       FinishDeferred();
       SendWhole(std::move(*step.reply), !keep_alive_);
@@ -221,14 +236,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (step.begin_stream) QueueStreamHead();
     if (!step.data.empty()) {
       WriteItem item;
-    item.kind = WriteItem::kChunk;
+      item.kind = WriteItem::kChunk;
       item.data = std::make_shared<std::string>(std::move(step.data));
       Queue(std::move(item));
     }
     if (step.end_stream) {
       FinishDeferred();
       WriteItem item;
-    item.kind = WriteItem::kLastChunk;
+      item.kind = WriteItem::kLastChunk;
       item.ends_reply = true;
       Queue(std::move(item));
     }
@@ -311,7 +326,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnWrite(beast::error_code ec) {
-    if (ec) {  // the client is gone or stopped reading: nobody will see the rest
+    if (ec || closed_) {  // the client is gone or stopped reading: nobody will see the rest
+      writing_ = false;
+      writes_.clear();  // only now: the write in flight read from the front item
       CancelDeferred();
       Close();
       return;
@@ -344,7 +361,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void LingerThenClose() {
     if (closed_) return;
     closed_ = true;
-    writes_.clear();
+    if (!writing_) writes_.clear();  // else OnWrite clears them when the write in flight ends
     poll_timer_.cancel();
     CountPending(false);
     beast::error_code ignored;
@@ -372,7 +389,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     if (closed_) return;
     closed_ = true;
-    writes_.clear();
+    if (!writing_) writes_.clear();  // else OnWrite clears them when the write in flight ends
     read_timer_.cancel();
     poll_timer_.cancel();
     CountPending(false);

@@ -104,6 +104,8 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   Metric(out, "latte:kv_cache_tokens_total", "gauge", "Tokens the KV pool holds (blocks times block size).", l,
          static_cast<double>(s.kv_blocks_total * s.block_size));
   Metric(out, "latte:engine_steps_total", "counter", "Engine steps run.", l, s.steps);
+  Metric(out, "latte:engine_step_seconds_total", "counter", "Time inside engine steps (scheduling, forward, sampling, outputs).", l, s.step_seconds);
+  Metric(out, "latte:engine_forward_seconds_total", "counter", "Time inside the model's forward passes.", l, s.model_seconds);
   out += "# HELP latte:mla_mode The MLA attention mode the server runs (absorbed, materialized, naive).\n"
          "# TYPE latte:mla_mode gauge\n";
   out += "latte:mla_mode{" + l + ",mode=\"" + EscapeLabel(mla_mode_) + "\"} 1\n";

@@ -14,6 +14,42 @@ namespace {
 // its messages with the field), as the error's `param`.
 std::string FirstWord(const std::string& message) { return message.substr(0, message.find(' ')); }
 
+// vLLM's fields that would change the output if honoured: refused unless they are at
+// their neutral value, so a client never gets a silently different answer. (Unknown
+// fields that change nothing, like `user`, are ignored, as vLLM ignores them.)
+MaybeError RefuseUnsupported(const nlohmann::json& body) {
+  struct Field {
+    const char* name;
+    nlohmann::json neutral;  // the value that asks for nothing
+  };
+  const Field fields[] = {
+      {"min_tokens", 0},
+      {"include_stop_str_in_output", false},
+      {"use_beam_search", false},
+      {"truncate_prompt_tokens", nullptr},
+      {"prompt_logprobs", nullptr},
+      {"guided_json", nullptr},
+      {"guided_regex", nullptr},
+      {"guided_choice", nullptr},
+      {"guided_grammar", nullptr},
+      {"structured_outputs", nullptr},
+      {"bad_words", nullptr},
+      {"allowed_token_ids", nullptr},
+  };
+  for (const Field& f : fields) {
+    if (HasField(body, f.name) && body[f.name] != f.neutral) {
+      return BadRequest(std::string(f.name) + " is not supported by latte", f.name);
+    }
+  }
+  if (HasField(body, "response_format")) {
+    const nlohmann::json& rf = body["response_format"];
+    if (!rf.is_object() || rf.value("type", nlohmann::json("text")) != "text") {
+      return BadRequest("response_format: only {\"type\": \"text\"} is supported", "response_format");
+    }
+  }
+  return std::nullopt;
+}
+
 // The fields completions and chat share, in vLLM's spelling.
 MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& model, GenerationRequest& r) {
   SamplingParams& s = r.sampling;
@@ -66,7 +102,7 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
   if (HasField(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
     return BadRequest("logit_bias is not supported", "logit_bias");
   }
-  return std::nullopt;
+  return RefuseUnsupported(body);
 }
 
 // Streaming fields: `stream` and `stream_options.include_usage` (only with stream, as vLLM).

@@ -104,6 +104,27 @@ test('echo + max_tokens 0 + logprobs 1 scores the prompt with the logits of latt
   assert.equal(lp.text_offset[0], 0);
 });
 
+test("lm-eval's loglikelihood request (echo, max_tokens 1, logprobs 1, a batch of id lists) scores every prompt", async () => {
+  const prompts = [[0, 17, 200, 33, 5], [0, 90, 3, 260, 41, 77, 12]];
+  const r = await client.completions.create({ model: 'tiny', prompt: prompts, max_tokens: 1, echo: true, logprobs: 1,
+                                              temperature: 0, seed: 1234, return_tokens_as_token_ids: true });
+  assert.equal(r.choices.length, 2);
+  for (let i = 0; i < 2; i++) {
+    const lp = r.choices[i].logprobs;
+    assert.equal(lp.tokens.length, prompts[i].length + 1, 'the prompt, then the one generated token');
+    assert.deepEqual(h.ids(lp.tokens).slice(0, -1), prompts[i]);
+    // The same prompt scored alone (max_tokens 0) gives the same prompt logprobs.
+    const alone = await client.completions.create({ model: 'tiny', prompt: prompts[i], max_tokens: 0, echo: true, logprobs: 1,
+                                                    return_tokens_as_token_ids: true });
+    const want = alone.choices[0].logprobs.token_logprobs;
+    for (let p = 1; p < prompts[i].length; p++) assert.ok(Math.abs(lp.token_logprobs[p] - want[p]) < 1e-5, `prompt ${i} position ${p}`);
+    // lm-eval's is_greedy: the token's logprob is the largest in its top_logprobs; for the
+    // generated (greedy) token it must be.
+    const last = lp.top_logprobs[lp.tokens.length - 1];
+    assert.equal(Math.max(...Object.values(last)), lp.token_logprobs[lp.tokens.length - 1]);
+  }
+});
+
 test('echo with generation: the prompt text comes first', async () => {
   const r = await client.completions.create({ model: 'tiny', prompt: PROMPT, max_tokens: 4, temperature: 0, echo: true });
   const plain = await client.completions.create({ model: 'tiny', prompt: PROMPT, max_tokens: 4, temperature: 0 });

@@ -157,6 +157,64 @@ test('garbage that is not HTTP → 400 and the connection closes; the server kee
   await expectGood();
 });
 
+// Bytes that are not UTF-8 in the path and in a header: the error message quotes them,
+// and must still be a JSON body (not an exception in the server).
+function rawRequest(bytes) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(server.port, '127.0.0.1', () => s.write(bytes));
+    let data = Buffer.alloc(0);
+    s.on('data', (d) => {
+      data = Buffer.concat([data, d]);
+      if (data.includes('\r\n\r\n') && /Content-Length: (\d+)/i.test(data.toString('latin1'))) {
+        const head = data.toString('latin1');
+        const len = Number(head.match(/Content-Length: (\d+)/i)[1]);
+        if (data.length >= head.indexOf('\r\n\r\n') + 4 + len) s.end();
+      }
+    });
+    s.on('end', () => resolve(data.toString('utf8')));
+    s.on('error', reject);
+  });
+}
+
+test('bytes that are not UTF-8 in the path or the Content-Type → a 404 / 415 with a JSON error', async () => {
+  const path = await rawRequest(Buffer.concat([Buffer.from('GET /v1/\xff'.replace('\xff', ''), 'latin1'), Buffer.from([0xff, 0xfe]),
+                                               Buffer.from(' HTTP/1.1\r\nHost: x\r\n\r\n')]));
+  assert.match(path, /^HTTP\/1\.1 (404|400)/);
+  const json = JSON.parse(path.slice(path.indexOf('\r\n\r\n') + 4));
+  assert.ok(json.error.message);
+  const body = '{"prompt": "x"}';
+  const ct = await rawRequest(Buffer.concat([Buffer.from(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
+                                                         `Content-Length: ${body.length}\r\nContent-Type: text/`),
+                                             Buffer.from([0xff]), Buffer.from('\r\n\r\n' + body)]));
+  assert.match(ct, /^HTTP\/1\.1 415/);
+  assert.ok(JSON.parse(ct.slice(ct.indexOf('\r\n\r\n') + 4)).error.message.includes('Content-Type'));
+  await expectGood();
+});
+
+test('Expect: 100-continue: "100 Continue" before the body; an oversized Content-Length gets 413 before it', async () => {
+  const body = JSON.stringify({ prompt: 'Hello', max_tokens: 2 });
+  const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\n` +
+               'Expect: 100-continue\r\nConnection: close\r\n';
+  const exchange = (contentLength, sendBody) => new Promise((resolve, reject) => {
+    const s = net.connect(server.port, '127.0.0.1', () => s.write(head + `Content-Length: ${contentLength}\r\n\r\n`));
+    let data = '';
+    s.on('data', (d) => {
+      data += d;
+      if (sendBody && data.startsWith('HTTP/1.1 100 Continue\r\n\r\n') && !s.sent) {
+        s.sent = true;
+        s.write(body);
+      }
+    });
+    s.on('end', () => resolve(data));
+    s.on('error', reject);
+  });
+  const ok = await exchange(body.length, true);
+  assert.match(ok, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK/);
+  const big = await exchange(64 << 20, false);
+  assert.match(big, /^HTTP\/1\.1 413/);
+  await expectGood();
+});
+
 test('after all that: no request running, no KV block held', async () => {
   const [ok, , m] = await h.waitForMetrics(server.base, (m) => m['latte:kv_cache_usage_perc'] === 0 &&
                                            m['latte:num_requests_running'] === 0 && m['latte:num_requests_waiting'] === 0, 2000);

@@ -1,0 +1,161 @@
+// The response bodies and chunks of /v1/completions and /v1/chat/completions, built
+// from hand-made engine outputs and checked field by field against OpenAI's shapes.
+#include <gtest/gtest.h>
+
+#include "server/chat_response.h"
+#include "server/completion_response.h"
+
+namespace latte::server {
+namespace {
+
+using nlohmann::json;
+
+SampledToken Token(int32_t id, float logprob, std::vector<TokenLogprob> top = {}) {
+  SampledToken t;
+  t.id = id;
+  t.logprob = logprob;
+  t.num_top = static_cast<int>(top.size());
+  for (size_t i = 0; i < top.size(); ++i) t.top[i] = top[i];
+  return t;
+}
+
+GenerationOutput Output(int index, std::vector<SampledToken> tokens, std::string text,
+                        std::optional<FinishReason> finish = std::nullopt) {
+  GenerationOutput out;
+  out.index = index;
+  out.tokens = std::move(tokens);
+  out.text = std::move(text);
+  out.finish = finish;
+  return out;
+}
+
+// The data payloads of an SSE text.
+std::vector<json> Events(const std::string& sse) {
+  std::vector<json> events;
+  size_t at = 0;
+  while ((at = sse.find("data: ", at)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", at);
+    events.push_back(json::parse(sse.substr(at + 6, end - at - 6)));
+    at = end;
+  }
+  return events;
+}
+
+CompletionRequest EchoRequest(bool stream) {
+  CompletionRequest r;
+  r.model = "m";
+  r.n = 1;
+  r.echo = true;
+  r.logprobs = 1;
+  r.stream = stream;
+  r.include_usage = stream;
+  r.tokens_as_ids = true;
+  GenerationRequest g;
+  g.prompt = {7, 8, 9};
+  g.stop_token_ids = {42};
+  r.prompts.push_back(g);
+  r.prompt_texts.push_back("abc");
+  return r;
+}
+
+TEST(CompletionFormatter, EchoLogprobsAndStopTokenInTheWholeBody) {
+  CompletionFormatter f(EchoRequest(false), nullptr, "cmpl-1", 100);
+  GenerationOutput first = Output(0, {Token(5, -0.5f, {{5, -0.5f}})}, "xy");
+  first.prompt_logprobs = {Token(8, -1.0f, {{3, -0.2f}}), Token(9, -2.0f, {{9, -2.0f}})};
+  EXPECT_EQ(f.OnOutput(0, first), "");
+  EXPECT_EQ(f.OnOutput(0, Output(0, {Token(42, -0.25f, {{42, -0.25f}})}, "", FinishReason::kStop)), "");
+  const json body = json::parse(f.Finish());
+  EXPECT_EQ(body["id"], "cmpl-1");
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["created"], 100);
+  EXPECT_EQ(body["model"], "m");
+  const json& c = body["choices"][0];
+  EXPECT_EQ(c["index"], 0);
+  EXPECT_EQ(c["text"], "abcxy");
+  EXPECT_EQ(c["finish_reason"], "stop");
+  EXPECT_EQ(c["stop_reason"], 42);  // a stop_token_ids id is reported
+  const json& lp = c["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"token_id:7", "token_id:8", "token_id:9", "token_id:5", "token_id:42"}));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["token_logprobs"][1], -1.0f);
+  // The chosen token is added to the alternatives.
+  EXPECT_EQ(lp["top_logprobs"][1], json({{"token_id:3", -0.2f}, {"token_id:8", -1.0f}}));
+  // Prompt offsets count the token strings; generated ones start after the echoed text.
+  EXPECT_EQ(lp["text_offset"], json({0, 10, 20, 3, 13}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}}));
+}
+
+TEST(CompletionFormatter, StreamChunksThenUsage) {
+  CompletionFormatter f(EchoRequest(true), nullptr, "cmpl-2", 100);
+  GenerationOutput first = Output(0, {Token(5, -0.5f)}, "xy");
+  first.prompt_logprobs = {Token(8, -1.0f), Token(9, -2.0f)};
+  const std::vector<json> a = Events(f.OnOutput(0, first));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]["choices"][0]["text"], "abcxy");  // the echo rides on the first chunk
+  EXPECT_EQ(a[0]["choices"][0]["logprobs"]["tokens"].size(), 4u);
+  EXPECT_TRUE(a[0]["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(a[0]["usage"].is_null());
+  const std::vector<json> b = Events(f.OnOutput(0, Output(0, {Token(6, -0.1f)}, "z", FinishReason::kLength)));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]["choices"][0]["text"], "z");
+  EXPECT_EQ(b[0]["choices"][0]["finish_reason"], "length");
+  // Offsets advance by each token's string ("token_id:5" is 10 bytes), from the echo's end.
+  EXPECT_EQ(b[0]["choices"][0]["logprobs"]["text_offset"], json({13}));
+  const std::vector<json> tail = Events(f.Finish());
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0]["choices"], json::array());
+  EXPECT_EQ(tail[0]["usage"]["completion_tokens"], 2);
+}
+
+ChatRequest Chat(bool stream) {
+  ChatRequest r;
+  r.model = "m";
+  r.stream = stream;
+  r.logprobs = true;
+  r.top_logprobs = 1;
+  r.tokens_as_ids = true;
+  r.request.prompt = {1, 2, 3, 4};
+  return r;
+}
+
+TEST(ChatFormatter, WholeBodyWithReasoning) {
+  ChatFormatter f(Chat(false), /*reasoning_parser=*/true, nullptr, "chatcmpl-1", 5);
+  f.OnOutput(0, Output(0, {Token(10, -1.0f, {{10, -1.0f}})}, "hmm</th"));
+  f.OnOutput(0, Output(0, {Token(11, -2.0f, {{12, -0.5f}})}, "ink>yes", FinishReason::kLength));
+  const json body = json::parse(f.Finish());
+  EXPECT_EQ(body["object"], "chat.completion");
+  const json& c = body["choices"][0];
+  EXPECT_EQ(c["message"]["role"], "assistant");
+  EXPECT_EQ(c["message"]["reasoning_content"], "hmm");
+  EXPECT_EQ(c["message"]["content"], "yes");
+  EXPECT_EQ(c["finish_reason"], "length");
+  const json& lp = c["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), 2u);
+  EXPECT_EQ(lp[1]["token"], "token_id:11");
+  EXPECT_EQ(lp[1]["logprob"], -2.0f);
+  EXPECT_EQ(lp[1]["top_logprobs"], json::array({{{"token", "token_id:12"}, {"logprob", -0.5f}, {"bytes", json({116, 111, 107, 101, 110, 95, 105, 100, 58, 49, 50})}}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
+}
+
+TEST(ChatFormatter, StreamRoleFirstThenDeltas) {
+  ChatRequest r = Chat(true);
+  r.include_usage = true;
+  ChatFormatter f(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-2", 5);
+  const std::vector<json> a = Events(f.OnOutput(0, Output(0, {Token(10, -1.0f)}, "Hel")));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(a[0]["choices"][0]["delta"], json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_EQ(a[1]["choices"][0]["delta"], json({{"content", "Hel"}}));
+  EXPECT_EQ(a[1]["choices"][0]["logprobs"]["content"].size(), 1u);
+  const std::vector<json> b = Events(f.OnOutput(0, Output(0, {Token(11, -1.0f)}, "lo", FinishReason::kStop)));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]["choices"][0]["delta"]["content"], "lo");
+  EXPECT_EQ(b[0]["choices"][0]["finish_reason"], "stop");
+  const std::vector<json> tail = Events(f.Finish());
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0]["usage"]["completion_tokens"], 2);
+}
+
+}  // namespace
+}  // namespace latte::server
