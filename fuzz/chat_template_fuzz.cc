@@ -1,6 +1,6 @@
 // libFuzzer harness: parse and render arbitrary template text with a small
 // conversation. Any crash, hang, sanitizer report or runaway allocation is a bug;
-// errors are fine. Run with scripts/fuzz-chat-template.sh.
+// errors are fine. Built by -DLATTE_FUZZ=ON; run by scripts/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

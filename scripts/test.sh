@@ -2,6 +2,9 @@
 # Installs dependencies, builds, and runs every test. Pass SANITIZE=1 for an
 # AddressSanitizer + UBSan build (in build-asan/); it skips the r1-shaped models
 # (LATTE_SMALL_TESTS=1), which take most of an hour in a Debug build.
+# After the suite: the model tests again on the portable kernels (LATTE_ISA=portable,
+# small models; Release build only), and, where clang and its libFuzzer runtime are
+# installed, each fuzzer for FUZZ_SECONDS (default 20; 0 skips them): scripts/fuzz.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -19,3 +22,19 @@ else
   cd build
 fi
 ctest --output-on-failure
+if [ "${SANITIZE:-0}" != 1 ]; then
+  # Every test that runs the model's forward pass, on the kernels a CPU without
+  # AVX-512 gets (the r1-shaped models skipped): ~2 min of CPU.
+  LATTE_ISA=portable LATTE_SMALL_TESTS=1 ctest --output-on-failure --timeout 600 \
+    -R '^(Models/ModelModes|Model(Batch|Portable|Caches|LongContext|Errors)|Engine|TextGeneration)[./]'
+fi
+cd ..
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  status=0
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}" || status=$?
+  if [ "$status" = 2 ]; then
+    echo "test.sh: the fuzzers did not run (no clang or no libFuzzer runtime; see above)" >&2
+  elif [ "$status" != 0 ]; then
+    exit "$status"
+  fi
+fi

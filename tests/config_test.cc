@@ -221,6 +221,24 @@ TEST(ConfigYarn, SoftmaxScaleAndRopeMagnitudeShareTheMscale) {
 // tensor shapes and the cost model multiply them) are load errors naming the key.
 constexpr int64_t kMaxSize = int64_t{1} << 20;
 
+// YaRN's mscale factors reach the rope magnitude and the softmax scale: a value
+// that makes one infinite or not positive is an error naming the key (the config
+// fuzzer's finding: mscale_all_dim 1e308 gave an infinite softmax scale).
+TEST(ConfigYarn, AnMscaleThatIsNotPositiveOrFiniteNamesTheKey) {
+  for (const char* key : {"mscale", "mscale_all_dim"}) {
+    SCOPED_TRACE(key);
+    json j = V3Json();
+    j["rope_scaling"][key] = 1e308;
+    ExpectMentions(ParseError(j), {std::string("rope_scaling.") + key, "positive and finite"});
+    // factor 40: 0.1 * -10 * ln(40) + 1 < 0.
+    j["rope_scaling"][key] = -10.0;
+    ExpectMentions(ParseError(j), {std::string("rope_scaling.") + key, "positive and finite"});
+  }
+  json j = V3Json();
+  j["rope_scaling"]["mscale_all_dim"] = 0.707;  // DeepSeek-V3's own value parses
+  EXPECT_TRUE(Parse(j).ok());
+}
+
 TEST(ConfigSizes, ReleasedConfigsAreWithinTheLimits) {
   for (const char* name : {"v2", "v2-lite", "v3"}) {
     const Result<ModelConfig> released = ReleasedConfig(name);

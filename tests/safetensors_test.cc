@@ -331,6 +331,25 @@ TEST_F(SafetensorsTest, ErrorShapeProductOverflows) {
       {"model.safetensors", "tensor \"w\"", "too many elements"});
 }
 
+// 0 bytes, but its element count overflows int64 before the 0 (the safetensors
+// fuzzer's finding: TensorInfo::NumElements multiplied 2^62 by 2).
+TEST_F(SafetensorsTest, ErrorEmptyShapeWhoseOtherDimsOverflow) {
+  for (const char* shape : {"[4611686018427387904,2,0]", "[0,4611686018427387904,2]",
+                            "[4611686018427387904,0,2]"}) {
+    SCOPED_TRACE(shape);
+    ExpectMentions(OpenErrorForEntry(std::string(R"({"dtype":"F8_E4M3","shape":)") + shape +
+                                         R"(,"data_offsets":[0,0]})",
+                                     0),
+                   {"model.safetensors", "tensor \"w\"", "too many elements"});
+  }
+  // An empty tensor of ordinary dims is fine.
+  WriteRawSafetensors(Path("model.safetensors"),
+                      R"({"w":{"dtype":"BF16","shape":[4096,0],"data_offsets":[0,0]}})", 0);
+  Result<Checkpoint> ckpt = Checkpoint::Open(dir_);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+  EXPECT_EQ(ckpt->Find("w")->NumElements(), 0);
+}
+
 TEST_F(SafetensorsTest, ErrorSameTensorTwiceInHeader) {
   WriteRawSafetensors(Path("model.safetensors"),
                       R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"

@@ -154,7 +154,24 @@ Status ParseRopeScaling(const json& j, ModelConfig* c) {
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "beta_slow", &y.beta_slow));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "mscale", &y.mscale));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "mscale_all_dim", &y.mscale_all_dim));
+  for (const auto& [v, key] : {std::pair{y.factor, "factor"}, {y.beta_fast, "beta_fast"},
+                               {y.beta_slow, "beta_slow"}, {y.mscale, "mscale"},
+                               {y.mscale_all_dim, "mscale_all_dim"}}) {
+    if (!std::isfinite(v)) {
+      return Status::Error(std::string("key \"rope_scaling.") + key + "\" must be a finite number");
+    }
+  }
   if (!(y.factor >= 1.0)) return Status::Error("rope_scaling.factor must be >= 1");
+  // The rope magnitude is YarnMscale(mscale) / YarnMscale(mscale_all_dim) and the softmax
+  // scale takes YarnMscale(mscale_all_dim)^2: each must be a positive, finite number.
+  for (const auto& [m, key] : {std::pair{y.mscale, "mscale"}, {y.mscale_all_dim, "mscale_all_dim"}}) {
+    const double v = YarnMscale(y.factor, m);
+    if (!(v > 0) || !std::isfinite(v) || !std::isfinite(v * v)) {
+      return Status::Error(std::string("key \"rope_scaling.") + key + "\" = " + std::to_string(m) +
+                           " gives a YaRN mscale of " + std::to_string(v) +
+                           " (0.1 * " + key + " * ln(factor) + 1); it must be positive and finite");
+    }
+  }
   if (y.original_max_position_embeddings <= 0) {
     return Status::Error("rope_scaling.original_max_position_embeddings must be positive");
   }

@@ -46,14 +46,21 @@ std::string OffsetsString(uint64_t begin, uint64_t end) {
 }
 
 // product(shape) * DTypeSize(dtype), or nullopt if a dim is negative or the
-// product overflows 64 bits (a hostile header can claim [2^40, 2^40]).
+// product of the non-zero dims (times the dtype size) overflows int64: a hostile
+// header can claim [2^40, 2^40], or [2^62, 2, 0], whose 0 bytes would pass a check
+// of the whole product but whose NumElements() overflows on the way to 0.
 std::optional<uint64_t> CheckedByteSize(const std::vector<int64_t>& shape, DType dtype) {
-  uint64_t bytes = DTypeSize(dtype);
+  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  bool empty = false;
   for (int64_t dim : shape) {
     if (dim < 0) return std::nullopt;
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes)) return std::nullopt;
+    if (dim == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(bytes, dim, &bytes)) {
+      return std::nullopt;
+    }
   }
-  return bytes;
+  return empty ? 0 : static_cast<uint64_t>(bytes);
 }
 
 uint64_t ReadLittleEndianU64(const uint8_t* p) {
@@ -285,7 +292,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 int64_t TensorInfo::NumElements() const {
   int64_t n = 1;
-  for (int64_t dim : shape) n *= dim;  // validated at load: fits, non-negative
+  for (int64_t dim : shape) n *= dim;  // validated at load: every partial product fits
   return n;
 }
 
