@@ -16,8 +16,10 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,6 +48,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="latte --threads per process")
     ap.add_argument("--json", default=None, help="append one JSON object per run to this file")
     ap.add_argument("--label", default=None, help="name shown instead of the model path")
+    ap.add_argument("--patch-config", default=None,
+                    help="JSON object merged into a copy of config.json (keys set to null are set to "
+                         "null; a nested object replaces keys inside): runs a deliberately changed "
+                         "model, e.g. '{\"rope_scaling\": {\"mscale\": 0, \"mscale_all_dim\": 0}}'")
     args = ap.parse_args()
     modes = args.mla_mode or ["absorbed", "materialized", "naive"]
     test = read_jsonl(os.path.join(args.task, "test.jsonl"))
@@ -54,26 +60,61 @@ def main():
     shots = read_jsonl(os.path.join(args.task, "fewshot.jsonl"))[:args.shots]
     prefix = "".join(f"Question: {s['question']}\nAnswer: {s['answer']}\n\n" for s in shots)
 
-    def run(model, mode, item):
-        prompt = prefix + f"Question: {item['question']}\nAnswer:"
-        cmd = [args.latte, "generate", "--model", model, "--prompt", prompt, "--temperature", "0",
-               "--max-tokens", str(args.max_tokens), "--stop", "\n\n", "--mla-mode", mode,
-               "--threads", str(args.threads), "--memory-gb", "0.5"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd[:4])}...: exit {r.returncode}: {r.stderr.strip()[-300:]}")
-        got = final_number(r.stdout)
-        return got is not None and got == final_number(item["answer"]), r.stdout
+    tmp = None
+    if args.patch_config:
+        # A copy of each model directory: links to its files, a patched config.json.
+        patch = json.loads(args.patch_config)
+        tmp = tempfile.mkdtemp(prefix="latte-eval-")
+        patched = []
+        for i, model in enumerate(args.model):
+            d = os.path.join(tmp, str(i))
+            os.makedirs(d)
+            for name in os.listdir(model):
+                if name != "config.json":
+                    os.symlink(os.path.abspath(os.path.join(model, name)), os.path.join(d, name))
+            with open(os.path.join(model, "config.json")) as f:
+                cfg = json.load(f)
+            for k, v in patch.items():
+                if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+                    cfg[k].update(v)
+                else:
+                    cfg[k] = v
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(cfg, f, indent=2)
+            patched.append(d)
+        labels = [(args.label or os.path.relpath(m, ROOT)) + " patched " + args.patch_config for m in args.model]
+        models = list(zip(patched, labels))
+    else:
+        models = [(m, args.label or os.path.relpath(m, ROOT)) for m in args.model]
+    try:
+        evaluate(args, modes, test, prefix, models)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp)
 
-    for model in args.model:
+
+def run(args, prefix, model, mode, item):
+    """(correct, generated text) for one problem through one `latte generate` process."""
+    prompt = prefix + f"Question: {item['question']}\nAnswer:"
+    cmd = [args.latte, "generate", "--model", model, "--prompt", prompt, "--temperature", "0",
+           "--max-tokens", str(args.max_tokens), "--stop", "\n\n", "--mla-mode", mode,
+           "--threads", str(args.threads), "--memory-gb", "0.5"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])}...: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    got = final_number(r.stdout)
+    return got is not None and got == final_number(item["answer"]), r.stdout
+
+
+def evaluate(args, modes, test, prefix, models):
+    for model, label in models:
         for mode in modes:
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-                results = list(pool.map(lambda it: run(model, mode, it), test))
+                results = list(pool.map(lambda it: run(args, prefix, model, mode, it), test))
             n = len(results)
             k = sum(ok for ok, _ in results)
             p = k / n
             se = math.sqrt(p * (1 - p) / n)
-            label = args.label or os.path.relpath(model, ROOT)
             print(f"{label}\t{mode}\texact_match {p:.3f} ± {se:.3f}\t({k}/{n}, {args.shots}-shot, greedy)",
                   flush=True)
             if args.json:

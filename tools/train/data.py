@@ -50,6 +50,11 @@ class Problem:
         return f"{self.working()}\n#### {self.answer}"
 
 
+# How hard the products and quotients may be: the larger factor of a product and a
+# quotient stay at or below these (train.py --mul-max / --div-max set them).
+LIMITS = {"mul_max": MAX, "div_max": MAX}
+
+
 def make_problem(rng, n_ops=None):
     """One problem with 1 or 2 operations."""
     while True:
@@ -67,7 +72,7 @@ def _try_problem(rng, n_ops):
     # First: a product start (counts one operation) or a plain count.
     if rng.random() < 0.3:
         small = rng.randint(2, 9)
-        big = draw_number(rng, 2, MAX // small)
+        big = draw_number(rng, 2, min(MAX // small, LIMITS["mul_max"]))
         if rng.random() < 0.5:
             a, b = small, big
         else:
@@ -119,7 +124,7 @@ def _try_problem(rng, n_ops):
                  f"{other} takes {b} {item} from {him}."][form]
             steps.append((v, "-", b, r))
         else:
-            divisors = [d for d in range(2, 10) if v % d == 0]
+            divisors = [d for d in range(2, 10) if v % d == 0 and v // d <= LIMITS["div_max"]]
             if not divisors:
                 return None
             b = rng.choice(divisors)
@@ -144,6 +149,16 @@ def _try_problem(rng, n_ops):
                         else f"How many {item} does {he} have in the end?",
                         f"How many {item} are there now?"])
     return Problem(" ".join(sentences + [q]), steps, v)
+
+
+def drill(p):
+    """The same arithmetic as problem p asked bare ("What is (3 + 5) / 4?"), with the
+    same working: a cheap example of the working lines for training."""
+    a, op, b, _ = p.steps[0]
+    expr = f"{a} {op} {b}"
+    for _, op2, c, _ in p.steps[1:]:
+        expr = f"({expr}) {op2} {c}"
+    return Problem(f"What is {expr}?", p.steps, p.answer)
 
 
 def problem_text(p):

@@ -107,8 +107,9 @@ class Batcher:
     the model must produce: from the newline before "Answer:" (raw) or the assistant's
     text (chat) through the token after the final number."""
 
-    def __init__(self, tok, seed, seq_len, batch, chat_share, exclude):
+    def __init__(self, tok, seed, seq_len, batch, chat_share, exclude, drill_share=0.0):
         self.tok, self.rng = tok, random.Random(seed)
+        self.drill_share = drill_share
         self.seq_len, self.batch, self.chat_share = seq_len, batch, chat_share
         self.exclude = exclude
         self.nl2 = tok.encode("\n\n")
@@ -118,6 +119,8 @@ class Batcher:
         while True:
             p = D.make_problem(self.rng)
             if p.question not in self.exclude:
+                if self.drill_share and self.rng.random() < self.drill_share:
+                    return D.drill(p)
                 return p
 
     def sequence(self):
@@ -211,6 +214,7 @@ def greedy(model, ids, max_new, stop_ids):
 # ---- Training ------------------------------------------------------------------------------
 
 def train(args):
+    D.LIMITS.update(mul_max=args.mul_max, div_max=args.div_max)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     test, fewshot, exclude = write_task(args.task_seed, args.n_test, args.n_fewshot)
@@ -220,6 +224,8 @@ def train(args):
     for _ in range(20000):
         p = D.make_problem(rng)
         corpus += [D.problem_text(p), p.question]
+        if args.drill_share:
+            corpus += [D.problem_text(D.drill(p)), D.drill(p).question]
     corpus += ["\n\n".join(corpus[:3]), T.BOS + T.USER + "Question: x" + T.ASSISTANT + "y" + T.EOS]
     tok = T.train_bpe(corpus)
     cfg = model_config(tok.size, args)
@@ -242,7 +248,8 @@ def train(args):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    batcher = Batcher(tok, args.seed + 2, args.seq_len, args.batch, args.chat_share, exclude)
+    batcher = Batcher(tok, args.seed + 2, args.seq_len, args.batch, args.chat_share, exclude,
+                      args.drill_share)
     prefix = fewshot_prefix(fewshot[:args.shots])
     eval_set = test[:args.eval_n]
     t0 = time.time()
@@ -302,6 +309,10 @@ def main():
     ap.add_argument("--wd", type=float, default=0.05)
     ap.add_argument("--bias-rate", type=float, default=1e-3)
     ap.add_argument("--chat-share", type=float, default=0.15)
+    ap.add_argument("--mul-max", type=int, default=999, help="largest larger factor of a product")
+    ap.add_argument("--div-max", type=int, default=999, help="largest quotient")
+    ap.add_argument("--drill-share", type=float, default=0.0,
+                    help="share of training problems asked as bare arithmetic (same working)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--ffn", type=int, default=512)
     ap.add_argument("--moe-ffn", type=int, default=128)
