@@ -1,0 +1,173 @@
+"""Synthetic gsm8k-style arithmetic word problems with exact answers.
+
+A problem is a start sentence (a count, or groups of a count for a product), zero or
+more further operations (add, subtract; a share-out division only last) and a question.
+The answer shows one line of working per operation, then "#### <number>", as gsm8k's
+answers end. Every number (inputs, intermediate results, answer) is below 1000.
+"""
+import random
+
+NAMES = [("Tom", "he", "him"), ("Anna", "she", "her"), ("Sam", "he", "him"),
+         ("Lily", "she", "her"), ("Ben", "he", "him"), ("Mia", "she", "her"),
+         ("Jack", "he", "him"), ("Emma", "she", "her"), ("Leo", "he", "him"),
+         ("Zoe", "she", "her"), ("Max", "he", "him"), ("Eva", "she", "her")]
+ITEMS = ["apples", "pencils", "stickers", "marbles", "cookies", "books", "coins", "cards",
+         "shells", "eggs", "flowers", "toys"]
+CONTAINERS = [("box", "boxes"), ("bag", "bags"), ("pack", "packs"), ("basket", "baskets"),
+              ("jar", "jars")]
+FRIENDS = ["friends", "children", "classmates", "cousins"]
+
+MAX = 999
+
+
+def draw_number(rng, lo=1, hi=MAX):
+    """A number in [lo, hi], its digit count drawn first so short and long numbers mix."""
+    lo, hi = max(lo, 0), min(hi, MAX)
+    if lo > hi:
+        return None
+    digits = rng.choice([d for d in (1, 2, 3) if 10 ** (d - 1) <= hi and 10 ** d - 1 >= lo] or [1])
+    a, b = max(lo, 10 ** (digits - 1) if digits > 1 else 0), min(hi, 10 ** digits - 1)
+    if a > b:
+        return rng.randint(lo, hi)
+    return rng.randint(a, b)
+
+
+def cap(s):
+    return s[0].upper() + s[1:]
+
+
+class Problem:
+    def __init__(self, question, steps, answer):
+        self.question = question  # the question text, without "Question: "
+        self.steps = steps        # [(a, op, b, result)]
+        self.answer = answer
+
+    def working(self):
+        return "\n".join(f"{a} {op} {b} = {r}" for a, op, b, r in self.steps)
+
+    def answer_text(self):
+        """gsm8k's answer field: the working, then '#### N'."""
+        return f"{self.working()}\n#### {self.answer}"
+
+
+# How hard the products and quotients may be: the larger factor of a product and a
+# quotient stay at or below these (train.py --mul-max / --div-max set them).
+LIMITS = {"mul_max": MAX, "div_max": MAX}
+
+
+def make_problem(rng, n_ops=None):
+    """One problem with 1 or 2 operations."""
+    while True:
+        p = _try_problem(rng, n_ops if n_ops is not None else rng.choice((1, 2)))
+        if p is not None:
+            return p
+
+
+def _try_problem(rng, n_ops):
+    name, he, him = rng.choice(NAMES)
+    other = rng.choice([n for n in NAMES if n[0] != name])[0]
+    item = rng.choice(ITEMS)
+    sentences, steps = [], []
+    ops = []
+    # First: a product start (counts one operation) or a plain count.
+    if rng.random() < 0.3:
+        small = rng.randint(2, 9)
+        big = draw_number(rng, 2, min(MAX // small, LIMITS["mul_max"]))
+        if rng.random() < 0.5:
+            a, b = small, big
+        else:
+            a, b = big, small
+        one, many = rng.choice(CONTAINERS)
+        v = a * b
+        form = rng.randrange(3)
+        if form == 0:
+            sentences.append(f"{name} buys {a} {many} of {item}. Each {one} has {b} {item}.")
+        elif form == 1:
+            sentences.append(f"{name} has {a} {many} with {b} {item} in each {one}.")
+        else:
+            sentences.append(f"There are {a} {many}. {name} puts {b} {item} in each {one}.")
+        steps.append((a, "*", b, v))
+        ops.append("mul")
+    else:
+        v = draw_number(rng, 1, MAX)
+        form = rng.randrange(3)
+        if form == 0:
+            sentences.append(f"{name} has {v} {item}.")
+        elif form == 1:
+            sentences.append(f"{name} starts with {v} {item}.")
+        else:
+            sentences.append(f"There are {v} {item} in {name}'s room.")
+    while len(steps) < n_ops:
+        last = len(steps) == n_ops - 1
+        choices = ["add", "sub"] + (["div"] if last and v >= 2 else [])
+        op = rng.choice(choices)
+        if op == "add":
+            if v >= MAX:
+                return None
+            b = draw_number(rng, 1, MAX - v)
+            r = v + b
+            form = rng.randrange(4)
+            s = [f"{cap(he)} buys {b} more {item}.",
+                 f"{other} gives {him} {b} more {item}.",
+                 f"Then {he} finds {b} more.",
+                 f"{cap(he)} gets {b} more {item} from {other}."][form]
+            steps.append((v, "+", b, r))
+        elif op == "sub":
+            if v < 2:
+                return None
+            b = draw_number(rng, 1, v - 1)
+            r = v - b
+            form = rng.randrange(4)
+            s = [f"{cap(he)} gives {b} {item} to {other}.",
+                 f"{cap(he)} loses {b} of them.",
+                 f"Then {he} sells {b} {item}.",
+                 f"{other} takes {b} {item} from {him}."][form]
+            steps.append((v, "-", b, r))
+        else:
+            divisors = [d for d in range(2, 10) if v % d == 0 and v // d <= LIMITS["div_max"]]
+            if not divisors:
+                return None
+            b = rng.choice(divisors)
+            r = v // b
+            friends = rng.choice(FRIENDS)
+            s = rng.choice([f"{cap(he)} shares them equally among {b} {friends}.",
+                            f"{cap(he)} splits them equally between {b} {friends}."])
+            steps.append((v, "/", b, r))
+        sentences.append(s)
+        ops.append(op)
+        v = r
+    if ops[-1] == "div":
+        q = rng.choice([f"How many {item} does each of the {friends} get?",
+                        f"How many {item} does each one get?"])
+    elif ops[-1] == "mul" and len(ops) == 1:
+        q = rng.choice([f"How many {item} does {name} have?",
+                        f"How many {item} are there in total?",
+                        f"What is the total number of {item}?"])
+    else:
+        q = rng.choice([f"How many {item} does {name} have now?",
+                        f"How many {item} does {he} have left?" if ops[-1] == "sub"
+                        else f"How many {item} does {he} have in the end?",
+                        f"How many {item} are there now?"])
+    return Problem(" ".join(sentences + [q]), steps, v)
+
+
+def drill(p):
+    """The same arithmetic as problem p asked bare ("What is (3 + 5) / 4?"), with the
+    same working: a cheap example of the working lines for training."""
+    a, op, b, _ = p.steps[0]
+    expr = f"{a} {op} {b}"
+    for _, op2, c, _ in p.steps[1:]:
+        expr = f"({expr}) {op2} {c}"
+    return Problem(f"What is {expr}?", p.steps, p.answer)
+
+
+def problem_text(p):
+    """The text a problem is trained and few-shot prompted in."""
+    return f"Question: {p.question}\nAnswer: {p.answer_text()}"
+
+
+if __name__ == "__main__":
+    rng = random.Random(1)
+    for _ in range(8):
+        print(problem_text(make_problem(rng)))
+        print()
