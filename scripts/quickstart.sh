@@ -41,8 +41,9 @@ done
 url="http://127.0.0.1:$port"
 echo "latte serve is up at $url with $model"
 
-completion='{"model": "latte", "prompt": "The capital of France is", "max_tokens": 32, "temperature": 0}'
-chat='{"model": "latte", "messages": [{"role": "user", "content": "Say hello in three languages."}], "max_tokens": 64, "temperature": 0}'
+# The default model answers gsm8k-style arithmetic questions (tasks/arith/).
+completion='{"model": "latte", "prompt": "Question: Tom has 25 apples. He buys 17 more apples. How many apples does Tom have now?\nAnswer:", "max_tokens": 48, "temperature": 0, "stop": ["\n\n"]}'
+chat='{"model": "latte", "messages": [{"role": "user", "content": "Question: Zoe has 9 books. She loses 4 of them. How many books does she have left?"}], "max_tokens": 48, "temperature": 0}'
 run() {  # prints the curl command, then runs it and prints the answer
   echo
   echo "\$ curl -s $url$1 -H 'Content-Type: application/json' -d '$2'"
