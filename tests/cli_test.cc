@@ -255,6 +255,7 @@ TEST(CliVocabulary, ParserErrorsAreSentencesNamingTheFlag) {
   ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --top-p abc",
                      "latte generate: error: --top-p needs a number, got \"abc\"");
   ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids", "latte generate: error: --prompt-ids needs a value");
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --chat=3", "latte generate: error: --chat takes no value");
 }
 
 TEST(CliVocabulary, RenamedFlagsSayTheirNewName) {

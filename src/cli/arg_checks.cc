@@ -226,6 +226,11 @@ std::string ParseErrorMessage(const CLI::App& root, const CLI::Error& e) {
     return prefix + what;
   }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    // "chat was given a disallowed flag override": a value after a flag (--chat=3).
+    if (const size_t at = what.find(" was given a disallowed flag override"); at != std::string::npos) {
+      const std::string name = what.substr(0, at);
+      return prefix + (name.size() == 1 ? "-" : "--") + name + " takes no value" + help;
+    }
     const size_t colon = what.find(':');
     const std::string name = what.substr(0, colon == std::string::npos ? what.find(' ') : colon);
     if (!name.empty() && name[0] == '-') {

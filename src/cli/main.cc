@@ -62,6 +62,7 @@ namespace {
 int Run(int argc, char** argv) {
   CLI::App app{"latte: inference for DeepSeek models with Multi-head Latent Attention", "latte"};
   app.require_subcommand(1);
+  app.option_defaults()->disable_flag_override();  // "--chat=3" is an error, not true
   app.set_version_flag("--version", std::string("latte ") + LATTE_VERSION + " (commit " + LATTE_GIT_COMMIT + ")",
                        "Print the version and the git commit it was built from");
   latte::cli::AddGenerateCommand(app);
