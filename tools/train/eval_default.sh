@@ -1,7 +1,7 @@
 #!/bin/bash
 # The default model's accuracy table (docs/benchmarks.md): tasks/arith held-out set,
 # 2-shot, greedy, through `latte generate`: bf16 and fp8 weights in each MLA mode, then
-# two deliberately broken variants (patched copies of config.json) in absorbed mode.
+# three deliberately broken variants (patched copies of config.json) in absorbed mode.
 #   bash tools/train/eval_default.sh [OUT.jsonl] [extra eval_arith.py flags, e.g. -j 4]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,3 +15,6 @@ python3 tools/eval_arith.py --model models/default --mla-mode absorbed --json "$
 # No YaRN at all: plain rope frequencies and no mscale.
 python3 tools/eval_arith.py --model models/default --mla-mode absorbed --json "$out" \
   --patch-config '{"rope_scaling": null}' "$@"
+# A wrong rope base (rope_theta 100 instead of 10000): every pair rotates at the wrong rate.
+python3 tools/eval_arith.py --model models/default --mla-mode absorbed --json "$out" \
+  --patch-config '{"rope_theta": 100.0}' "$@"
