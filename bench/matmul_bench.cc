@@ -24,8 +24,7 @@ float Random(uint64_t& s) {
   s ^= s << 13;
   s ^= s >> 7;
   s ^= s << 17;
-  return static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) /
-         static_cast<float>(int64_t{1} << 23);
+  return static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) / static_cast<float>(int64_t{1} << 23);
 }
 
 struct Operands {
@@ -102,13 +101,11 @@ void BM_ReadBandwidth(benchmark::State& state) {
     for (int64_t i = 0; i < count; ++i) total += p[i];
     benchmark::DoNotOptimize(total);
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(count * 8 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(count * 8 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-template <Path kPath, DType kDType>
-void BM_MatmulGemv(benchmark::State& state) {
+template <Path kPath, DType kDType> void BM_MatmulGemv(benchmark::State& state) {
   if (Unsupported(state, kPath)) return;
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   Operands o = MakeOperands(m, n, k, kDType);
@@ -116,13 +113,11 @@ void BM_MatmulGemv(benchmark::State& state) {
     Run(kPath, o.x.data(), m, o.view, o.y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(o.view.Bytes() + o.view.ScaleBytes()) / 1e9,
-                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(o.view.Bytes() + o.view.ScaleBytes()) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
-template <Path kPath, DType kDType>
-void BM_MatmulGemm(benchmark::State& state) {
+template <Path kPath, DType kDType> void BM_MatmulGemm(benchmark::State& state) {
   if (Unsupported(state, kPath)) return;
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   Operands o = MakeOperands(m, n, k, kDType);
@@ -130,20 +125,20 @@ void BM_MatmulGemm(benchmark::State& state) {
     Run(kPath, o.x.data(), m, o.view, o.y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // {n, k, m}: q_a-ish 2048x2048, 7168x1536 (o_proj-like), q_b at R1 size, lm_head.
-#define LATTE_GEMV_SHAPES(b)                                                              \
-  b->Args({2048, 2048, 1})->Args({7168, 1536, 1})->Args({24576, 1536, 1})                 \
-      ->Args({102400, 2048, 1})->UseRealTime()->Unit(benchmark::kMicrosecond)
+#define LATTE_GEMV_SHAPES(b)    \
+  b->Args({2048, 2048, 1})      \
+      ->Args({7168, 1536, 1})   \
+      ->Args({24576, 1536, 1})  \
+      ->Args({102400, 2048, 1}) \
+      ->UseRealTime()           \
+      ->Unit(benchmark::kMicrosecond)
 LATTE_GEMV_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kBF16>));
 LATTE_GEMV_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>));
-BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kF32>)
-    ->Args({7168, 1536, 1})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kF32>)->Args({7168, 1536, 1})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF32>)
     ->Args({7168, 1536, 1})
     ->UseRealTime()
@@ -151,9 +146,13 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF32>)
 
 // fp8 e4m3 with 128x128 block scales (1 byte a weight): the dense MLP's
 // 10944x2048 / 2048x10944, q_b at R1 size, the V2 lm_head.
-#define LATTE_GEMV_FP8_SHAPES(b)                                                         \
-  b->Args({2048, 2048, 1})->Args({10944, 2048, 1})->Args({2048, 10944, 1})               \
-      ->Args({24576, 1536, 1})->Args({102400, 2048, 1})->UseRealTime()                   \
+#define LATTE_GEMV_FP8_SHAPES(b) \
+  b->Args({2048, 2048, 1})       \
+      ->Args({10944, 2048, 1})   \
+      ->Args({2048, 10944, 1})   \
+      ->Args({24576, 1536, 1})   \
+      ->Args({102400, 2048, 1})  \
+      ->UseRealTime()            \
       ->Unit(benchmark::kMicrosecond)
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kFast, DType::kF8E4M3>));
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF8E4M3>));
@@ -199,14 +198,13 @@ void BM_MatmulBatched(benchmark::State& state) {
   std::vector<float> x(static_cast<size_t>(m * k * (shared ? 1 : heads)), 0.5f);
   std::vector<float> y(static_cast<size_t>(m * n * heads));
   for (auto _ : state) {
-    MatmulBatched({.x = x.data(), .x_stride = x_stride, .ldx = k, .m = m, .w = w,
-                   .y = y.data(), .y_stride = m * n, .ldy = n});
+    MatmulBatched(
+        {.x = x.data(), .x_stride = x_stride, .ldx = k, .m = m, .w = w, .y = y.data(), .y_stride = m * n, .ldy = n});
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * heads * m * n * k / 1e9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GB/s"] = benchmark::Counter(heads * n * k * 2 / 1e9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * heads * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(heads * n * k * 2 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_MatmulBatched)
     ->ArgsProduct({{512}, {128}, {1, 4, 16, 64, 512}, {1}})

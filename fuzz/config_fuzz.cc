@@ -58,8 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)latte::HeldWeightBytes(c, mode);
     (void)latte::DecodeFlopsPerCachedRow(c, mode);
     (void)latte::ComputeAttentionStepCosts(c, mode, /*batch=*/8, /*context=*/4096);
-    (void)latte::DecodeCostsPerToken(c, mode, /*batch=*/8, /*context=*/4096,
-                                     latte::WeightValueBytes::Uniform(2), /*kv_value_bytes=*/2);
+    (void)latte::DecodeCostsPerToken(c, mode, /*batch=*/8, /*context=*/4096, latte::WeightValueBytes::Uniform(2),
+                                     /*kv_value_bytes=*/2);
   }
   (void)latte::ComputeMaterializeExtra(c, /*gpus=*/8);
   (void)latte::ComputeDecodeProjectionFlops(c);

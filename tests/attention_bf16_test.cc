@@ -154,8 +154,8 @@ TEST(AttentionBf16Blocks, SoftmaxWritesRoundedWeightsAndSumsThem) {
         }
         const std::vector<float> in = scores;
         std::vector<bf16> p(heads * kLd, 0xABCD);
-        ai::SharedKeySoftmaxBf16Avx512(scores.data(), kLd, heads, n, max.data(), sum.data(), rescale.data(),
-                                       p.data(), kLd);
+        ai::SharedKeySoftmaxBf16Avx512(scores.data(), kLd, heads, n, max.data(), sum.data(), rescale.data(), p.data(),
+                                       kLd);
         EXPECT_EQ(scores, in) << "scores must be left as they are";
         const int64_t n_even = (n + 1) / 2 * 2;
         std::vector<float> got(heads * n);
@@ -329,8 +329,7 @@ TEST(AttentionBf16, PortableAndDispatchedMatchReference) {
       ExpectAllNear(port.lse, want.lse, kF32LseTol, 0.0, "portable lse");
     }
   }
-  std::printf("bf16 rows, dispatched vs reference: max |out error| %.2e, max |lse error| %.2e\n", worst_out,
-              worst_lse);
+  std::printf("bf16 rows, dispatched vs reference: max |out error| %.2e, max |lse error| %.2e\n", worst_out, worst_lse);
 }
 
 // Every path this CPU can run, forced (the dispatch picks only one of the AVX-512 ones

@@ -68,11 +68,11 @@ TEST(CausalAttention, MatchesDoubleReference) {
   struct Case {
     int64_t num_queries, first_position, heads;
   };
-  for (const Case& c : {Case{5, 7, 1}, Case{5, 7, 4}, Case{9, 0, 1}, Case{9, 0, 4},
-                        Case{1, 20, 4}, Case{1, 0, 4}, Case{33, 100, 4}, Case{3, -2, 2}}) {
+  for (const Case& c : {Case{5, 7, 1}, Case{5, 7, 4}, Case{9, 0, 1}, Case{9, 0, 4}, Case{1, 20, 4}, Case{1, 0, 4},
+                        Case{33, 100, 4}, Case{3, -2, 2}}) {
     const int64_t n = c.num_queries, H = c.heads, S = std::max<int64_t>(c.first_position + n, 1);
-    SCOPED_TRACE("n=" + std::to_string(n) + " first_position=" +
-                 std::to_string(c.first_position) + " heads=" + std::to_string(H));
+    SCOPED_TRACE("n=" + std::to_string(n) + " first_position=" + std::to_string(c.first_position) +
+                 " heads=" + std::to_string(H));
     const std::vector<float> q = RandomVector(n * H * kKeyDim, rng);
     const std::vector<float> k = RandomVector(S * H * kKeyDim, rng);
     const std::vector<float> v = RandomVector(S * H * kValueDim, rng);
@@ -114,8 +114,7 @@ struct SharedResult {
   std::vector<float> out, lse;
 };
 
-SharedKeyAttentionParams SharedParams(const std::vector<float>& q, const float* rows,
-                                      int64_t num_rows, int64_t heads) {
+SharedKeyAttentionParams SharedParams(const std::vector<float>& q, const float* rows, int64_t num_rows, int64_t heads) {
   SharedKeyAttentionParams p;
   p.q = q.data();
   p.rows = PagedRows::Contiguous(rows, DType::kF32, kRowDim, num_rows);
@@ -143,8 +142,8 @@ TEST(SharedKeyAttention, MatchesDoubleReference) {
     ScopedOmpThreads scoped(threads);
     for (int64_t num_rows : {1, 5, 300, 2000}) {
       for (int64_t heads : {1, 3, 16}) {
-        SCOPED_TRACE("threads=" + std::to_string(threads) + " rows=" +
-                     std::to_string(num_rows) + " heads=" + std::to_string(heads));
+        SCOPED_TRACE("threads=" + std::to_string(threads) + " rows=" + std::to_string(num_rows) +
+                     " heads=" + std::to_string(heads));
         const std::vector<float> q = RandomVector(heads * kRowDim, rng);
         const std::vector<float> rows = RandomVector(num_rows * kRowDim, rng);
         const SharedKeyAttentionParams p = SharedParams(q, rows.data(), num_rows, heads);
@@ -235,15 +234,14 @@ TEST(MergeAttentionPartials, ThreeSplitsEqualOneShot) {
   for (const Split& s : {Split{100, 350, 250}, Split{1, 2000, 7}, Split{600, 600, 600}}) {
     for (int64_t heads : {1, 3, 16}) {
       const int64_t total = s.a + s.b + s.c;
-      SCOPED_TRACE("split=" + std::to_string(s.a) + "+" + std::to_string(s.b) + "+" +
-                   std::to_string(s.c) + " heads=" + std::to_string(heads));
+      SCOPED_TRACE("split=" + std::to_string(s.a) + "+" + std::to_string(s.b) + "+" + std::to_string(s.c) +
+                   " heads=" + std::to_string(heads));
       const std::vector<float> q = RandomVector(heads * kRowDim, rng);
       const std::vector<float> rows = RandomVector(total * kRowDim, rng);
       const SharedResult whole = RunSharedKey(SharedParams(q, rows.data(), total, heads));
       const SharedResult p0 = RunSharedKey(SharedParams(q, rows.data(), s.a, heads));
       const SharedResult p1 = RunSharedKey(SharedParams(q, rows.data() + s.a * kRowDim, s.b, heads));
-      const SharedResult p2 =
-          RunSharedKey(SharedParams(q, rows.data() + (s.a + s.b) * kRowDim, s.c, heads));
+      const SharedResult p2 = RunSharedKey(SharedParams(q, rows.data() + (s.a + s.b) * kRowDim, s.c, heads));
       const float* outs[] = {p0.out.data(), p1.out.data(), p2.out.data()};
       const float* lses[] = {p0.lse.data(), p1.lse.data(), p2.lse.data()};
       std::vector<float> out(heads * kValueDim, NAN), lse(heads, NAN);
@@ -309,12 +307,10 @@ struct SharedKeyKernels {
 };
 
 std::vector<SharedKeyKernels> SharedKeyKernelVariants() {
-  std::vector<SharedKeyKernels> v = {{"portable", ai::SharedKeyScoresPortable,
-                                      ai::SharedKeySoftmaxPortable,
-                                      ai::SharedKeyAccumulatePortable}};
+  std::vector<SharedKeyKernels> v = {
+      {"portable", ai::SharedKeyScoresPortable, ai::SharedKeySoftmaxPortable, ai::SharedKeyAccumulatePortable}};
   if (GetCpuFeatures().avx512f) {
-    v.push_back({"avx512", ai::SharedKeyScoresAvx512, ai::SharedKeySoftmaxAvx512,
-                 ai::SharedKeyAccumulateAvx512});
+    v.push_back({"avx512", ai::SharedKeyScoresAvx512, ai::SharedKeySoftmaxAvx512, ai::SharedKeyAccumulateAvx512});
   }
   return v;
 }
@@ -372,8 +368,7 @@ TEST(SharedKeyBlocks, SoftmaxMatchesDouble) {
   for (const SharedKeyKernels& k : SharedKeyKernelVariants()) {
     for (int64_t heads : kBlockHeads) {
       for (int64_t n : kBlockRows) {
-        SCOPED_TRACE(std::string(k.name) + " heads=" + std::to_string(heads) + " n=" +
-                     std::to_string(n));
+        SCOPED_TRACE(std::string(k.name) + " heads=" + std::to_string(heads) + " n=" + std::to_string(n));
         // First block (max = -inf, sum = 0), then a second one over the same state.
         std::vector<float> max(heads, -std::numeric_limits<float>::infinity());
         std::vector<float> sum(heads, 0.0f), rescale(heads, NAN);
@@ -428,9 +423,8 @@ TEST(SharedKeyBlocks, AccumulateMatchesDouble) {
         for (int64_t n : kBlockRows) {
           for (bool with_rescale : {true, false}) {
             SCOPED_TRACE(std::string(k.name) + " row_dim=" + std::to_string(s.row_dim) +
-                         " value_dim=" + std::to_string(s.value_dim) + " heads=" +
-                         std::to_string(heads) + " n=" + std::to_string(n) +
-                         " rescale=" + std::to_string(with_rescale));
+                         " value_dim=" + std::to_string(s.value_dim) + " heads=" + std::to_string(heads) +
+                         " n=" + std::to_string(n) + " rescale=" + std::to_string(with_rescale));
             const std::vector<float> p = RandomVector(heads * kLd, rng, 0.0f, 1.0f);
             const std::vector<float> rows = RandomVector(n * s.row_dim, rng);
             const std::vector<float> rescale = RandomVector(heads, rng, 0.0f, 1.0f);
@@ -453,8 +447,7 @@ TEST(SharedKeyBlocks, AccumulateMatchesDouble) {
                 allowed[h * s.value_dim + j] = kBlockRelTol * mag + 1e-30;
               }
             }
-            ExpectWithin(acc.data(), want.data(), allowed.data(), acc.size(), "acc",
-                         {heads, s.value_dim});
+            ExpectWithin(acc.data(), want.data(), allowed.data(), acc.size(), "acc", {heads, s.value_dim});
           }
         }
       }
@@ -471,8 +464,8 @@ TEST(SharedKeyAttention, PortableAndDispatchedMatchReference) {
   for (const BlockShape& s : {BlockShape{576, 512}, BlockShape{40, 32}}) {
     for (int64_t num_rows : {1, 7, 130, 1000}) {
       for (int64_t heads : {1, 5, 128}) {
-        SCOPED_TRACE("row_dim=" + std::to_string(s.row_dim) + " rows=" +
-                     std::to_string(num_rows) + " heads=" + std::to_string(heads));
+        SCOPED_TRACE("row_dim=" + std::to_string(s.row_dim) + " rows=" + std::to_string(num_rows) +
+                     " heads=" + std::to_string(heads));
         const std::vector<float> q = RandomVector(heads * s.row_dim, rng);
         const std::vector<float> rows = RandomVector(num_rows * s.row_dim, rng);
         SharedKeyAttentionParams p;
@@ -489,12 +482,10 @@ TEST(SharedKeyAttention, PortableAndDispatchedMatchReference) {
           ScopedPortableKernels force(portable == 1);
           got[portable] = RunSharedKey(p);
           const std::string what = portable ? "portable" : "dispatched";
-          ExpectAllNear(got[portable].out, want.out, 2 * kAttnOutTol, 0.0, what + " out",
-                        {heads, s.value_dim});
+          ExpectAllNear(got[portable].out, want.out, 2 * kAttnOutTol, 0.0, what + " out", {heads, s.value_dim});
           ExpectAllNear(got[portable].lse, want.lse, 2 * kAttnLseTol, 0.0, what + " lse");
         }
-        ExpectAllNear(got[0].out, got[1].out, 2 * kAttnOutTol, "dispatched vs portable out",
-                      {heads, s.value_dim});
+        ExpectAllNear(got[0].out, got[1].out, 2 * kAttnOutTol, "dispatched vs portable out", {heads, s.value_dim});
         ExpectAllNear(got[0].lse, got[1].lse, 2 * kAttnLseTol, "dispatched vs portable lse");
       }
     }
@@ -544,8 +535,7 @@ TEST(AttentionDeathTest, BadParamsAbort) {
   EXPECT_DEATH(CausalAttention(c), "CausalAttention: null k or v");
 
   const float* outs[] = {out.data()};
-  EXPECT_DEATH(MergeAttentionPartials(outs, nullptr, 1, 2, 8, out.data(), nullptr),
-               "null outs, lses or out");
+  EXPECT_DEATH(MergeAttentionPartials(outs, nullptr, 1, 2, 8, out.data(), nullptr), "null outs, lses or out");
 }
 
 }  // namespace

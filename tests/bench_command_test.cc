@@ -56,8 +56,8 @@ TEST(BenchModelCommand, JsonLinesAreSane) {
   for (const nlohmann::json& j : objects) {
     EXPECT_EQ(j["mla_mode"], "materialized");
     EXPECT_EQ(j["threads"], 2);
-    for (const char* key : {"tok_s_mean", "bytes_per_token", "flops_per_token", "achieved_gbps",
-                            "achieved_gflops", "machine_read_gbps", "fraction_of_roofline"}) {
+    for (const char* key : {"tok_s_mean", "bytes_per_token", "flops_per_token", "achieved_gbps", "achieved_gflops",
+                            "machine_read_gbps", "fraction_of_roofline"}) {
       EXPECT_TRUE(PositiveFinite(j[key])) << key << " in " << j.dump();
     }
     EXPECT_TRUE(j["tok_s_sd"].is_number() && j["tok_s_sd"].get<double>() >= 0) << j.dump();
@@ -95,7 +95,8 @@ TEST(BenchModelCommand, DepthCountsTheCachedRowsInTheCosts) {
   EXPECT_DOUBLE_EQ(d[0]["weight_bytes_per_token"].get<double>(), s[0]["weight_bytes_per_token"].get<double>());
   const Result<ModelConfig> tiny = MakeModelPreset("tiny");
   ASSERT_TRUE(tiny.ok()) << tiny.status().message();
-  const TokenCosts want = DecodeCostsPerToken(tiny.value(), MlaMode::kAbsorbed, 1, 601, WeightValueBytes::Uniform(2), 2);
+  const TokenCosts want =
+      DecodeCostsPerToken(tiny.value(), MlaMode::kAbsorbed, 1, 601, WeightValueBytes::Uniform(2), 2);
   EXPECT_DOUBLE_EQ(d[0]["flops_per_token"].get<double>(), want.flops);
   EXPECT_DOUBLE_EQ(d[0]["bytes_per_token"].get<double>(), want.Bytes());
 }
@@ -133,7 +134,8 @@ TEST(BenchEngineCommand, CountsEveryTokenThroughPreemption) {
 // beside the machine peaks measured in the same run.
 TEST(BenchAttnCommand, CoreRowsCountBytesAndFlops) {
   const CommandResult r = RunLatte(
-      "bench attn --preset v2-lite --mla-mode absorbed --batch 1 --batch 2 --context 100 --min-seconds 0 --threads 2 --json");
+      "bench attn --preset v2-lite --mla-mode absorbed --batch 1 --batch 2 --context 100 --min-seconds 0 --threads 2 "
+      "--json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<nlohmann::json> objects = JsonLines(r.out);
   ASSERT_EQ(objects.size(), 4u) << r.out;  // absorbed x 2 batches, then core x 2

@@ -34,8 +34,7 @@ std::vector<float> Inputs(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-void ExpectRoundedEach(const std::vector<float>& x, const std::vector<bf16>& got,
-                       const std::string& what) {
+void ExpectRoundedEach(const std::vector<float>& x, const std::vector<bf16>& got, const std::string& what) {
   for (size_t i = 0; i < x.size(); ++i) {
     if (std::isnan(x[i])) {
       EXPECT_TRUE(std::isnan(Bf16ToF32(got[i]))) << what << ": NaN at " << i << " not kept";
@@ -75,8 +74,9 @@ TEST(RoundToBf16, DispatchedAndPortableRowsMatchScalar) {
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c) packed[r * cols + c] = x[r * ldx + c];
       }
-      ExpectRoundedEach(packed, out, std::string(portable ? "portable " : "dispatched ") +
-                                         std::to_string(rows) + "x" + std::to_string(cols));
+      ExpectRoundedEach(
+          packed, out,
+          std::string(portable ? "portable " : "dispatched ") + std::to_string(rows) + "x" + std::to_string(cols));
     }
   }
 }

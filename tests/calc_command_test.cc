@@ -32,8 +32,7 @@ RunResult RunLatte(const std::string& args) {
   const std::string dir = ::testing::TempDir();
   const std::string out_path = dir + "/calc_command_test_out.txt";
   const std::string err_path = dir + "/calc_command_test_err.txt";
-  const std::string command =
-      std::string(LATTE_BINARY) + " " + args + " >" + out_path + " 2>" + err_path;
+  const std::string command = std::string(LATTE_BINARY) + " " + args + " >" + out_path + " 2>" + err_path;
   const int status = std::system(command.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -76,10 +76,8 @@ TEST(ChatTemplateInterpreter, Operators) {
 }
 
 TEST(ChatTemplateInterpreter, Tests) {
-  EXPECT_EQ(RenderOk("{{ x is defined }} {{ y is defined }} {{ y is undefined }}", R"({"x": 0})"),
-            "true false true");
-  EXPECT_EQ(RenderOk("{{ x is none }} {{ x is not none }} {{ 's' is string }} {{ 3 is number }}",
-                     R"({"x": null})"),
+  EXPECT_EQ(RenderOk("{{ x is defined }} {{ y is defined }} {{ y is undefined }}", R"({"x": 0})"), "true false true");
+  EXPECT_EQ(RenderOk("{{ x is none }} {{ x is not none }} {{ 's' is string }} {{ 3 is number }}", R"({"x": null})"),
             "true false true true");
   EXPECT_EQ(RenderOk("{{ not y is defined }} {{ [1] is iterable }} {{ {} is mapping }} {{ 3 is odd }}"),
             "true true true true");
@@ -118,17 +116,16 @@ TEST(ChatTemplateInterpreter, ForLoops) {
 
 TEST(ChatTemplateInterpreter, SubscriptsAndSlices) {
   const std::string ctx = R"({"m": {"role": "user", "content": "hello"}, "xs": [1, 2, 3]})";
-  EXPECT_EQ(RenderOk("{{ m.role }} {{ m['content'] }} {{ xs[0] }} {{ xs[-1] }} {{ xs[9] }}|", ctx),
-            "user hello 1 3 |");
+  EXPECT_EQ(RenderOk("{{ m.role }} {{ m['content'] }} {{ xs[0] }} {{ xs[-1] }} {{ xs[9] }}|", ctx), "user hello 1 3 |");
   EXPECT_EQ(RenderOk("{{ xs[1:] }} {{ xs[:-1] }} {{ xs[::-1] }} {{ m.content[1:3] }} {{ m.content[-1] }}", ctx),
             "[2, 3] [1, 2] [3, 2, 1] el o");
   EXPECT_EQ(RenderOk("{{ 'héllo😀'[1:] }} {{ xs.length }}", ctx), "éllo😀 3");
 }
 
 TEST(ChatTemplateInterpreter, Filters) {
-  EXPECT_EQ(RenderOk("{{ xs | length }} {{ xs | first }} {{ xs | last }} {{ xs | join(', ') }}",
-                     R"({"xs": ["a", "b"]})"),
-            "2 a b a, b");
+  EXPECT_EQ(
+      RenderOk("{{ xs | length }} {{ xs | first }} {{ xs | last }} {{ xs | join(', ') }}", R"({"xs": ["a", "b"]})"),
+      "2 a b a, b");
   EXPECT_EQ(RenderOk("{{ '  x  ' | trim }}|{{ 3 | string }}|{{ u | default('d') }}|{{ '' | default('e', true) }}"),
             "x|3|d|e");
   EXPECT_EQ(RenderOk("{{ m | tojson }}", R"({"m": {"a": "x\"y\n", "b": [1, 2.5, null, true]}})"),
@@ -145,10 +142,10 @@ TEST(ChatTemplateInterpreter, StringMethods) {
   EXPECT_EQ(RenderOk("{{ 'a,b,c'.split(',', 1) }}"), R"(["a", "b,c"])");
   EXPECT_EQ(RenderOk("{{ '  x \n'.strip() }}|{{ '\nx\n\n'.strip('\n') }}|{{ ' x '.lstrip() }}|{{ ' x '.rstrip() }}|"),
             "x|x|x | x|");
-  EXPECT_EQ(RenderOk("{{ 'hello'.startswith('he') }} {{ 'hello'.endswith('lo') }} {{ 'hello'.startswith(('x', 'h')) }}"),
-            "true true true");
-  EXPECT_EQ(RenderOk("{{ 'aXbX'.replace('X', '-') }} {{ 'ab'.upper() }} {{ m.get('k', 'dflt') }}",
-                     R"({"m": {}})"),
+  EXPECT_EQ(
+      RenderOk("{{ 'hello'.startswith('he') }} {{ 'hello'.endswith('lo') }} {{ 'hello'.startswith(('x', 'h')) }}"),
+      "true true true");
+  EXPECT_EQ(RenderOk("{{ 'aXbX'.replace('X', '-') }} {{ 'ab'.upper() }} {{ m.get('k', 'dflt') }}", R"({"m": {}})"),
             "a-b- AB dflt");
 }
 
@@ -212,8 +209,7 @@ TEST(ChatTemplateLimits, DeeplyNestedTemplatesAreRejected) {
 }
 
 TEST(ChatTemplateLimits, HugeLoopsAndOutputsStop) {
-  EXPECT_NE(ErrorOf("{% for i in range(1000000000) %}x{% endfor %}").find("list longer than"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf("{% for i in range(1000000000) %}x{% endfor %}").find("list longer than"), std::string::npos);
   const std::string nested =
       "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}"
       "{% endfor %}{% endfor %}{% endfor %}";
@@ -273,16 +269,15 @@ std::vector<Reference> RenderWithHuggingFace(const std::string& source,
     return {};
   }
   if (!fs::exists(npm_dir / "node_modules" / "@huggingface" / "jinja" / "package.json")) {
-    ADD_FAILURE() << npm_dir.string() << "/node_modules/@huggingface/jinja is missing: run `cd "
-                  << npm_dir.string() << " && npm ci` (scripts/test.sh does)";
+    ADD_FAILURE() << npm_dir.string() << "/node_modules/@huggingface/jinja is missing: run `cd " << npm_dir.string()
+                  << " && npm ci` (scripts/test.sh does)";
     return {};
   }
-  const fs::path input = fs::path(testing::TempDir()) /
-                         ("chat_template_input_" + std::to_string(::getpid()) + ".json");
+  const fs::path input = fs::path(testing::TempDir()) / ("chat_template_input_" + std::to_string(::getpid()) + ".json");
   nlohmann::ordered_json request = {{"template", source}, {"contexts", contexts}};
   std::ofstream(input, std::ios::binary) << request.dump();
-  const std::string command = "'" + node + "' '" + (npm_dir / "render_template.js").string() + "' '" +
-                              input.string() + "'";
+  const std::string command =
+      "'" + node + "' '" + (npm_dir / "render_template.js").string() + "' '" + input.string() + "'";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) {
     ADD_FAILURE() << "cannot run " << command;
@@ -305,8 +300,8 @@ std::vector<Reference> RenderWithHuggingFace(const std::string& source,
   }
   std::vector<Reference> refs;
   for (const auto& r : results) {
-    refs.push_back({r["ok"].get<bool>(), r["ok"].get<bool>() ? r["text"].get<std::string>()
-                                                             : r["error"].get<std::string>()});
+    refs.push_back(
+        {r["ok"].get<bool>(), r["ok"].get<bool>() ? r["text"].get<std::string>() : r["error"].get<std::string>()});
   }
   return refs;
 }
@@ -394,8 +389,8 @@ struct ComparisonTotals {
   int differences = 0;
 };
 
-ComparisonTotals CompareWithHuggingFace(const std::string& name, const std::string& source,
-                                        const std::string& bos, const std::string& eos) {
+ComparisonTotals CompareWithHuggingFace(const std::string& name, const std::string& source, const std::string& bos,
+                                        const std::string& eos) {
   ComparisonTotals totals;
   Result<ChatTemplate> t = ChatTemplate::Parse(source);
   if (!t.ok()) {
@@ -406,10 +401,8 @@ ComparisonTotals CompareWithHuggingFace(const std::string& name, const std::stri
   std::vector<nlohmann::ordered_json> contexts;
   for (const auto& messages : conversations) {
     for (int prompt = 0; prompt < 2; ++prompt) {
-      contexts.push_back({{"messages", messages},
-                          {"add_generation_prompt", prompt == 1},
-                          {"bos_token", bos},
-                          {"eos_token", eos}});
+      contexts.push_back(
+          {{"messages", messages}, {"add_generation_prompt", prompt == 1}, {"bos_token", bos}, {"eos_token", eos}});
     }
   }
   // add_generation_prompt absent: the templates default it to false.
@@ -422,8 +415,8 @@ ComparisonTotals CompareWithHuggingFace(const std::string& name, const std::stri
     SCOPED_TRACE(name + " context " + std::to_string(i) + ": " + contexts[i].dump());
     if (refs[i].ok != ours.ok()) {
       ++totals.differences;
-      ADD_FAILURE() << "@huggingface/jinja " << (refs[i].ok ? "rendered" : "failed: " + refs[i].text)
-                    << "; latte " << (ours.ok() ? "rendered" : "failed: " + ours.status().message());
+      ADD_FAILURE() << "@huggingface/jinja " << (refs[i].ok ? "rendered" : "failed: " + refs[i].text) << "; latte "
+                    << (ours.ok() ? "rendered" : "failed: " + ours.status().message());
       continue;
     }
     if (!ours.ok()) continue;  // both refuse (none of the fixed conversations should)
@@ -435,8 +428,8 @@ ComparisonTotals CompareWithHuggingFace(const std::string& name, const std::stri
   return totals;
 }
 
-const fs::path kV3Config = fs::path(LATTE_NPM_DIR) / "node_modules" / "@lenml" /
-                           "tokenizer-deepseek_v3" / "models" / "tokenizer_config.json";
+const fs::path kV3Config =
+    fs::path(LATTE_NPM_DIR) / "node_modules" / "@lenml" / "tokenizer-deepseek_v3" / "models" / "tokenizer_config.json";
 
 TEST(ChatTemplateReference, DeepSeekV3MatchesHuggingFaceJinja) {
   if (!fs::exists(kV3Config)) {
@@ -453,8 +446,8 @@ TEST(ChatTemplateReference, DeepSeekV3MatchesHuggingFaceJinja) {
   EXPECT_EQ(totals.differences, 0);
 
   // The config's bos token fills in when the context leaves it out.
-  Result<std::string> out = t->Render(nlohmann::json::parse(
-      R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true})"));
+  Result<std::string> out = t->Render(
+      nlohmann::json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true})"));
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out.value(), "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>");
 }
@@ -479,7 +472,8 @@ TEST(ChatTemplateReference, DeepSeekR1MatchesHuggingFaceJinja) {
                    {"role": "user", "content": "3+3?"}],
       "add_generation_prompt": true})"));
   ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(out.value(), "<s><｜User｜>2+2?<｜Assistant｜>4<｜end▁of▁sentence｜><｜User｜>3+3?<｜Assistant｜><think>\n");
+  EXPECT_EQ(out.value(),
+            "<s><｜User｜>2+2?<｜Assistant｜>4<｜end▁of▁sentence｜><｜User｜>3+3?<｜Assistant｜><think>\n");
 }
 
 // Small templates exercising constructs the DeepSeek templates do not use, also
@@ -501,8 +495,8 @@ TEST(ChatTemplateReference, ConstructsMatchHuggingFaceJinja) {
   };
   const std::vector<nlohmann::ordered_json> contexts = {
       {{"bos_token", "<s>"},
-       {"messages", {{{"role", "system"}, {"content", "You are  kind. "}},
-                     {{"role", "user"}, {"content", " héllo wörld 😀 "}}}}},
+       {"messages",
+        {{{"role", "system"}, {"content", "You are  kind. "}}, {{"role", "user"}, {"content", " héllo wörld 😀 "}}}}},
       {{"bos_token", "<s>"}, {"messages", {{{"role", "user"}, {"content", "a b c"}}}}},
   };
   int compared = 0;
@@ -544,12 +538,15 @@ TEST(ChatTemplateReference, DeepSeekV3RenderedIdsMatchHuggingFace) {
   std::vector<nlohmann::ordered_json> contexts;
   for (const auto& messages : nlohmann::ordered_json::parse(kConversations)) {
     for (bool prompt : {false, true}) {
-      contexts.push_back({{"messages", messages}, {"add_generation_prompt", prompt},
-                          {"bos_token", t->bos_token()}, {"eos_token", t->eos_token()}});
+      contexts.push_back({{"messages", messages},
+                          {"add_generation_prompt", prompt},
+                          {"bos_token", t->bos_token()},
+                          {"eos_token", t->eos_token()}});
     }
   }
   const fs::path input = fs::path(testing::TempDir()) / ("chat_ids_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(input, std::ios::binary) << nlohmann::ordered_json({{"template", t->source()}, {"contexts", contexts}}).dump();
+  std::ofstream(input, std::ios::binary)
+      << nlohmann::ordered_json({{"template", t->source()}, {"contexts", contexts}}).dump();
   const std::string command = "'" + node + "' '" + (fs::path(LATTE_NPM_DIR) / "render_and_tokenize.js").string() +
                               "' '" + input.string() + "' '" + tokenizer_json.string() + "'";
   FILE* pipe = ::popen(command.c_str(), "r");

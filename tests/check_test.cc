@@ -28,8 +28,7 @@ TEST(CheckDeathTest, DcheckRunsOnlyInDebugAndSanitizerBuilds) {
   LATTE_DCHECK(++evaluated > 0, "counted");
   EXPECT_EQ(evaluated, LATTE_DCHECK_IS_ON ? 1 : 0);
 #if LATTE_DCHECK_IS_ON
-  EXPECT_DEATH(LATTE_DCHECK(evaluated < 0, "evaluated ", evaluated),
-               "check failed: evaluated < 0: evaluated 1");
+  EXPECT_DEATH(LATTE_DCHECK(evaluated < 0, "evaluated ", evaluated), "check failed: evaluated < 0: evaluated 1");
 #else
   LATTE_DCHECK(evaluated < 0, "never evaluated");
 #endif

@@ -36,7 +36,8 @@ CliRun Latte(const std::string& args, const std::string& input = "/dev/null") {
   static int serial = 0;
   const std::string err_file = testing_models::TempRoot() + "/cli-" + std::to_string(serial++) + ".err";
   CliRun r;
-  r.out = testing_process::RunCommand(std::string(LATTE_BINARY) + " " + args + " <" + input + " 2>" + err_file, &r.code);
+  r.out =
+      testing_process::RunCommand(std::string(LATTE_BINARY) + " " + args + " <" + input + " 2>" + err_file, &r.code);
   std::ifstream in(err_file);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -128,7 +129,8 @@ TEST(CliFlags, SamplingRangesNameTheFlag) {
                      "latte generate: error: --top-p must be in (0, 1], got 2");
   ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --temperature -1",
                      "latte generate: error: --temperature must be in [0, 2]");
-  ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --top-k -5", "latte generate: error: --top-k must be");
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --top-k -5",
+                     "latte generate: error: --top-k must be");
 }
 
 TEST(CliFlags, StopStrings) {
@@ -156,7 +158,8 @@ TEST(CliFlags, FlagsWithNoEffectAreErrors) {
                      "latte generate: error: --system has no effect without --chat");
   ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --logits-out x.npy",
                      "latte generate: error: --logits-out has no effect with --prompt");
-  ExpectOneLineError("calc --preset r1 --block-size 32", "latte calc: error: --block-size has no effect without --memory-gb");
+  ExpectOneLineError("calc --preset r1 --block-size 32",
+                     "latte calc: error: --block-size has no effect without --memory-gb");
   ExpectOneLineError("bench model --model " + Tiny() + " -n 0 --batch 2",
                      "latte bench model: error: --batch has no effect without a tg test");
   ExpectOneLineError("tokenize --model " + Tiny() + " --skip-special",
@@ -170,9 +173,11 @@ TEST(CliFlags, FlagsWithNoEffectAreErrors) {
 TEST(CliFlags, ChoicesListWhatIsAccepted) {
   ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --mla-mode fast",
                      "latte generate: error: --mla-mode must be absorbed, materialized or naive, got \"fast\"");
-  ExpectOneLineError("bench attn --preset huge", "latte bench attn: error: --preset must be tiny, v2, v2-lite, v3 or r1");
+  ExpectOneLineError("bench attn --preset huge",
+                     "latte bench attn: error: --preset must be tiny, v2, v2-lite, v3 or r1");
   ExpectOneLineError("calc --preset huge", "latte calc: error: --preset must be tiny, v2, v2-lite, v3 or r1");
-  ExpectOneLineError("make-model --preset huge --out x", "latte make-model: error: --preset must be tiny, v2, v2-lite, v3 or r1");
+  ExpectOneLineError("make-model --preset huge --out x",
+                     "latte make-model: error: --preset must be tiny, v2, v2-lite, v3 or r1");
 }
 
 // ---- 5. Writes ----
@@ -225,8 +230,8 @@ TEST(CliHugePages, ReadingPrintsTheLoadingLine) {
 
 TEST(CliThreads, WaitPolicyIsPassiveUnlessSet) {
   int code = 0;
-  const std::string passive = testing_process::RunCommand(
-      "OMP_DISPLAY_ENV=true " + std::string(LATTE_BINARY) + " --version 2>&1", &code);
+  const std::string passive =
+      testing_process::RunCommand("OMP_DISPLAY_ENV=true " + std::string(LATTE_BINARY) + " --version 2>&1", &code);
   EXPECT_EQ(code, 0);
   EXPECT_NE(passive.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << passive;
   const std::string active = testing_process::RunCommand(
@@ -239,8 +244,7 @@ TEST(CliThreads, WaitPolicyIsPassiveUnlessSet) {
 TEST(CliVocabulary, VersionPrintsVersionAndCommit) {
   const CliRun r = Latte("--version");
   EXPECT_EQ(r.code, 0);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("^latte [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [0-9a-f]{7,}")))
-      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("^latte [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [0-9a-f]{7,}"))) << r.out;
 }
 
 TEST(CliVocabulary, UnknownCommandSaysSo) {
@@ -250,12 +254,15 @@ TEST(CliVocabulary, UnknownCommandSaysSo) {
 }
 
 TEST(CliVocabulary, ParserErrorsAreSentencesNamingTheFlag) {
-  ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --seedd 3", "latte generate: error: unknown flag --seedd");
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --seedd 3",
+                     "latte generate: error: unknown flag --seedd");
   ExpectOneLineError("generate --prompt-ids 1", "latte generate: error: --model is required");
   ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --top-p abc",
                      "latte generate: error: --top-p needs a number, got \"abc\"");
-  ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids", "latte generate: error: --prompt-ids needs a value");
-  ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --chat=3", "latte generate: error: --chat takes no value");
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids",
+                     "latte generate: error: --prompt-ids needs a value");
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt hi --chat=3",
+                     "latte generate: error: --chat takes no value");
 }
 
 TEST(CliVocabulary, RenamedFlagsSayTheirNewName) {
@@ -265,7 +272,8 @@ TEST(CliVocabulary, RenamedFlagsSayTheirNewName) {
 }
 
 TEST(CliVocabulary, EveryComputingCommandTakesThreads) {
-  for (const char* cmd : {"generate", "make-model", "calc", "bench attn", "bench machine", "bench model", "bench engine"}) {
+  for (const char* cmd :
+       {"generate", "make-model", "calc", "bench attn", "bench machine", "bench model", "bench engine"}) {
     const CliRun r = Latte(std::string(cmd) + " --help");
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_NE(r.out.find("-t,--threads"), std::string::npos) << cmd << ":\n" << r.out;
@@ -373,7 +381,6 @@ TEST(CliTokenizer, BlankLinesAreSkippedAndBadUtf8IsNamed) {
   EXPECT_EQ(b.code, 1);
   EXPECT_EQ(b.err, "latte tokenize: error: stdin line 1: invalid UTF-8 (JSON Lines are UTF-8 text)\n");
 }
-
 
 // ---- 11. README's table of flags is --help's ----
 

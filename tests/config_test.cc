@@ -59,10 +59,9 @@ TEST(ConfigEnums, EveryScoringFuncParsesAndWritesBack) {
 }
 
 TEST(ConfigEnums, EveryTopkMethodParsesAndWritesBack) {
-  const std::pair<const char*, TopkMethod> accepted[] = {
-      {"greedy", TopkMethod::kGreedy},
-      {"group_limited_greedy", TopkMethod::kGroupLimitedGreedy},
-      {"noaux_tc", TopkMethod::kNoauxTc}};
+  const std::pair<const char*, TopkMethod> accepted[] = {{"greedy", TopkMethod::kGreedy},
+                                                         {"group_limited_greedy", TopkMethod::kGroupLimitedGreedy},
+                                                         {"noaux_tc", TopkMethod::kNoauxTc}};
   for (const auto& [name, value] : accepted) {
     SCOPED_TRACE(name);
     json j = V3Json();
@@ -106,8 +105,9 @@ TEST(ConfigContext, CheckContextLengthNamesBothNumbers) {
   EXPECT_TRUE(CheckContextLength(*tiny, tiny->max_position_embeddings, "x").ok());
   const Status s = CheckContextLength(*tiny, tiny->max_position_embeddings + 1, "the prompt");
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), "the prompt is 4097 tokens, more than the model's context length of 4096 "
-                         "(max_position_embeddings)");
+  EXPECT_EQ(s.message(),
+            "the prompt is 4097 tokens, more than the model's context length of 4096 "
+            "(max_position_embeddings)");
 }
 
 TEST(ConfigEnums, RopeScalingTypes) {
@@ -170,9 +170,9 @@ double HfYarnGetMscale(double scale, double mscale) {
 // The rope of a config's YaRN scaling, built from its fields as the MLA layer does.
 RopeFrequencies RopeOf(const ModelConfig& c) {
   const YarnScaling& y = *c.rope_scaling;
-  return RopeFrequencies::Yarn(c.qk_rope_head_dim, c.rope_theta,
-                               YarnParams{y.factor, y.original_max_position_embeddings,
-                                          y.beta_fast, y.beta_slow, y.mscale, y.mscale_all_dim});
+  return RopeFrequencies::Yarn(
+      c.qk_rope_head_dim, c.rope_theta,
+      YarnParams{y.factor, y.original_max_position_embeddings, y.beta_fast, y.beta_slow, y.mscale, y.mscale_all_dim});
 }
 
 // softmax_scale = q_head_dim^-0.5 · m_all² and the rope's cos/sin magnitude
@@ -193,8 +193,8 @@ TEST(ConfigYarn, SoftmaxScaleAndRopeMagnitudeShareTheMscale) {
       {1, 1.0, 1.0},       // factor 1: no temperature at all
   };
   for (const Case& k : cases) {
-    SCOPED_TRACE("factor " + std::to_string(k.factor) + " mscale " + std::to_string(k.mscale) +
-                 " mscale_all_dim " + std::to_string(k.mscale_all_dim));
+    SCOPED_TRACE("factor " + std::to_string(k.factor) + " mscale " + std::to_string(k.mscale) + " mscale_all_dim " +
+                 std::to_string(k.mscale_all_dim));
     json j = V3Json();
     j["rope_scaling"]["factor"] = k.factor;
     j["rope_scaling"]["mscale"] = k.mscale;
@@ -250,9 +250,8 @@ TEST(ConfigSizes, ReleasedConfigsAreWithinTheLimits) {
 
 TEST(ConfigSizes, ASizeOver2To20NamesTheKey) {
   for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size",
-                          "num_hidden_layers", "num_attention_heads", "q_lora_rank", "kv_lora_rank",
-                          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
-                          "n_shared_experts"}) {
+                          "num_hidden_layers", "num_attention_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                          "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "n_shared_experts"}) {
     SCOPED_TRACE(key);
     json j = V3Json();
     j[key] = kMaxSize + 2;  // even: qk_rope_head_dim must be

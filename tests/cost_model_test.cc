@@ -24,8 +24,7 @@ ModelConfig Released(const std::string& name) {
 TEST(CostModelV3, PerLayerParamsMatchDoc) {
   const ModelConfig c = Released("r1");
   // q_a 1536·7168 + q_b 128·192·1536 + kv_a 576·7168 + kv_b 128·256·512 + o_proj 7168·128·128
-  EXPECT_EQ(1536LL * 7168 + 128LL * 192 * 1536 + 576LL * 7168 + 128LL * 256 * 512 + 7168LL * 128 * 128,
-            187'105'280);
+  EXPECT_EQ(1536LL * 7168 + 128LL * 192 * 1536 + 576LL * 7168 + 128LL * 256 * 512 + 7168LL * 128 * 128, 187'105'280);
   const AttentionParams p = ComputeAttentionParams(c);
   EXPECT_EQ(p.Checkpoint(), 187'105'280);
   EXPECT_EQ(p.w_q_uk, 100'663'296);  // 1536 × 128 × 512
@@ -77,8 +76,8 @@ TEST(CostModelV3, WholeModelCheckpointParams) {
   const int64_t shared = 3LL * 2048 * d;
   const int64_t router = 256 * d + 256;  // gate.weight + e_score_correction_bias
   const int64_t embeddings = 2LL * 129280 * d;
-  const int64_t expected = 61 * (attention + layer_norms) + 3 * dense +
-                           58 * (experts + shared + router) + embeddings + d /* model.norm */;
+  const int64_t expected =
+      61 * (attention + layer_norms) + 3 * dense + 58 * (experts + shared + router) + embeddings + d /* model.norm */;
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   EXPECT_EQ(naive.model_params.Checkpoint(), expected);
   EXPECT_EQ(naive.model_params.Checkpoint(), 671'026'419'200LL);  // the "671B"
@@ -101,8 +100,7 @@ TEST(CostModelV3, Fp8BytesCountScaleInvBlocks) {
 TEST(CostModelV3, DecodeProjectionFlops) {
   const DecodeProjectionFlops f = ComputeDecodeProjectionFlops(Released("r1"));
   // absorbed: 2·(q_b 128·192·1536 + W_UK bmm 128·128·512 + W_UV bmm 128·128·512 + o_proj 7168·128·128)
-  const int64_t absorbed =
-      2 * (128LL * 192 * 1536 + 128LL * 128 * 512 + 128LL * 128 * 512 + 7168LL * 128 * 128);
+  const int64_t absorbed = 2 * (128LL * 192 * 1536 + 128LL * 128 * 512 + 128LL * 128 * 512 + 7168LL * 128 * 128);
   EXPECT_EQ(absorbed, 343'932'928);  // ≈ 344 MFLOP
   EXPECT_EQ(f.absorbed, absorbed);
   // materialized: 2·(W_Q_UK 128·512·1536 + q_b rope rows 128·64·1536 + W_UV_O 128·512·7168)
@@ -146,10 +144,10 @@ TEST(CostModelV2Lite, PerLayerParams) {
   EXPECT_EQ(p.q_a, 0);
   EXPECT_EQ(p.w_q_uk, 16LL * 512 * 2048);  // d takes d_cq's place
   EXPECT_EQ(p.w_uv_o, 16LL * 512 * 2048);
-  const int64_t projections = 16LL * 192 * 2048  // q_proj
-                              + 576LL * 2048     // kv_a_proj_with_mqa
-                              + 16LL * 256 * 512 // kv_b_proj
-                              + 2048LL * 2048;   // o_proj
+  const int64_t projections = 16LL * 192 * 2048   // q_proj
+                              + 576LL * 2048      // kv_a_proj_with_mqa
+                              + 16LL * 256 * 512  // kv_b_proj
+                              + 2048LL * 2048;    // o_proj
   EXPECT_EQ(p.Checkpoint(), projections);
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   EXPECT_EQ(naive.layer_params[0].attention, projections + 512 /* kv_a_layernorm */);
@@ -217,11 +215,11 @@ TEST(CostModelTiny, TinyShapesAreWhatTheHandCountAssumes) {
 }
 
 // Per-layer pieces of the hand count.
-constexpr double kAttnAbsorbed = 48 * 64      // q_a_proj [d_cq, d]
-                                 + 40 * 64    // kv_a_proj_with_mqa [d_c + d_r, d]
-                                 + 4 * 24 * 48  // q_b_proj [H (d_n + d_r), d_cq]
-                                 + 4 * 32 * 32  // kv_b_proj [H (d_n + d_v), d_c] (W_UK^T copy + W_UV)
-                                 + 64 * 64;   // o_proj [d, H d_v]
+constexpr double kAttnAbsorbed = 48 * 64                // q_a_proj [d_cq, d]
+                                 + 40 * 64              // kv_a_proj_with_mqa [d_c + d_r, d]
+                                 + 4 * 24 * 48          // q_b_proj [H (d_n + d_r), d_cq]
+                                 + 4 * 32 * 32          // kv_b_proj [H (d_n + d_v), d_c] (W_UK^T copy + W_UV)
+                                 + 64 * 64;             // o_proj [d, H d_v]
 constexpr double kAttnMaterialized = 48 * 64 + 40 * 64  // q_a, kv_a
                                      + 4 * 32 * 48      // W_Q_UK [H d_c, d_cq]
                                      + 4 * 8 * 48       // q_b rope rows [H d_r, d_cq]
@@ -239,7 +237,7 @@ TEST(CostModelTiny, AttentionStepMatchesHandCount) {
   EXPECT_DOUBLE_EQ(kAttnAbsorbed, 18432);  // the sum, added up by hand
   EXPECT_DOUBLE_EQ(kAttnMaterialized, 21504);
   const double rows = 3 * 11;
-  const double core_per_row = 2 * 4 * 40 + 2 * 4 * 32;                  // scores over c_kv|k_r, values over c_kv
+  const double core_per_row = 2 * 4 * 40 + 2 * 4 * 32;                     // scores over c_kv|k_r, values over c_kv
   const double naive_per_row = 2 * 4 * 32 * 32 + 2 * 4 * 24 + 2 * 4 * 16;  // kv_b decompression, then the core
   const AttentionStepCosts a = ComputeAttentionStepCosts(Tiny(), MlaMode::kAbsorbed, 3, 10);
   EXPECT_EQ(a.weight_bytes, kAttnAbsorbed * 2);
@@ -263,15 +261,15 @@ TEST(CostModelTiny, AttentionStepMatchesHandCount) {
 TEST(CostModelTiny, DecodeBatch1AbsorbedMatchesHandCount) {
   const double context = 10, S = context + 1;
   const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, WeightValueBytes::Uniform(2), 2);
-  const double weights = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // 3 layers of attention + norms
-                         + kDense * 2                                // layer 0
+  const double weights = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)          // 3 layers of attention + norms
+                         + kDense * 2                                       // layer 0
                          + 2 * ((3 + 1) * kExpert * 2 + kRouterValues * 4)  // layers 1-2: 3 routed + 1 shared
                          + kFinalNorm * 4 + kLmHead * 2 + kEmbedRow * 2;
   EXPECT_DOUBLE_EQ(weights, 318336);  // the same sum, added up by hand
   EXPECT_DOUBLE_EQ(t.weight_bytes, weights);
-  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * S * 40 * 2);  // bf16 rows of d_c + d_r per layer
+  EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * S * 40 * 2);                                   // bf16 rows of d_c + d_r per layer
   const double flops = 3 * (2 * kAttnAbsorbed + 2 * S * 4 * 40 + 2 * S * 4 * 32)  // projections + core
-                       + 2 * kDense + 2 * (2 * 4 * kExpert + 2 * 8 * 64)           // MLP, experts + router
+                       + 2 * kDense + 2 * (2 * 4 * kExpert + 2 * 8 * 64)          // MLP, experts + router
                        + 2 * kLmHead;
   EXPECT_DOUBLE_EQ(flops, 332352);
   EXPECT_DOUBLE_EQ(t.flops, flops);
@@ -288,8 +286,8 @@ TEST(CostModelTiny, DecodeFp8KeptCountsEachKindAtItsWidth) {
                          2 * ((3 + 1) * kExpert * 1.25 + kRouterValues * 4) + kFinalNorm * 4 + kLmHead * 2 +
                          kEmbedRow * 2;
   EXPECT_DOUBLE_EQ(t.weight_bytes, weights);
-  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context,
-                                                WeightValueBytes::Uniform(2), 2).flops);
+  EXPECT_DOUBLE_EQ(t.flops,
+                   DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, WeightValueBytes::Uniform(2), 2).flops);
 }
 
 TEST(CostModelTiny, DecodeMaterializedReadsTheProducts) {
@@ -311,7 +309,8 @@ TEST(CostModelTiny, DecodeBatchSharesTheWeightsOfAStep) {
                       B * kEmbedRow * 2;
   EXPECT_NEAR(t.weight_bytes, step / B, 1e-6);
   EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 11 * 40 * 2);  // per sequence: not shared
-  EXPECT_DOUBLE_EQ(t.flops, DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2).flops);
+  EXPECT_DOUBLE_EQ(t.flops,
+                   DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2).flops);
 }
 
 TEST(CostModelTiny, PrefillMatchesHandCount) {
@@ -319,8 +318,8 @@ TEST(CostModelTiny, PrefillMatchesHandCount) {
   const TokenCosts t = PrefillCostsPerToken(Tiny(), 8, WeightValueBytes::Uniform(2), 2);
   const double experts = 8 * (1 - std::pow(1 - 3.0 / 8, 8));
   const double forward = 3 * (kAttnAbsorbed * 2 + kNormValues * 4)  // decompressed: q_a, kv_a, q_b, kv_b, o
-                         + kDense * 2 + 2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) +
-                         kFinalNorm * 4 + kLmHead * 2 + P * kEmbedRow * 2;
+                         + kDense * 2 + 2 * ((experts + 1) * kExpert * 2 + kRouterValues * 4) + kFinalNorm * 4 +
+                         kLmHead * 2 + P * kEmbedRow * 2;
   EXPECT_NEAR(t.weight_bytes, forward / P, 1e-6);
   EXPECT_DOUBLE_EQ(t.kv_bytes, 3 * 40 * 2);
   const double keys = (P + 1) / 2;

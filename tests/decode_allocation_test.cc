@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/greedy_generate.h"
 #include "model/deepseek.h"
 #include "test_models.h"
+#include "tools/greedy_generate.h"
 
 namespace {
 
@@ -21,9 +21,8 @@ std::atomic<int64_t> g_allocations{0};
 void* CountedAlloc(std::size_t size, std::size_t align) {
   if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (size == 0) size = 1;
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(size)
-                : std::aligned_alloc(align, (size + align - 1) / align * align);
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(size)
+                                               : std::aligned_alloc(align, (size + align - 1) / align * align);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
@@ -73,8 +72,7 @@ namespace latte {
 namespace {
 
 // operator new calls made while `f` runs.
-template <typename F>
-int64_t CountAllocations(F&& f) {
+template <typename F> int64_t CountAllocations(F&& f) {
   g_allocations = 0;
   g_counting = true;
   f();

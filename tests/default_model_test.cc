@@ -125,19 +125,18 @@ TEST_P(DefaultModel, LogitsAndGreedyMatchThePyTorchReference) {
   EXPECT_LE(rel_rms, kRelRmsTolerance);
   EXPECT_LE(loose_positions, static_cast<int64_t>(kLooseShare * positions))
       << loose_positions << " of " << positions << " positions past the tight bound";
-  std::printf("[ %s %s ] relative RMS %.4f; worst position %.3f of its scale; %lld of %lld positions past "
-              "the tight bound; %lld greedy tokens, %lld near-tie flips\n",
-              c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms, worst,
-              static_cast<long long>(loose_positions), static_cast<long long>(positions),
-              static_cast<long long>(greedy_tokens), static_cast<long long>(tie_flips));
+  std::printf(
+      "[ %s %s ] relative RMS %.4f; worst position %.3f of its scale; %lld of %lld positions past "
+      "the tight bound; %lld greedy tokens, %lld near-tie flips\n",
+      c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms, worst, static_cast<long long>(loose_positions),
+      static_cast<long long>(positions), static_cast<long long>(greedy_tokens), static_cast<long long>(tie_flips));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Default, DefaultModel,
     ::testing::Values(DefaultCase{"default", MlaMode::kAbsorbed}, DefaultCase{"default", MlaMode::kMaterialized},
                       DefaultCase{"default", MlaMode::kNaive}, DefaultCase{"default-fp8", MlaMode::kAbsorbed},
-                      DefaultCase{"default-fp8", MlaMode::kMaterialized},
-                      DefaultCase{"default-fp8", MlaMode::kNaive}),
+                      DefaultCase{"default-fp8", MlaMode::kMaterialized}, DefaultCase{"default-fp8", MlaMode::kNaive}),
     [](const auto& info) {
       std::string name = info.param.dir == "default" ? "Bf16" : "Fp8";
       return name + "_" + std::string(MlaModeName(info.param.mode));
@@ -157,14 +156,15 @@ TEST(DefaultModelCli, GenerateGivesTheReferenceGreedyIds) {
       for (int32_t t : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
       int code = 0;
       const std::string out = testing_process::RunCommand(
-          std::string(LATTE_BINARY) + " generate --model " + dir + " --prompt-ids " + ids +
-              " --max-tokens " + std::to_string(greedy.size()) + " --threads 1 --memory-gb 0.5 2>/dev/null",
+          std::string(LATTE_BINARY) + " generate --model " + dir + " --prompt-ids " + ids + " --max-tokens " +
+              std::to_string(greedy.size()) + " --threads 1 --memory-gb 0.5 2>/dev/null",
           &code);
       ASSERT_EQ(code, 0) << out;
       std::vector<int32_t> got;
       std::stringstream ss(out);
       for (std::string tok; std::getline(ss, tok, ',');) {
-        tok.erase(std::remove_if(tok.begin(), tok.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
+        tok.erase(std::remove_if(tok.begin(), tok.end(),
+                                 [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
                   tok.end());
         if (!tok.empty()) got.push_back(std::stoi(tok));
       }

@@ -26,7 +26,7 @@ uint8_t NearestFp8(float f) {
 
 TEST(DType, Fp8DecodeTable) {
   EXPECT_EQ(Fp8E4M3ToF32(0x7e), 448.0f);
-  EXPECT_EQ(Fp8E4M3ToF32(0x08), 0.015625f);   // smallest normal 2^-6
+  EXPECT_EQ(Fp8E4M3ToF32(0x08), 0.015625f);     // smallest normal 2^-6
   EXPECT_EQ(Fp8E4M3ToF32(0x01), 0.001953125f);  // smallest subnormal 2^-9
   EXPECT_EQ(Fp8E4M3ToF32(0xb8), -1.0f);
   EXPECT_TRUE(std::isnan(Fp8E4M3ToF32(0x7f)));

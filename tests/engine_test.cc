@@ -101,7 +101,7 @@ std::vector<int32_t> Tokens(const std::vector<GenerationOutput>& outputs) {
 struct Output {
   std::vector<int32_t> tokens;
   std::vector<SampledToken> sampled;  // the tokens with their logprobs
-  std::vector<float> logits;  // return_logits: [P + N - 1, V]; else empty
+  std::vector<float> logits;          // return_logits: [P + N - 1, V]; else empty
 };
 
 Output Collect(const std::vector<GenerationOutput>& outputs) {
@@ -210,8 +210,8 @@ int ExpectSameGreedyUpToANearTie(const Output& got, const Output& want, size_t r
 // that may leave the alone run's path at a near tie: a sampled draw whose logits
 // agree within kBatchLogitsRelRms, every logits row before it as closely; or a greedy
 // argmax (ExpectSameGreedyUpToANearTie).
-void ExpectSameOutputs(const std::vector<Output>& got, const std::vector<Output>& want,
-                       const std::vector<Case>& cases, int64_t vocab, bool exact) {
+void ExpectSameOutputs(const std::vector<Output>& got, const std::vector<Output>& want, const std::vector<Case>& cases,
+                       int64_t vocab, bool exact) {
   ASSERT_EQ(got.size(), want.size());
   int divergences = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -225,8 +225,8 @@ void ExpectSameOutputs(const std::vector<Output>& got, const std::vector<Output>
       EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i << " (prompt " << r.prompt.size() << " tokens)";
       continue;
     }
-    const auto [g, w] = std::mismatch(got[i].tokens.begin(), got[i].tokens.end(), want[i].tokens.begin(),
-                                      want[i].tokens.end());
+    const auto [g, w] =
+        std::mismatch(got[i].tokens.begin(), got[i].tokens.end(), want[i].tokens.begin(), want[i].tokens.end());
     const int64_t same = g - got[i].tokens.begin();  // tokens [0, same) agree
     const int64_t prompt = static_cast<int64_t>(r.prompt.size());
     // Rows [0, prompt + same) saw the same tokens in both runs (row prompt - 1 + j
@@ -277,15 +277,13 @@ TEST_P(EngineBatching, ManyRequestsGiveWhatTheyGiveAlone) {
   EXPECT_EQ(stats.kv_blocks_used, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engine, EngineBatching,
-                         ::testing::Values(ModeDtype{MlaMode::kAbsorbed, DType::kBF16},
-                                           ModeDtype{MlaMode::kMaterialized, DType::kBF16},
-                                           ModeDtype{MlaMode::kAbsorbed, DType::kF32},
-                                           ModeDtype{MlaMode::kMaterialized, DType::kF32}),
-                         [](const auto& info) {
-                           return std::string(MlaModeName(info.param.mode)) +
-                                  (info.param.dtype == DType::kF32 ? "F32" : "Bf16");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Engine, EngineBatching,
+    ::testing::Values(ModeDtype{MlaMode::kAbsorbed, DType::kBF16}, ModeDtype{MlaMode::kMaterialized, DType::kBF16},
+                      ModeDtype{MlaMode::kAbsorbed, DType::kF32}, ModeDtype{MlaMode::kMaterialized, DType::kF32}),
+    [](const auto& info) {
+      return std::string(MlaModeName(info.param.mode)) + (info.param.dtype == DType::kF32 ? "F32" : "Bf16");
+    });
 
 TEST(Engine, RefusesWhatCanNeverFitAndKeepsServing) {
   Loaded m = Load(TinyModel(DType::kBF16), MlaMode::kAbsorbed);

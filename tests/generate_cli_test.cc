@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "base/npy.h"
-#include "tools/greedy_generate.h"
 #include "model/deepseek.h"
 #include "run_command.h"
 #include "test_models.h"
+#include "tools/greedy_generate.h"
 
 namespace latte {
 namespace {
@@ -33,8 +33,8 @@ TEST(GenerateCli, IdsAndLogitsFileMatchInProcessRun) {
     SCOPED_TRACE(std::string(mode) + extra);
     int code = 0;
     const std::string out = RunCommand(std::string(LATTE_BINARY) + " generate --model " + dir +
-                                           " --prompt-ids 3,141,59,26,5 --max-tokens 7 --threads 2 --mla-mode " +
-                                           mode + extra + " --logits-out " + npy + " 2>/dev/null",
+                                           " --prompt-ids 3,141,59,26,5 --max-tokens 7 --threads 2 --mla-mode " + mode +
+                                           extra + " --logits-out " + npy + " 2>/dev/null",
                                        &code);
     ASSERT_EQ(code, 0) << out;
 
@@ -64,8 +64,8 @@ TEST(GenerateCli, IdsAndLogitsFileMatchInProcessRun) {
 
 TEST(GenerateCli, BadArgumentsAreOneLineErrors) {
   const std::string dir = testing_models::MakeModel("tiny", MakeModelOverrides{});
-  for (const std::string args : {"--prompt-ids 1,x,3", "--prompt-ids 1,2 --mla-mode fast",
-                                 "--prompt-ids 1,99999", "--prompt-ids 1,2 --max-tokens 0"}) {
+  for (const std::string args : {"--prompt-ids 1,x,3", "--prompt-ids 1,2 --mla-mode fast", "--prompt-ids 1,99999",
+                                 "--prompt-ids 1,2 --max-tokens 0"}) {
     SCOPED_TRACE(args);
     int code = 0;
     const std::string err =

@@ -51,8 +51,7 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
 
 TEST(MappedFile, BothResidenciesHoldTheFileBytes) {
   // Sizes around the huge-page size and the 64 MiB read chunk, and a small one.
-  for (size_t size : {size_t{1}, size_t{4097}, kHugePageBytes - 1, kHugePageBytes + 3,
-                      (size_t{64} << 20) + 12345}) {
+  for (size_t size : {size_t{1}, size_t{4097}, kHugePageBytes - 1, kHugePageBytes + 3, (size_t{64} << 20) + 12345}) {
     SCOPED_TRACE("size=" + std::to_string(size));
     const std::vector<uint8_t> bytes = RandomBytes(size, static_cast<uint32_t>(size));
     const TempFile file(bytes);
@@ -97,7 +96,7 @@ TEST(AlignedBuffer, SmallAndHugeBuffersAreZeroedAndAligned) {
     }
     std::vector<std::byte> zeros(size);
     EXPECT_EQ(std::memcmp(b.data(), zeros.data(), size), 0);
-    std::memset(b.data(), 0xAB, size);  // the whole size is writable
+    std::memset(b.data(), 0xAB, size);   // the whole size is writable
     AlignedBuffer moved = std::move(b);  // and ownership moves (freed once, by `moved`)
     EXPECT_EQ(moved.size(), size);
     EXPECT_EQ(b.data(), nullptr);

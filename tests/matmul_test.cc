@@ -57,20 +57,19 @@ struct Problem {
   int64_t m, n, k;
   int64_t ld, ldx, ldy;
   DType dtype;
-  std::vector<float> x;      // [m, ldx]
-  std::vector<float> w_f32;  // [n, ld] (f32 weights)
-  std::vector<bf16> w_bf16;  // [n, ld] (bf16 weights)
+  std::vector<float> x;             // [m, ldx]
+  std::vector<float> w_f32;         // [n, ld] (f32 weights)
+  std::vector<bf16> w_bf16;         // [n, ld] (bf16 weights)
   std::vector<uint8_t> w_fp8 = {};  // [n, ld] e4m3 codes (fp8 weights)
   std::vector<float> scales = {};   // [ceil(n / block_rows), scale_ld] (fp8 weights)
   int64_t block_rows = 128, block_cols = 128, scale_ld = 0;
 
   WeightView View() const {
     if (dtype == DType::kF8E4M3) {
-      return Fp8WeightView(n, k, ld, w_fp8.data(), scales.data(), scale_ld, block_rows,
-                           block_cols);
+      return Fp8WeightView(n, k, ld, w_fp8.data(), scales.data(), scale_ld, block_rows, block_cols);
     }
-    const void* data = dtype == DType::kBF16 ? static_cast<const void*>(w_bf16.data())
-                                             : static_cast<const void*>(w_f32.data());
+    const void* data =
+        dtype == DType::kBF16 ? static_cast<const void*>(w_bf16.data()) : static_cast<const void*>(w_f32.data());
     return WeightView{dtype, n, k, ld, data};
   }
 };
@@ -96,8 +95,8 @@ void FillFp8(Problem& p, std::mt19937& rng) {
   for (float& s : p.scales) s = std::ldexp(mant(rng), exp2(rng));
 }
 
-Problem MakeProblem(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad = 0,
-                    uint32_t seed = 1, int64_t block_rows = 128, int64_t block_cols = 128) {
+Problem MakeProblem(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad = 0, uint32_t seed = 1,
+                    int64_t block_rows = 128, int64_t block_cols = 128) {
   std::mt19937 rng(seed + static_cast<uint32_t>(m * 131 + n * 7 + k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   Problem p{m, n, k, k + pad, k + 2 * pad, n + 3 * pad, dtype, {}, {}, {}};
@@ -147,8 +146,8 @@ void ExpectClose(const MatmulProblem& p, double tol, int64_t row_step = 1) {
       const double want = ref[static_cast<size_t>(n)];
       const double err = std::fabs(double(got) - want);
       if (!(err <= tol * scale + 1e-30) && ++failures <= 5) {
-        ADD_FAILURE() << "y[" << i << "][" << n << "] = " << got << ", want " << want
-                      << " (err " << err << ", allowed " << tol * scale << ")";
+        ADD_FAILURE() << "y[" << i << "][" << n << "] = " << got << ", want " << want << " (err " << err << ", allowed "
+                      << tol * scale << ")";
       }
     }
   }
@@ -158,9 +157,8 @@ void ExpectClose(const MatmulProblem& p, double tol, int64_t row_step = 1) {
 using Path = std::function<void(const MatmulProblem&)>;
 
 void CheckPath(const Path& path, const Problem& p, double tol) {
-  SCOPED_TRACE("m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
-               std::to_string(p.k) + " ld=" + std::to_string(p.ld) + " ldx=" +
-               std::to_string(p.ldx) + " ldy=" + std::to_string(p.ldy) + " " +
+  SCOPED_TRACE("m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+               " ld=" + std::to_string(p.ld) + " ldx=" + std::to_string(p.ldx) + " ldy=" + std::to_string(p.ldy) + " " +
                std::string(DTypeName(p.dtype)));
   std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
   for (int64_t i = 0; i < p.m; ++i) {
@@ -177,10 +175,9 @@ struct Shape {
 
 // Odd k (not a multiple of 8/16/32), n = 1, tails of the 4-row tiles, padded strides.
 const Shape kShapes[] = {
-    {1, 1, 1, 0},     {1, 1, 37, 3},     {1, 7, 5, 0},     {1, 33, 100, 1},
-    {2, 5, 16, 0},    {3, 17, 129, 2},   {4, 64, 256, 0},  {5, 13, 255, 5},
-    {6, 31, 47, 1},   {7, 9, 1000, 0},   {8, 40, 31, 4},   {12, 130, 2048, 0},
-    {16, 300, 96, 8}, {20, 70, 513, 1},  {33, 65, 257, 2}, {1, 1030, 1536, 0},
+    {1, 1, 1, 0},     {1, 1, 37, 3},    {1, 7, 5, 0},     {1, 33, 100, 1},    {2, 5, 16, 0},  {3, 17, 129, 2},
+    {4, 64, 256, 0},  {5, 13, 255, 5},  {6, 31, 47, 1},   {7, 9, 1000, 0},    {8, 40, 31, 4}, {12, 130, 2048, 0},
+    {16, 300, 96, 8}, {20, 70, 513, 1}, {33, 65, 257, 2}, {1, 1030, 1536, 0},
 };
 
 void CheckAllShapes(const Path& path, DType dtype, double tol) {
@@ -191,9 +188,7 @@ void CheckAllShapes(const Path& path, DType dtype, double tol) {
 
 const Path kPortable = [](const MatmulProblem& p) { MatmulPortable(p); };
 const Path kGemvAvx512 = [](const MatmulProblem& p) { GemvAvx512(p); };
-const Path kOneDnn = [](const MatmulProblem& p) {
-  ASSERT_TRUE(MatmulOneDnn(p)) << "oneDNN has no fast primitive";
-};
+const Path kOneDnn = [](const MatmulProblem& p) { ASSERT_TRUE(MatmulOneDnn(p)) << "oneDNN has no fast primitive"; };
 const Path kDispatch = [](const MatmulProblem& p) { Matmul(p); };
 
 bool HasAvx512() {
@@ -285,10 +280,9 @@ TEST(MatmulDispatchTest, RowBlockView) {
 // per-head products read and write them; else each head's x and y are contiguous.
 void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x, DType dtype,
                   bool interleaved = false) {
-  SCOPED_TRACE("batched m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
-               std::to_string(k) + " batch=" + std::to_string(batch) +
-               (shared_x ? " shared x " : " own x ") + std::string(DTypeName(dtype)) +
-               (interleaved ? " interleaved" : ""));
+  SCOPED_TRACE("batched m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+               " batch=" + std::to_string(batch) + (shared_x ? " shared x " : " own x ") +
+               std::string(DTypeName(dtype)) + (interleaved ? " interleaved" : ""));
   const double tol = DispatchTol(dtype, m);
   Problem all = MakeProblem(1, n * batch, k, dtype, 0, 3);  // [batch * n, k]
   std::vector<WeightView> w;
@@ -314,8 +308,7 @@ void CheckBatched(int64_t m, int64_t n, int64_t k, int64_t batch, bool shared_x,
   MatmulBatched(p);
   std::vector<bool> written(y.size(), false);
   for (int64_t b = 0; b < batch; ++b) {
-    const MatmulProblem head{p.x + b * p.x_stride, m, p.ldx, w[static_cast<size_t>(b)],
-                             p.y + b * p.y_stride, p.ldy};
+    const MatmulProblem head{p.x + b * p.x_stride, m, p.ldx, w[static_cast<size_t>(b)], p.y + b * p.y_stride, p.ldy};
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) written[(head.y - p.y) + i * p.ldy + j] = true;
     }
@@ -386,11 +379,23 @@ TEST(MatmulBatchedTest, InterleavedEqualsPackedBitForBit) {
             }
           }
           std::vector<float> y(static_cast<size_t>(m * batch * n), NAN);  // [m, batch, n]
-          std::vector<float> packed_y(y.size(), NAN);                      // [batch, m, n]
-          MatmulBatched({.x = xs.x.data(), .x_stride = shared ? 0 : k, .ldx = x_heads * k,
-                         .m = m, .w = w, .y = y.data(), .y_stride = n, .ldy = batch * n});
-          MatmulBatched({.x = packed_x.data(), .x_stride = shared ? 0 : m * k, .ldx = k,
-                         .m = m, .w = w, .y = packed_y.data(), .y_stride = m * n, .ldy = n});
+          std::vector<float> packed_y(y.size(), NAN);                     // [batch, m, n]
+          MatmulBatched({.x = xs.x.data(),
+                         .x_stride = shared ? 0 : k,
+                         .ldx = x_heads * k,
+                         .m = m,
+                         .w = w,
+                         .y = y.data(),
+                         .y_stride = n,
+                         .ldy = batch * n});
+          MatmulBatched({.x = packed_x.data(),
+                         .x_stride = shared ? 0 : m * k,
+                         .ldx = k,
+                         .m = m,
+                         .w = w,
+                         .y = packed_y.data(),
+                         .y_stride = m * n,
+                         .ldy = n});
           for (int64_t b = 0; b < batch; ++b) {
             for (int64_t i = 0; i < m; ++i) {
               for (int64_t j = 0; j < n; ++j) {
@@ -414,7 +419,7 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
     SetPortableKernelsForTesting(portable);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       SCOPED_TRACE(std::string(portable ? "portable " : "fast ") + std::string(DTypeName(dtype)));
-      const int64_t shapes[][3] = {{1, 301, 257}, {1, 7, 33}, {3, 130, 512}, {1, 1, 1},
+      const int64_t shapes[][3] = {{1, 301, 257}, {1, 7, 33},  {3, 130, 512}, {1, 1, 1},
                                    {2, 260, 129}, {8, 40, 64}, {1, 513, 128}};
       std::vector<Problem> ps;
       uint32_t seed = 20;
@@ -426,8 +431,7 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
         y_one.emplace_back(static_cast<size_t>(p.m * p.ldy), kSentinel);
       }
       for (size_t i = 0; i < ps.size(); ++i) {
-        batch.push_back({ps[i].x.data(), ps[i].m, ps[i].ldx, ps[i].View(), y[i].data(),
-                         ps[i].ldy});
+        batch.push_back({ps[i].x.data(), ps[i].m, ps[i].ldx, ps[i].View(), y[i].data(), ps[i].ldy});
       }
       MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
       for (size_t i = 0; i < ps.size(); ++i) {
@@ -449,10 +453,9 @@ struct Fp8Shape {
   int64_t m, n, k, pad, block_rows, block_cols;
 };
 const Fp8Shape kFp8Shapes[] = {
-    {1, 300, 300, 0, 128, 128},  {2, 261, 1000, 3, 128, 128}, {3, 129, 257, 1, 128, 128},
-    {4, 37, 131, 0, 16, 32},     {5, 70, 77, 2, 16, 16},      {1, 45, 100, 0, 32, 48},
-    {6, 300, 300, 1, 128, 128},  {11, 133, 700, 0, 128, 128}, {3, 50, 90, 0, 16, 24},
-    {7, 40, 70, 0, 8, 24},       {1, 1, 1, 0, 128, 128},      {2, 9, 17, 0, 128, 128},
+    {1, 300, 300, 0, 128, 128}, {2, 261, 1000, 3, 128, 128}, {3, 129, 257, 1, 128, 128}, {4, 37, 131, 0, 16, 32},
+    {5, 70, 77, 2, 16, 16},     {1, 45, 100, 0, 32, 48},     {6, 300, 300, 1, 128, 128}, {11, 133, 700, 0, 128, 128},
+    {3, 50, 90, 0, 16, 24},     {7, 40, 70, 0, 8, 24},       {1, 1, 1, 0, 128, 128},     {2, 9, 17, 0, 128, 128},
 };
 
 void CheckFp8Shapes(const Path& path, double tol) {
@@ -460,8 +463,7 @@ void CheckFp8Shapes(const Path& path, double tol) {
   uint32_t seed = 40;
   for (const Fp8Shape& s : kFp8Shapes) {
     SCOPED_TRACE("blocks " + std::to_string(s.block_rows) + "x" + std::to_string(s.block_cols));
-    CheckPath(path, MakeProblem(s.m, s.n, s.k, DType::kF8E4M3, s.pad, seed++, s.block_rows,
-                                s.block_cols), tol);
+    CheckPath(path, MakeProblem(s.m, s.n, s.k, DType::kF8E4M3, s.pad, seed++, s.block_rows, s.block_cols), tol);
   }
 }
 
@@ -472,15 +474,13 @@ TEST(MatmulFp8Test, ViewAtBytesAndRowBlocks) {
   EXPECT_EQ(w.ScaleBytes(), size_t{3 * 2 * 4});  // [ceil(300/128), ceil(200/128)] f32
   for (int64_t r : {0, 127, 128, 299}) {
     for (int64_t c : {0, 127, 128, 199}) {
-      const float want = Fp8E4M3ToF32(p.w_fp8[r * p.ld + c]) *
-                         p.scales[(r / 128) * p.scale_ld + c / 128];
+      const float want = Fp8E4M3ToF32(p.w_fp8[r * p.ld + c]) * p.scales[(r / 128) * p.scale_ld + c / 128];
       EXPECT_EQ(w.At(r, c), want) << r << " " << c;
     }
   }
   // Blocks that start mid-block (like q_b_proj's rope rows at h·192 + 128), and
   // a block of a block: every element reads its own block's scale.
-  for (const auto& [first, n] : {std::pair<int64_t, int64_t>{160, 40}, {100, 60}, {128, 64},
-                                  {255, 2}, {0, 300}}) {
+  for (const auto& [first, n] : {std::pair<int64_t, int64_t>{160, 40}, {100, 60}, {128, 64}, {255, 2}, {0, 300}}) {
     const WeightView b = w.RowBlock(first, n);
     const WeightView bb = b.RowBlock(n / 2, n - n / 2);
     EXPECT_LT(b.scale_row0, 128);
@@ -511,9 +511,7 @@ TEST(MatmulFp8Test, GemvAvx512) {
 // The f32 fp8 GEMV (what AVX-512 CPUs without AVX512_BF16 or VBMI run): exact x.
 TEST(MatmulFp8Test, GemvAvx512F32) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const Path gemv = [](const MatmulProblem& p) {
-    matmul_internal::GemvFp8Avx512F32(p, /*threaded=*/true);
-  };
+  const Path gemv = [](const MatmulProblem& p) { matmul_internal::GemvFp8Avx512F32(p, /*threaded=*/true); };
   CheckFp8Shapes(gemv, kF32Tol);
   CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), kF32Tol);
 }
@@ -547,10 +545,10 @@ TEST(MatmulFp8Test, GemvOneHotEveryPositionExact) {
         GemvFp8Avx512({x.data(), m, k, view, y.data(), n});
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t r = 0; r < n; ++r) {
-            const float want = Fp8E4M3ToF32(w[r * ld + j]) * scales[j / block_cols] *
-                               std::ldexp(1.0f, -static_cast<int>(i));
-            ASSERT_EQ(y[i * n + r], want) << "block_cols " << block_cols << " m " << m << " x row "
-                                          << i << " w row " << r << " col " << j;
+            const float want =
+                Fp8E4M3ToF32(w[r * ld + j]) * scales[j / block_cols] * std::ldexp(1.0f, -static_cast<int>(i));
+            ASSERT_EQ(y[i * n + r], want)
+                << "block_cols " << block_cols << " m " << m << " x row " << i << " w row " << r << " col " << j;
           }
         }
       }
@@ -592,8 +590,8 @@ TEST(MatmulFp8Test, DequantizeRowsMatchesScalar) {
   }
   auto expect_equal = [&](const std::vector<bf16>& got, const std::string& what) {
     for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_EQ(got[i], want[i]) << what << ": element " << i << " (row " << i / w.cols
-                                 << ", col " << i % w.cols << ")";
+      ASSERT_EQ(got[i], want[i]) << what << ": element " << i << " (row " << i / w.cols << ", col " << i % w.cols
+                                 << ")";
     }
     EXPECT_EQ(got.back(), 0xdead) << what << " wrote past the end";
   };
@@ -614,9 +612,7 @@ TEST(MatmulFp8Test, DequantizeRowsMatchesScalar) {
 
 TEST(MatmulFp8Test, OneDnnChunks) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  const Path chunked = [](const MatmulProblem& p) {
-    ASSERT_TRUE(matmul_internal::MatmulFp8OneDnn(p));
-  };
+  const Path chunked = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulFp8OneDnn(p)); };
   for (int64_t m : {6, 9, 33}) CheckPath(chunked, MakeProblem(m, 300, 300, DType::kF8E4M3, 1), kBf16XTol);
   // 8 MiB chunks of 2900-wide bf16 rows are 1440 rows: three chunks, the last short.
   Problem p = MakeProblem(7, 3000, 2900, DType::kF8E4M3, 0, 3);
@@ -649,8 +645,8 @@ TEST(MatmulFp8Test, MidBlockRowBlocksBatched) {
       const double tol = DispatchTol(DType::kF8E4M3, m);
       const Problem xs = MakeProblem(m, 1, k, DType::kF32, 0, 12);
       std::vector<float> y(static_cast<size_t>(H * m * 8), NAN);
-      MatmulBatched({.x = xs.x.data(), .x_stride = 0, .ldx = k, .m = m, .w = heads,
-                     .y = y.data(), .y_stride = m * 8, .ldy = 8});
+      MatmulBatched(
+          {.x = xs.x.data(), .x_stride = 0, .ldx = k, .m = m, .w = heads, .y = y.data(), .y_stride = m * 8, .ldy = 8});
       for (int64_t h = 0; h < H; ++h) {
         ExpectClose({xs.x.data(), m, k, heads[h], y.data() + h * m * 8, 8}, tol);
         std::vector<float> one(static_cast<size_t>(m * 8));
@@ -691,8 +687,7 @@ TEST(MatmulDeathTest, BadProblemsAbort) {
 
   const Problem other = MakeProblem(1, 4, 16, DType::kF32);
   const std::vector<WeightView> mixed = {p.View(), other.View()};
-  EXPECT_DEATH(MatmulBatched({.x = p.x.data(), .ldx = 16, .m = 2, .w = mixed, .y = y.data(),
-                              .y_stride = 16, .ldy = 8}),
+  EXPECT_DEATH(MatmulBatched({.x = p.x.data(), .ldx = 16, .m = 2, .w = mixed, .y = y.data(), .y_stride = 16, .ldy = 8}),
                "weight \\[4, 16\\] F32 differs from the first, \\[8, 16\\] F32");
 }
 

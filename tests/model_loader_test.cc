@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -87,8 +87,8 @@ std::string LoadError(const std::string& dir) {
 }
 
 TEST(ModelLoader, MissingConfigKeyNamesFileAndKey) {
-  const std::string dir = CopyModel(TinyBf16(), "no-key", [](auto&) {},
-                                    [](json& c) { c.erase("kv_lora_rank"); });
+  const std::string dir = CopyModel(
+      TinyBf16(), "no-key", [](auto&) {}, [](json& c) { c.erase("kv_lora_rank"); });
   const std::string msg = LoadError(dir);
   EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kv_lora_rank"), std::string::npos) << msg;
@@ -154,8 +154,8 @@ TEST(ModelLoader, MissingScaleInvNamesIt) {
 }
 
 TEST(ModelLoader, Fp8WithoutQuantizationConfigIsAnError) {
-  const std::string dir = CopyModel(TinyFp8(), "no-qconfig", [](auto&) {},
-                                    [](json& c) { c.erase("quantization_config"); });
+  const std::string dir = CopyModel(
+      TinyFp8(), "no-qconfig", [](auto&) {}, [](json& c) { c.erase("quantization_config"); });
   EXPECT_NE(LoadError(dir).find("quantization_config"), std::string::npos);
 }
 
@@ -174,8 +174,8 @@ TEST(ModelLoader, Fp8NormIsAnError) {
 // Issue 13, point 2: a config.json that names far more layers than the checkpoint holds
 // fails on the tensor names at once (it took 25 s and 7.9 GB before "missing tensor").
 TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
-  const std::string dir =
-      CopyModel(TinyBf16(), "million-layers", [](auto&) {}, [](json& c) { c["num_hidden_layers"] = 1000000; });
+  const std::string dir = CopyModel(
+      TinyBf16(), "million-layers", [](auto&) {}, [](json& c) { c["num_hidden_layers"] = 1000000; });
   const auto start = std::chrono::steady_clock::now();
   const std::string msg = LoadError(dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -185,9 +185,9 @@ TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
   // With --huge-pages the headers are checked before the copy reads any data: the one
   // line is the error, with no "read into 2 MiB pages" progress before it.
   const std::string err = TempRoot() + "/million-layers.err";
-  const int status = std::system((std::string(LATTE_BINARY) + " generate --model " + dir +
-                                  " --prompt-ids 1 --huge-pages >/dev/null 2>" + err)
-                                     .c_str());
+  const int status = std::system(
+      (std::string(LATTE_BINARY) + " generate --model " + dir + " --prompt-ids 1 --huge-pages >/dev/null 2>" + err)
+          .c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
   const std::string text = ReadText(err);
@@ -197,13 +197,13 @@ TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
 
 // Issue 13, point 2: a config value latte does not implement is refused by name.
 TEST(ModelLoader, UnimplementedConfigValuesAreRefusedByName) {
-  const std::string gelu =
-      CopyModel(TinyBf16(), "gelu", [](auto&) {}, [](json& c) { c["hidden_act"] = "gelu"; });
+  const std::string gelu = CopyModel(
+      TinyBf16(), "gelu", [](auto&) {}, [](json& c) { c["hidden_act"] = "gelu"; });
   const std::string msg = LoadError(gelu);
   EXPECT_NE(msg.find("hidden_act"), std::string::npos) << msg;
   EXPECT_NE(msg.find("gelu"), std::string::npos) << msg;
-  const std::string bias =
-      CopyModel(TinyBf16(), "attention-bias", [](auto&) {}, [](json& c) { c["attention_bias"] = true; });
+  const std::string bias = CopyModel(
+      TinyBf16(), "attention-bias", [](auto&) {}, [](json& c) { c["attention_bias"] = true; });
   EXPECT_NE(LoadError(bias).find("attention_bias"), std::string::npos);
 }
 
@@ -237,8 +237,8 @@ TEST(ModelLoader, NonFiniteLogitsAreReported) {
 TEST(ModelLoader, CliReportsOneLineAndNonZeroExit) {
   const std::string dir = CopyModel(TinyBf16(), "cli-bad", [](std::vector<TensorCopy>& ts) { ts.pop_back(); });
   const std::string err = TempRoot() + "/cli-bad.err";
-  const std::string cmd = std::string(LATTE_BINARY) + " generate --model " + dir +
-                          " --prompt-ids 1,2 --max-tokens 2 >/dev/null 2>" + err;
+  const std::string cmd =
+      std::string(LATTE_BINARY) + " generate --model " + dir + " --prompt-ids 1,2 --max-tokens 2 >/dev/null 2>" + err;
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);
@@ -321,30 +321,33 @@ std::string DequantizedCopy(const std::string& fp8_dir, const std::string& name)
   EXPECT_TRUE(ck.ok());
   json config = json::parse(ReadText(fp8_dir + "/config.json"));
   const std::vector<int64_t> block = config["quantization_config"]["weight_block_size"];
-  return CopyModel(fp8_dir, name, [&](std::vector<TensorCopy>& ts) {
-    std::vector<TensorCopy> out;
-    for (const auto& t : ts) {
-      if (t.name.size() > 10 && t.name.substr(t.name.size() - 10) == "_scale_inv") continue;
-      if (t.dtype != DType::kF8E4M3) {
-        out.push_back(t);
-        continue;
-      }
-      const TensorInfo* scale = ck->Find(t.name + "_scale_inv");
-      const int64_t rows = t.shape[0], cols = t.shape[1];
-      const int64_t scale_cols = (cols + block[1] - 1) / block[1];
-      TensorCopy bf = {t.name, DType::kBF16, t.shape, std::vector<uint8_t>(rows * cols * 2)};
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          float s;
-          std::memcpy(&s, scale->data + 4 * ((r / block[0]) * scale_cols + c / block[1]), 4);
-          const bf16 v = F32ToBf16(Fp8E4M3ToF32(t.bytes[r * cols + c]) * s);
-          std::memcpy(&bf.bytes[2 * (r * cols + c)], &v, 2);
+  return CopyModel(
+      fp8_dir, name,
+      [&](std::vector<TensorCopy>& ts) {
+        std::vector<TensorCopy> out;
+        for (const auto& t : ts) {
+          if (t.name.size() > 10 && t.name.substr(t.name.size() - 10) == "_scale_inv") continue;
+          if (t.dtype != DType::kF8E4M3) {
+            out.push_back(t);
+            continue;
+          }
+          const TensorInfo* scale = ck->Find(t.name + "_scale_inv");
+          const int64_t rows = t.shape[0], cols = t.shape[1];
+          const int64_t scale_cols = (cols + block[1] - 1) / block[1];
+          TensorCopy bf = {t.name, DType::kBF16, t.shape, std::vector<uint8_t>(rows * cols * 2)};
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t c = 0; c < cols; ++c) {
+              float s;
+              std::memcpy(&s, scale->data + 4 * ((r / block[0]) * scale_cols + c / block[1]), 4);
+              const bf16 v = F32ToBf16(Fp8E4M3ToF32(t.bytes[r * cols + c]) * s);
+              std::memcpy(&bf.bytes[2 * (r * cols + c)], &v, 2);
+            }
+          }
+          out.push_back(std::move(bf));
         }
-      }
-      out.push_back(std::move(bf));
-    }
-    ts = std::move(out);
-  }, [](json& c) { c.erase("quantization_config"); });
+        ts = std::move(out);
+      },
+      [](json& c) { c.erase("quantization_config"); });
 }
 
 std::unique_ptr<ModelWeights> LoadFp8(const std::string& dir, MlaMode mode, Fp8Weights fp8) {
@@ -433,8 +436,8 @@ TEST(ModelLoader, Fp8KeptMatchesItsBf16Dequantization) {
         norm += double(ref[i]) * ref[i];
       }
       const double rel = std::sqrt(diff / norm);
-      std::printf("[ fp8 keep vs bf16 ] %s %s: relative RMS difference %.2e\n",
-                  fs::path(fp8).filename().c_str(), std::string(MlaModeName(mode)).c_str(), rel);
+      std::printf("[ fp8 keep vs bf16 ] %s %s: relative RMS difference %.2e\n", fs::path(fp8).filename().c_str(),
+                  std::string(MlaModeName(mode)).c_str(), rel);
       EXPECT_LE(rel, kFp8KeptTolerance);
       EXPECT_GT(norm, 0.01 * ref.size());
       // Greedy ids: equal wherever the reference's top-1 margin exceeds twice the

@@ -2,8 +2,8 @@
 // full forward, batched spans equal separate runs, fp8 equals its bf16 dequantization.
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -50,7 +50,6 @@ std::unique_ptr<ModelWeights> Load(const std::string& dir, MlaMode mode) {
   EXPECT_TRUE(w.ok()) << w.status().message();
   return std::move(w).value();
 }
-
 
 void ExpectNonTrivial(const std::vector<float>& logits, int64_t vocab) {
   double sum_sq = 0;
@@ -132,8 +131,7 @@ TEST_P(ModelModes, ThreeModesAgreeAndIncrementalEqualsFull) {
     EXPECT_LE(RelativeError(PrefillThenDecode(absorbed, tokens, P), reference), mc.tolerance);
     EXPECT_LE(RelativeError(PrefillThenDecode(materialized, tokens, P), reference), mc.tolerance);
     EXPECT_LE(RelativeError(PrefillThenDecode(absorbed_latent_prefill, tokens, P), reference), mc.tolerance);
-    EXPECT_LE(RelativeError(PrefillThenDecode(materialized_latent_prefill, tokens, P), reference),
-              mc.tolerance);
+    EXPECT_LE(RelativeError(PrefillThenDecode(materialized_latent_prefill, tokens, P), reference), mc.tolerance);
     EXPECT_LE(RelativeError(PrefillThenDecode(naive_small_blocks, tokens, P), reference), mc.tolerance);
     // One forward over the whole sequence gives the same logits as prefill + decode.
     const int64_t n = static_cast<int64_t>(tokens.size());
@@ -266,8 +264,8 @@ namespace {
 TEST(ModelCaches, RowDtypeFollowsTheWeights) {
   MakeModelOverrides f32_model;
   f32_model.dtype = CheckpointDType::kF32;
-  for (const auto& [overrides, dtype] : {std::pair{MakeModelOverrides{}, DType::kBF16},
-                                         std::pair{f32_model, DType::kF32}}) {
+  for (const auto& [overrides, dtype] :
+       {std::pair{MakeModelOverrides{}, DType::kBF16}, std::pair{f32_model, DType::kF32}}) {
     auto w = Load(MakeModel("tiny", overrides), MlaMode::kAbsorbed);
     DeepSeekModel model(*w);
     SequenceCaches caches = model.NewCaches(2, 10, KvCacheDtype::kAuto, 4);
@@ -301,17 +299,17 @@ TEST(ModelLongContext, Bf16CacheDecodeModesAgreeOverSplitContexts) {
   const std::vector<float> reference = decode_rows(PrefillThenDecode(naive, tokens, P));
   ExpectNonTrivial(reference, vocab);
   const double absorbed_error = RelativeError(decode_rows(PrefillThenDecode(absorbed, tokens, P)), reference);
-  const double materialized_error =
-      RelativeError(decode_rows(PrefillThenDecode(materialized, tokens, P)), reference);
+  const double materialized_error = RelativeError(decode_rows(PrefillThenDecode(materialized, tokens, P)), reference);
   const int64_t n = static_cast<int64_t>(tokens.size());
   const double incremental_error = RelativeError(decode_rows(PrefillThenDecode(absorbed, tokens, P)),
                                                  decode_rows(PrefillThenDecode(absorbed, tokens, n)));
   EXPECT_LE(absorbed_error, kBf16Tolerance);
   EXPECT_LE(materialized_error, kBf16Tolerance);
   EXPECT_LE(incremental_error, kBf16Tolerance);
-  std::printf("decode rows after %lld tokens, relative error: absorbed %.2e, materialized %.2e, "
-              "incremental vs full %.2e\n",
-              static_cast<long long>(P), absorbed_error, materialized_error, incremental_error);
+  std::printf(
+      "decode rows after %lld tokens, relative error: absorbed %.2e, materialized %.2e, "
+      "incremental vs full %.2e\n",
+      static_cast<long long>(P), absorbed_error, materialized_error, incremental_error);
 }
 
 }  // namespace

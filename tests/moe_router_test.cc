@@ -58,12 +58,11 @@ ModelConfig MakeConfig(const RouterCase& rc) {
 }
 
 struct Routed {
-  std::map<int64_t, double> weights;  // chosen id → weight
+  std::map<int64_t, double> weights;                        // chosen id → weight
   double margin = std::numeric_limits<double>::infinity();  // closest decision
 };
 
-Routed ReferenceRoute(const RouterCase& rc, const std::vector<float>& logits,
-                      const std::vector<float>& bias) {
+Routed ReferenceRoute(const RouterCase& rc, const std::vector<float>& logits, const std::vector<float>& bias) {
   const int64_t E = rc.experts;
   const TopkMethod method = rc.topk_method;
   Routed r;
@@ -158,12 +157,9 @@ struct KernelRoute {
   std::vector<float> weights;
 };
 
-KernelRoute RunRouteToken(const ModelConfig& c, const std::vector<float>& logits,
-                          const std::vector<float>& bias) {
-  KernelRoute r{std::vector<int64_t>(c.num_experts_per_tok, -1),
-                std::vector<float>(c.num_experts_per_tok, NAN)};
-  RouteToken(c, logits.data(), bias.empty() ? nullptr : bias.data(), r.ids.data(),
-             r.weights.data());
+KernelRoute RunRouteToken(const ModelConfig& c, const std::vector<float>& logits, const std::vector<float>& bias) {
+  KernelRoute r{std::vector<int64_t>(c.num_experts_per_tok, -1), std::vector<float>(c.num_experts_per_tok, NAN)};
+  RouteToken(c, logits.data(), bias.empty() ? nullptr : bias.data(), r.ids.data(), r.weights.data());
   return r;
 }
 
@@ -178,8 +174,7 @@ bool ExpectSameRoute(const KernelRoute& got, const Routed& want, const std::stri
   for (size_t i = 0; i < got.ids.size(); ++i) {
     const double w = want.weights.at(got.ids[i]);
     const bool close = std::fabs(double(got.weights[i]) - w) <= kWeightRelTol * std::fabs(w);
-    EXPECT_TRUE(close) << what << ": weight of expert " << got.ids[i] << " is " << got.weights[i]
-                       << ", want " << w;
+    EXPECT_TRUE(close) << what << ": weight of expert " << got.ids[i] << " is " << got.weights[i] << ", want " << w;
     ok = ok && close;
   }
   return ok;

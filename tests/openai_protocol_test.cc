@@ -101,12 +101,26 @@ TEST(OpenAiProtocol, PromptShapes) {
 TEST(OpenAiProtocol, WrongTypesNameTheField) {
   const json base = {{"prompt", "x"}};
   const std::vector<std::pair<std::string, json>> cases = {
-      {"max_tokens", "10"},   {"max_tokens", 1.5},      {"temperature", "hot"}, {"top_p", true},
-      {"top_k", 2.5},         {"n", "2"},               {"stream", 1},          {"echo", "yes"},
-      {"logprobs", true},     {"seed", "s"},            {"stop", 3},            {"stop", json::array({1})},
-      {"ignore_eos", 0},      {"stop_token_ids", 5},    {"presence_penalty", "x"},
-      {"frequency_penalty", json::array()},             {"repetition_penalty", json::object()},
-      {"min_p", "0"},         {"skip_special_tokens", 1}, {"best_of", "1"},
+      {"max_tokens", "10"},
+      {"max_tokens", 1.5},
+      {"temperature", "hot"},
+      {"top_p", true},
+      {"top_k", 2.5},
+      {"n", "2"},
+      {"stream", 1},
+      {"echo", "yes"},
+      {"logprobs", true},
+      {"seed", "s"},
+      {"stop", 3},
+      {"stop", json::array({1})},
+      {"ignore_eos", 0},
+      {"stop_token_ids", 5},
+      {"presence_penalty", "x"},
+      {"frequency_penalty", json::array()},
+      {"repetition_penalty", json::object()},
+      {"min_p", "0"},
+      {"skip_special_tokens", 1},
+      {"best_of", "1"},
   };
   for (const auto& [field, value] : cases) {
     json body = base;
@@ -118,10 +132,22 @@ TEST(OpenAiProtocol, WrongTypesNameTheField) {
 
 TEST(OpenAiProtocol, RangesNameTheField) {
   const std::vector<std::pair<std::string, json>> cases = {
-      {"max_tokens", -1}, {"temperature", -0.5}, {"temperature", 2.5}, {"top_p", 0},     {"top_p", 1.5},
-      {"top_k", -2},      {"logprobs", 21},      {"logprobs", -1},     {"n", 0},         {"n", 9},
-      {"best_of", 3},     {"min_p", 1.5},        {"presence_penalty", 3}, {"repetition_penalty", 0},
-      {"stop_token_ids", json::array({512})},    {"stop", json::array({"a", "b", "c", "d", "e"})},
+      {"max_tokens", -1},
+      {"temperature", -0.5},
+      {"temperature", 2.5},
+      {"top_p", 0},
+      {"top_p", 1.5},
+      {"top_k", -2},
+      {"logprobs", 21},
+      {"logprobs", -1},
+      {"n", 0},
+      {"n", 9},
+      {"best_of", 3},
+      {"min_p", 1.5},
+      {"presence_penalty", 3},
+      {"repetition_penalty", 0},
+      {"stop_token_ids", json::array({512})},
+      {"stop", json::array({"a", "b", "c", "d", "e"})},
   };
   for (const auto& [field, value] : cases) {
     json body = {{"prompt", "x"}};
@@ -132,9 +158,11 @@ TEST(OpenAiProtocol, RangesNameTheField) {
   // vLLM fields latte does not implement: refused unless neutral, never silently ignored.
   ExpectBadField(Completion({{"prompt", "x"}, {"min_tokens", 3}}), "min_tokens");
   ExpectBadField(Completion({{"prompt", "x"}, {"include_stop_str_in_output", true}}), "include_stop_str_in_output");
-  ExpectBadField(Chat({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"response_format", {{"type", "json_object"}}}}),
+  ExpectBadField(Chat({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})},
+                       {"response_format", {{"type", "json_object"}}}}),
                  "response_format");
-  EXPECT_FALSE(Completion({{"prompt", "x"}, {"min_tokens", 0}, {"response_format", {{"type", "text"}}}, {"user", "u"}}));
+  EXPECT_FALSE(
+      Completion({{"prompt", "x"}, {"min_tokens", 0}, {"response_format", {{"type", "text"}}}, {"user", "u"}}));
   // Integral floats are integers (pydantic's lax mode, which vLLM's server uses).
   EXPECT_FALSE(Completion({{"prompt", "x"}, {"max_tokens", 4.0}}));
   // null is "use the default".
@@ -152,7 +180,8 @@ TEST(OpenAiProtocol, LengthAgainstContextAndPool) {
 
 TEST(OpenAiProtocol, EchoScoringAndStreamOptions) {
   CompletionRequest r;
-  ASSERT_FALSE(Completion({{"prompt", json::array({3, 4, 5})}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}, &r));
+  ASSERT_FALSE(
+      Completion({{"prompt", json::array({3, 4, 5})}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}, &r));
   EXPECT_TRUE(r.prompts[0].prompt_logprobs);
   EXPECT_EQ(r.prompts[0].sampling.logprobs, 1);
   EXPECT_EQ(r.prompts[0].max_tokens, 0);
@@ -174,10 +203,11 @@ TEST(OpenAiProtocol, ModelName) {
 }
 
 TEST(OpenAiProtocol, ChatRendersTheTemplate) {
-  const json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
-                                     {{"role", "user"}, {"content", "Hi"}},
-                                     {{"role", "assistant"}, {"content", "Hello."}},
-                                     {{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "More"}}})}}});
+  const json messages =
+      json::array({{{"role", "system"}, {"content", "Be brief."}},
+                   {{"role", "user"}, {"content", "Hi"}},
+                   {{"role", "assistant"}, {"content", "Hello."}},
+                   {{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "More"}}})}}});
   ChatRequest r;
   ASSERT_FALSE(Chat({{"messages", messages}}, &r));
   json plain = messages;

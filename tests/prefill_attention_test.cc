@@ -42,16 +42,15 @@ std::string Name(const Case& c) {
          " dims=" + std::to_string(c.key_dim) + "/" + std::to_string(c.value_dim);
 }
 
-
 TEST(PrefillAttention, MatchesDoubleReference) {
   std::mt19937 rng(2026);
   const Case cases[] = {
-      {16, 16, 0, 1, 24, 16},      // the smallest call routed here
-      {130, 130, 0, 3, 24, 16},    // a prompt: one full chunk and a 2-row chunk
-      {300, 300, 0, 2, 192, 128},  // V2/V3 head dims, three chunks
-      {40, 77, 37, 3, 24, 16},     // appended to 37 cached tokens
-      {300, 150, -100, 2, 24, 16}, // a key block that starts after the first 100 queries
-      {200, 64, 300, 2, 24, 20},   // a key block entirely before every query
+      {16, 16, 0, 1, 24, 16},       // the smallest call routed here
+      {130, 130, 0, 3, 24, 16},     // a prompt: one full chunk and a 2-row chunk
+      {300, 300, 0, 2, 192, 128},   // V2/V3 head dims, three chunks
+      {40, 77, 37, 3, 24, 16},      // appended to 37 cached tokens
+      {300, 150, -100, 2, 24, 16},  // a key block that starts after the first 100 queries
+      {200, 64, 300, 2, 24, 20},    // a key block entirely before every query
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(Name(c));

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <omp.h>
+#include <nlohmann/json.hpp>
 
 #include "base/dtype.h"
 #include "model/safetensors.h"
@@ -100,8 +100,7 @@ class RandomCheckpointTest : public testing::Test {
   }
 
   // Writes `config` into root_/name and returns the directory.
-  std::string Write(const std::string& name, const ModelConfig& config,
-                    RandomCheckpointOptions options) {
+  std::string Write(const std::string& name, const ModelConfig& config, RandomCheckpointOptions options) {
     const std::string dir = root_ + "/" + name;
     const Status status = WriteRandomCheckpoint(config, options, dir);
     EXPECT_TRUE(status.ok()) << status.message();
@@ -180,9 +179,7 @@ TEST_F(RandomCheckpointTest, ConfigJsonRoundTrips) {
 
 TEST_F(RandomCheckpointTest, EveryExpectedTensorInEachDtype) {
   const std::pair<CheckpointDType, const char*> dtypes[] = {
-      {CheckpointDType::kBf16, "bf16"},
-      {CheckpointDType::kF32, "f32"},
-      {CheckpointDType::kFp8, "fp8"}};
+      {CheckpointDType::kBf16, "bf16"}, {CheckpointDType::kF32, "f32"}, {CheckpointDType::kFp8, "fp8"}};
   for (const auto& [dtype, name] : dtypes) {
     SCOPED_TRACE(name);
     const ModelConfig config = Config("tiny", Overrides(dtype));
@@ -246,8 +243,7 @@ TEST_F(RandomCheckpointTest, Fp8DequantizesToTheBf16Export) {
         const float s = ToF32(*scale, b);
         const float got = ToF32(*w, i * cols + j) * s;
         const float want = ToF32(*r, i * cols + j);
-        const float tolerance = std::fabs(want) * (kFp8RelativeError + kBf16RelativeError) +
-                                s * kFp8SubnormalError;
+        const float tolerance = std::fabs(want) * (kFp8RelativeError + kBf16RelativeError) + s * kFp8SubnormalError;
         ASSERT_NEAR(got, want, tolerance) << spec.name << " [" << i << ", " << j << "]";
         block_max[b] = std::max(block_max[b], std::fabs(got));
       }
@@ -276,8 +272,7 @@ TEST_F(RandomCheckpointTest, ShardedMatchesSingleFile) {
 
   const json index = json::parse(ReadFile(sharded_dir + "/model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"].get<uint64_t>(), summary.bytes);
-  EXPECT_TRUE(fs::exists(sharded_dir + "/model-00001-of-0000" + std::to_string(summary.shards) +
-                         ".safetensors"));
+  EXPECT_TRUE(fs::exists(sharded_dir + "/model-00001-of-0000" + std::to_string(summary.shards) + ".safetensors"));
   EXPECT_FALSE(fs::exists(sharded_dir + "/model.safetensors"));
   ExpectTensors(sharded_dir, config, CheckpointDType::kFp8);
 
@@ -447,8 +442,10 @@ CommandResult RunLatte(const std::string& args) {
 
 TEST_F(RandomCheckpointTest, CommandWritesTheDirectory) {
   const std::string dir = root_ + "/cli";
-  const CommandResult r = RunLatte("make-model --preset tiny --layers 2 --dtype fp8 --seed 9 "
-                                   "--shard-bytes 100000 --out " + dir);
+  const CommandResult r = RunLatte(
+      "make-model --preset tiny --layers 2 --dtype fp8 --seed 9 "
+      "--shard-bytes 100000 --out " +
+      dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(dir + "\n"), std::string::npos) << r.output;
   auto config = ModelConfig::FromFile(dir + "/config.json");
@@ -460,11 +457,12 @@ TEST_F(RandomCheckpointTest, CommandWritesTheDirectory) {
 
 TEST(MakeModelCommandTest, BadArgumentsFailWithOneLine) {
   const std::string out = testing::TempDir() + "/make_model_bad_args";
-  const std::string bad_args[] = {
-      "--preset huge --out " + out,       "--preset tiny --layers 0 --out " + out,
-      "--preset tiny --dtype int4 --out " + out, "--preset tiny --rope ntk --out " + out,
-      "--preset tiny --shard-bytes 0 --out " + out,
-      "--preset tiny --out /proc/latte_cannot_write_here"};
+  const std::string bad_args[] = {"--preset huge --out " + out,
+                                  "--preset tiny --layers 0 --out " + out,
+                                  "--preset tiny --dtype int4 --out " + out,
+                                  "--preset tiny --rope ntk --out " + out,
+                                  "--preset tiny --shard-bytes 0 --out " + out,
+                                  "--preset tiny --out /proc/latte_cannot_write_here"};
   for (const std::string& args : bad_args) {
     const CommandResult r = RunLatte("make-model " + args);
     EXPECT_NE(r.exit_code, 0) << args;

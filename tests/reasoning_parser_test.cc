@@ -40,7 +40,8 @@ TEST(ReasoningParser, NoEndMarkerIsAllReasoning) {
 }
 
 TEST(ReasoningParser, EverySplitPointGivesTheSameResult) {
-  for (const std::string text : {"<think>ab</think>cd", "x</think>y</think>z", "<thin", "<think></think>", "a<think>b"}) {
+  for (const std::string text :
+       {"<think>ab</think>cd", "x</think>y</think>z", "<thin", "<think></think>", "a<think>b"}) {
     const ReasoningDelta whole = Feed({text});
     for (size_t i = 0; i <= text.size(); ++i) {
       for (size_t j = i; j <= text.size(); ++j) {

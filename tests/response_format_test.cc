@@ -134,7 +134,10 @@ TEST(ChatFormatter, WholeBodyWithReasoning) {
   ASSERT_EQ(lp.size(), 2u);
   EXPECT_EQ(lp[1]["token"], "token_id:11");
   EXPECT_EQ(lp[1]["logprob"], -2.0f);
-  EXPECT_EQ(lp[1]["top_logprobs"], json::array({{{"token", "token_id:12"}, {"logprob", -0.5f}, {"bytes", json({116, 111, 107, 101, 110, 95, 105, 100, 58, 49, 50})}}}));
+  EXPECT_EQ(lp[1]["top_logprobs"],
+            json::array({{{"token", "token_id:12"},
+                          {"logprob", -0.5f},
+                          {"bytes", json({116, 111, 107, 101, 110, 95, 105, 100, 58, 49, 50})}}}));
   EXPECT_EQ(body["usage"], json({{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
 }
 

@@ -61,8 +61,7 @@ TEST(RmsNorm, MatchesDoubleReference) {
     RmsNorm(x.data(), w.data(), kRmsRows, dim, kEps, y.data());
     for (int64_t r = 0; r < kRmsRows; ++r) {
       const std::vector<double> want = RmsNormRow(&x[r * dim], w.data(), dim, kEps);
-      ExpectAllNear(&y[r * dim], want.data(), dim, 1e-30, kRmsNormRelTol,
-                    "row " + std::to_string(r));
+      ExpectAllNear(&y[r * dim], want.data(), dim, 1e-30, kRmsNormRelTol, "row " + std::to_string(r));
     }
   }
 }
@@ -78,8 +77,7 @@ TEST(RmsNorm, StridedRowsLeavePaddingUntouched) {
     RmsNorm(x.data(), ldx, w.data(), kRmsRows, dim, kEps, y.data(), ldy);
     for (int64_t r = 0; r < kRmsRows; ++r) {
       const std::vector<double> want = RmsNormRow(&x[r * ldx], w.data(), dim, kEps);
-      ExpectAllNear(&y[r * ldy], want.data(), dim, 1e-30, kRmsNormRelTol,
-                    "row " + std::to_string(r));
+      ExpectAllNear(&y[r * ldy], want.data(), dim, 1e-30, kRmsNormRelTol, "row " + std::to_string(r));
       for (int64_t i = dim; i < ldy; ++i) {
         EXPECT_EQ(y[r * ldy + i], kSentinel) << "wrote padding at row " << r << " col " << i;
       }
@@ -99,8 +97,7 @@ TEST(RmsNorm, InPlace) {
       RmsNorm(x.data(), ld, w.data(), kRmsRows, dim, kEps, x.data(), ld);
       for (int64_t r = 0; r < kRmsRows; ++r) {
         const std::vector<double> want = RmsNormRow(&original[r * ld], w.data(), dim, kEps);
-        ExpectAllNear(&x[r * ld], want.data(), dim, 1e-30, kRmsNormRelTol,
-                      "row " + std::to_string(r));
+        ExpectAllNear(&x[r * ld], want.data(), dim, 1e-30, kRmsNormRelTol, "row " + std::to_string(r));
         for (int64_t i = dim; i < ld; ++i) {
           EXPECT_EQ(x[r * ld + i], original[r * ld + i]) << "padding changed at " << r << "," << i;
         }

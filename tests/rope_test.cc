@@ -40,13 +40,12 @@ constexpr double kSoftmaxScaleRelTol = 1e-12;
 
 // Rotates consecutive pairs as complex numbers: (x[2i] + i·x[2i+1]) · magnitude ·
 // e^{i·pos·θ_i}, in double.
-std::vector<double> RotateComplex(const std::vector<float>& x, int64_t position,
-                                  const std::vector<double>& inv_freq, double magnitude) {
+std::vector<double> RotateComplex(const std::vector<float>& x, int64_t position, const std::vector<double>& inv_freq,
+                                  double magnitude) {
   std::vector<double> y(x.size());
   for (size_t i = 0; i < x.size() / 2; ++i) {
     const std::complex<double> z(x[2 * i], x[2 * i + 1]);
-    const std::complex<double> r =
-        z * std::polar(magnitude, static_cast<double>(position) * inv_freq[i]);
+    const std::complex<double> r = z * std::polar(magnitude, static_cast<double>(position) * inv_freq[i]);
     y[2 * i] = r.real();
     y[2 * i + 1] = r.imag();
   }
@@ -71,8 +70,7 @@ TEST(Rope, PlainMatchesComplexRotation) {
       ASSERT_EQ(rope.magnitude(), 1.0);
       const std::vector<double> inv_freq = PlainInvFreq(dim, theta);
       for (int64_t pos : kPositions) {
-        SCOPED_TRACE("dim=" + std::to_string(dim) + " theta=" + std::to_string(theta) +
-                     " pos=" + std::to_string(pos));
+        SCOPED_TRACE("dim=" + std::to_string(dim) + " theta=" + std::to_string(theta) + " pos=" + std::to_string(pos));
         const std::vector<float> x = RandomVector(dim, rng);
         std::vector<float> y = x;
         rope.ApplyOne(y.data(), pos);
@@ -138,11 +136,10 @@ TEST(Rope, ScoreDependsOnlyOnRelativePosition) {
   struct Pair {
     int64_t p1, p2, p1b, p2b;
   };
-  for (const Pair& c : {Pair{10, 3, 1010, 1003}, Pair{3, 10, 4095, 4102}, Pair{5, 5, 0, 0},
-                        Pair{17, 0, 100017, 100000}}) {
+  for (const Pair& c :
+       {Pair{10, 3, 1010, 1003}, Pair{3, 10, 4095, 4102}, Pair{5, 5, 0, 0}, Pair{17, 0, 100017, 100000}}) {
     const double a = score(c.p1, c.p2), b = score(c.p1b, c.p2b);
-    EXPECT_NEAR(a, b, kRopeDotRelTol * scale)
-        << "(" << c.p1 << "," << c.p2 << ") vs (" << c.p1b << "," << c.p2b << ")";
+    EXPECT_NEAR(a, b, kRopeDotRelTol * scale) << "(" << c.p1 << "," << c.p2 << ") vs (" << c.p1b << "," << c.p2b << ")";
   }
   // And equal positions give the unrotated dot product.
   double plain = 0;
@@ -161,9 +158,7 @@ struct YarnCase {
   double beta_fast, beta_slow, mscale, mscale_all_dim;
 };
 
-double YarnGetMscale(double scale, double mscale) {
-  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
+double YarnGetMscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
 double YarnFindCorrectionDim(double num_rotations, int64_t dim, double base, double max_pos) {
   return (dim * std::log(max_pos / (num_rotations * 2 * M_PI))) / (2 * std::log(base));
@@ -238,8 +233,7 @@ TEST(Rope, YarnMatchesHuggingFaceFormula) {
     // of the ramp), as the YaRN paper's §3.2 prescribes.
     const std::vector<double> plain = PlainInvFreq(c.dim, c.base);
     EXPECT_NEAR(rope.inv_freq().front(), plain.front(), kYarnRelTol * plain.front());
-    EXPECT_NEAR(rope.inv_freq().back(), plain.back() / c.factor,
-                kYarnRelTol * plain.back() / c.factor);
+    EXPECT_NEAR(rope.inv_freq().back(), plain.back() / c.factor, kYarnRelTol * plain.back() / c.factor);
   }
   // The magnitudes the cases are meant to exercise.
   EXPECT_EQ(YarnMagnitudeHf(kYarnCases[0]), 1.0);
@@ -289,8 +283,7 @@ TEST(SoftmaxScale, ReleasedConfigs) {
     const char* name;
     double qk_head_dim, factor, mscale_all_dim;
   };
-  for (const Want& w : {Want{"v3", 192, 40, 1.0}, Want{"r1", 192, 40, 1.0},
-                        Want{"v2", 192, 40, 0.707}}) {
+  for (const Want& w : {Want{"v3", 192, 40, 1.0}, Want{"r1", 192, 40, 1.0}, Want{"v2", 192, 40, 0.707}}) {
     SCOPED_TRACE(w.name);
     const Result<ModelConfig> c = ReleasedConfig(w.name);
     ASSERT_TRUE(c.ok());
@@ -316,8 +309,7 @@ TEST(SoftmaxScale, ReleasedConfigs) {
 TEST(Rope, ApplyAtPositionEqualsApplyOneOnEachVector) {
   std::mt19937 rng(26);
   for (int64_t dim : {2, 64, 70, 130}) {
-    const RopeFrequencies rope =
-        RopeFrequencies::Yarn(dim, 10000.0, ToParams(kYarnCases[2]));  // magnitude != 1
+    const RopeFrequencies rope = RopeFrequencies::Yarn(dim, 10000.0, ToParams(kYarnCases[2]));  // magnitude != 1
     for (int64_t vectors : {1, 3, 16}) {
       const int64_t ld = dim + 5;
       for (int64_t pos : kPositions) {

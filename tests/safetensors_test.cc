@@ -279,9 +279,8 @@ TEST_F(SafetensorsTest, ErrorNegativeDim) {
 }
 
 TEST_F(SafetensorsTest, ErrorDimAboveInt64) {
-  ExpectMentions(
-      OpenErrorForEntry(R"({"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,4]})", 4),
-      {"model.safetensors", "tensor \"w\"", "too large"});
+  ExpectMentions(OpenErrorForEntry(R"({"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,4]})", 4),
+                 {"model.safetensors", "tensor \"w\"", "too large"});
 }
 
 TEST_F(SafetensorsTest, ErrorUnknownDtypeI64) {
@@ -325,26 +324,21 @@ TEST_F(SafetensorsTest, ErrorByteSizeMismatch) {
 }
 
 TEST_F(SafetensorsTest, ErrorShapeProductOverflows) {
-  ExpectMentions(
-      OpenErrorForEntry(
-          R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})", 4),
-      {"model.safetensors", "tensor \"w\"", "too many elements"});
+  ExpectMentions(OpenErrorForEntry(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})", 4),
+                 {"model.safetensors", "tensor \"w\"", "too many elements"});
 }
 
 // 0 bytes, but its element count overflows int64 before the 0 (the safetensors
 // fuzzer's finding: TensorInfo::NumElements multiplied 2^62 by 2).
 TEST_F(SafetensorsTest, ErrorEmptyShapeWhoseOtherDimsOverflow) {
-  for (const char* shape : {"[4611686018427387904,2,0]", "[0,4611686018427387904,2]",
-                            "[4611686018427387904,0,2]"}) {
+  for (const char* shape : {"[4611686018427387904,2,0]", "[0,4611686018427387904,2]", "[4611686018427387904,0,2]"}) {
     SCOPED_TRACE(shape);
-    ExpectMentions(OpenErrorForEntry(std::string(R"({"dtype":"F8_E4M3","shape":)") + shape +
-                                         R"(,"data_offsets":[0,0]})",
-                                     0),
-                   {"model.safetensors", "tensor \"w\"", "too many elements"});
+    ExpectMentions(
+        OpenErrorForEntry(std::string(R"({"dtype":"F8_E4M3","shape":)") + shape + R"(,"data_offsets":[0,0]})", 0),
+        {"model.safetensors", "tensor \"w\"", "too many elements"});
   }
   // An empty tensor of ordinary dims is fine.
-  WriteRawSafetensors(Path("model.safetensors"),
-                      R"({"w":{"dtype":"BF16","shape":[4096,0],"data_offsets":[0,0]}})", 0);
+  WriteRawSafetensors(Path("model.safetensors"), R"({"w":{"dtype":"BF16","shape":[4096,0],"data_offsets":[0,0]}})", 0);
   Result<Checkpoint> ckpt = Checkpoint::Open(dir_);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
   EXPECT_EQ(ckpt->Find("w")->NumElements(), 0);
@@ -368,13 +362,11 @@ TEST_F(SafetensorsTest, ErrorOverlappingTensors) {
 
 TEST_F(SafetensorsTest, ErrorTruncatedFile) {
   SafetensorsWriter writer;
-  writer.Add("model.layers.0.self_attn.kv_b_proj.weight", DType::kBF16, {32, 64},
-             RandomBytes(32 * 64 * 2, 5));
+  writer.Add("model.layers.0.self_attn.kv_b_proj.weight", DType::kBF16, {32, 64}, RandomBytes(32 * 64 * 2, 5));
   ASSERT_TRUE(writer.Write(Path("model.safetensors")).ok());
   const uintmax_t size = fs::file_size(Path("model.safetensors"));
   fs::resize_file(Path("model.safetensors"), size - 2048);
-  ExpectMentions(OpenError(), {"model.safetensors",
-                               "tensor \"model.layers.0.self_attn.kv_b_proj.weight\"",
+  ExpectMentions(OpenError(), {"model.safetensors", "tensor \"model.layers.0.self_attn.kv_b_proj.weight\"",
                                "[0, 4096] lie outside the 2048-byte data section"});
 }
 
@@ -422,16 +414,14 @@ TEST_F(SafetensorsTest, CorruptedFilesNeverCrash) {
 
 // ---- Directory and index errors ------------------------------------------------
 
-TEST_F(SafetensorsTest, ErrorNoSafetensorsFile) {
-  ExpectMentions(OpenError(), {dir_, "no *.safetensors file"});
-}
+TEST_F(SafetensorsTest, ErrorNoSafetensorsFile) { ExpectMentions(OpenError(), {dir_, "no *.safetensors file"}); }
 
 TEST_F(SafetensorsTest, ErrorSeveralFilesWithoutIndex) {
   std::vector<std::vector<uint8_t>> data;
   WriteTwoShards(dir_, &data);
   fs::remove(Path("model.safetensors.index.json"));
-  ExpectMentions(OpenError(), {"model-00001-of-00002.safetensors",
-                               "model-00002-of-00002.safetensors", "model.safetensors.index.json"});
+  ExpectMentions(OpenError(), {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                               "model.safetensors.index.json"});
 }
 
 TEST_F(SafetensorsTest, ErrorIndexNotJson) {
@@ -466,24 +456,21 @@ TEST_F(SafetensorsTest, ErrorIndexShardNotString) {
   std::vector<std::vector<uint8_t>> data;
   WriteTwoShards(dir_, &data);
   WriteFile(Path("model.safetensors.index.json"), R"({"weight_map":{"a":1}})");
-  ExpectMentions(OpenError(),
-                 {"model.safetensors.index.json", "tensor \"a\"", "shard must be a string"});
+  ExpectMentions(OpenError(), {"model.safetensors.index.json", "tensor \"a\"", "shard must be a string"});
 }
 
 TEST_F(SafetensorsTest, ErrorIndexShardOutsideDirectory) {
   std::vector<std::vector<uint8_t>> data;
   WriteTwoShards(dir_, &data);
   WriteFile(Path("model.safetensors.index.json"), R"({"weight_map":{"a":"../x.safetensors"}})");
-  ExpectMentions(OpenError(),
-                 {"model.safetensors.index.json", "tensor \"a\"", "\"../x.safetensors\""});
+  ExpectMentions(OpenError(), {"model.safetensors.index.json", "tensor \"a\"", "\"../x.safetensors\""});
 }
 
 TEST_F(SafetensorsTest, ErrorIndexNamesMissingShard) {
   std::vector<std::vector<uint8_t>> data;
   WriteTwoShards(dir_, &data);
   fs::remove(Path("model-00002-of-00002.safetensors"));
-  ExpectMentions(OpenError(), {"model.safetensors.index.json",
-                               "\"model-00002-of-00002.safetensors\"", "tensor \"c\"",
+  ExpectMentions(OpenError(), {"model.safetensors.index.json", "\"model-00002-of-00002.safetensors\"", "tensor \"c\"",
                                "does not exist"});
 }
 
@@ -497,8 +484,7 @@ TEST_F(SafetensorsTest, ErrorIndexedTensorMissingFromShard) {
                                {"d", "model-00002-of-00002.safetensors"}},
                               26)
                   .ok());
-  ExpectMentions(OpenError(),
-                 {"model-00002-of-00002.safetensors", "tensor \"d\"", "missing from the shard"});
+  ExpectMentions(OpenError(), {"model-00002-of-00002.safetensors", "tensor \"d\"", "missing from the shard"});
 }
 
 TEST_F(SafetensorsTest, ErrorIndexedTensorInOtherShard) {
@@ -510,8 +496,8 @@ TEST_F(SafetensorsTest, ErrorIndexedTensorInOtherShard) {
                                {"c", "model-00002-of-00002.safetensors"}},
                               26)
                   .ok());
-  ExpectMentions(OpenError(), {"model-00002-of-00002.safetensors", "tensor \"a\"",
-                               "missing from the shard", "it is in"});
+  ExpectMentions(OpenError(),
+                 {"model-00002-of-00002.safetensors", "tensor \"a\"", "missing from the shard", "it is in"});
 }
 
 TEST_F(SafetensorsTest, ErrorSameTensorInTwoShards) {
@@ -521,8 +507,7 @@ TEST_F(SafetensorsTest, ErrorSameTensorInTwoShards) {
   shard2.Add("c", DType::kF8E4M3, {6}, data[2]);
   shard2.Add("a", DType::kF32, {2}, data[0]);  // also in shard 1
   ASSERT_TRUE(shard2.Write(Path("model-00002-of-00002.safetensors")).ok());
-  ExpectMentions(OpenError(), {"model-00001-of-00002.safetensors",
-                               "model-00002-of-00002.safetensors", "tensor \"a\""});
+  ExpectMentions(OpenError(), {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "tensor \"a\""});
 }
 
 TEST_F(SafetensorsTest, ErrorNotADirectory) {

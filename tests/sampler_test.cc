@@ -48,10 +48,12 @@ struct RefParams {
 
 std::vector<double> Softmax(const std::vector<double>& l, const std::vector<bool>& keep) {
   double m = -std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < l.size(); ++i) if (keep[i]) m = std::max(m, l[i]);
+  for (size_t i = 0; i < l.size(); ++i)
+    if (keep[i]) m = std::max(m, l[i]);
   std::vector<double> p(l.size(), 0.0);
   double sum = 0;
-  for (size_t i = 0; i < l.size(); ++i) if (keep[i]) sum += p[i] = std::exp(l[i] - m);
+  for (size_t i = 0; i < l.size(); ++i)
+    if (keep[i]) sum += p[i] = std::exp(l[i] - m);
   for (double& v : p) v /= sum;
   return p;
 }
@@ -79,12 +81,14 @@ std::vector<double> ReferenceDistribution(const std::vector<double>& logits, con
       if (cumsum <= 1.0 - rp.top_p) drop[asc[r]] = true;
     }
     drop[asc[V - 1]] = false;  // the most likely token always stays
-    for (size_t i = 0; i < V; ++i) if (drop[i]) keep[i] = false;
+    for (size_t i = 0; i < V; ++i)
+      if (drop[i]) keep[i] = false;
   }
   if (rp.min_p > 0.0) {
     const std::vector<double> p = Softmax(l, keep);
     const double top = *std::max_element(p.begin(), p.end());
-    for (size_t i = 0; i < V; ++i) if (p[i] < rp.min_p * top) keep[i] = false;
+    for (size_t i = 0; i < V; ++i)
+      if (p[i] < rp.min_p * top) keep[i] = false;
   }
   return Softmax(l, keep);
 }
@@ -205,7 +209,8 @@ TEST(SamplerTest, DistributionWithPenaltiesMatchesReference) {
   std::vector<double> l = ToDouble(logits);
   for (int t : {0, 1, 2, 3, 4, 5, 7}) l[t] = l[t] > 0 ? l[t] / 1.3 : l[t] * 1.3;
   const int count[24] = {0, 0, 0, 1, 2, 0, 0, 3};
-  for (int t = 0; t < 24; ++t) if (count[t] > 0) l[t] -= 0.4 + 0.3 * count[t];
+  for (int t = 0; t < 24; ++t)
+    if (count[t] > 0) l[t] -= 0.4 + 0.3 * count[t];
   const std::vector<double> p = ReferenceDistribution(l, RefParams{0.8, 0, 0.9, 0.0});
   Sampler sampler(params);
   ExpectSamplesFollow(sampler, logits, p, prompt, output);

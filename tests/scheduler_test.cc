@@ -37,7 +37,7 @@ Workload MakeWorkload(std::mt19937& rng, int n, int64_t max_prompt, int64_t max_
     const int64_t len = 1 + static_cast<int64_t>(rng() % max_prompt);
     for (int64_t j = 0; j < len; ++j) {
       s->tokens.push_back(i % 2 == 0 && j < static_cast<int64_t>(common.size()) ? common[j]
-                                                                               : static_cast<int32_t>(rng() % 7));
+                                                                                : static_cast<int32_t>(rng() % 7));
     }
     s->prompt_len = len;
     w.seqs.push_back(std::move(s));
@@ -61,7 +61,7 @@ struct RunStats {
 };
 
 RunStats RunWorkload(Workload& w, int64_t num_blocks, int64_t block_size, const SchedulerConfig& config,
-             bool prefix_caching) {
+                     bool prefix_caching) {
   BlockPool pool(num_blocks, block_size, prefix_caching);
   KvCacheManager kv(pool);
   Scheduler scheduler(config, kv);

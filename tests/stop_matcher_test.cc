@@ -108,14 +108,10 @@ std::vector<size_t> ByteCuts(const std::string& text) {
 
 TEST(StopMatcherTest, EverySplitGivesTheReferenceOutput) {
   const std::vector<std::vector<std::string>> stop_sets = {
-      {"abc"},
-      {"ab", "b"},
-      {"aab", "ab"},
-      {"abab", "ba"},
-      {"bc", "abc"},
-      {"aaaa", "acb", "bcb", "cc"},
-      {"a"},
-      {"abcab", "cabc", "bca"},
+      {"abc"},       {"ab", "b"},
+      {"aab", "ab"}, {"abab", "ba"},
+      {"bc", "abc"}, {"aaaa", "acb", "bcb", "cc"},
+      {"a"},         {"abcab", "cabc", "bca"},
   };
   std::mt19937_64 rng(2024);
   int stopped = 0, total = 0;
@@ -212,10 +208,8 @@ TEST(StopMatcherTest, UnicodeStopStrings) {
   const std::vector<std::string> stops = {"世界", "é", "🙂!"};
   const std::vector<std::string> texts = {
       "café au lait",        // stops at é
-      "naïve è 世 界 done",   // è shares é's lead byte; 世 alone does not stop
-      "hello 世界 again",
-      "smile 🙂 🙂! end",
-      "plain ascii",
+      "naïve è 世 界 done",  // è shares é's lead byte; 世 alone does not stop
+      "hello 世界 again",   "smile 🙂 🙂! end", "plain ascii",
   };
   for (const std::string& text : texts) {
     SCOPED_TRACE(text);

@@ -83,9 +83,9 @@ inline std::string ModelRoot() {
 inline std::string MakeModel(const std::string& preset, MakeModelOverrides overrides, uint64_t seed = 7) {
   static std::map<std::string, std::string> made;
   std::string key = preset + "-L" + std::to_string(overrides.num_hidden_layers.value_or(0)) + "-V" +
-                    std::to_string(overrides.vocab_size.value_or(0)) + (overrides.no_q_lora ? "-noq" : "") +
-                    "-" + overrides.rope.value_or("default") + "-d" +
-                    std::to_string(static_cast<int>(overrides.dtype)) + "-s" + std::to_string(seed);
+                    std::to_string(overrides.vocab_size.value_or(0)) + (overrides.no_q_lora ? "-noq" : "") + "-" +
+                    overrides.rope.value_or("default") + "-d" + std::to_string(static_cast<int>(overrides.dtype)) +
+                    "-s" + std::to_string(seed);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   const std::string dir = ModelRoot() + "/" + key;

@@ -76,8 +76,8 @@ inline std::string IndexString(size_t i, const std::vector<int64_t>& shape) {
 // want must be matched exactly). On failure one message: how many elements are out, and
 // the worst one (the largest error beyond its allowance) with its index in `shape`, both
 // values, the error and the allowance.
-inline void ExpectWithin(const float* got, const double* want, const double* allowed, size_t n,
-                         const std::string& what, const std::vector<int64_t>& shape = {}) {
+inline void ExpectWithin(const float* got, const double* want, const double* allowed, size_t n, const std::string& what,
+                         const std::vector<int64_t>& shape = {}) {
   size_t bad = 0, worst = 0;
   double worst_excess = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < n; ++i) {
@@ -95,30 +95,26 @@ inline void ExpectWithin(const float* got, const double* want, const double* all
     }
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " elements out of tolerance; worst "
-                     << IndexString(worst, shape) << " got " << got[worst] << ", want "
-                     << want[worst] << ", error " << std::fabs(double(got[worst]) - want[worst])
-                     << ", allowed " << allowed[worst];
+                     << IndexString(worst, shape) << " got " << got[worst] << ", want " << want[worst] << ", error "
+                     << std::fabs(double(got[worst]) - want[worst]) << ", allowed " << allowed[worst];
 }
 
 // The same with allowed[i] = abs_tol + rel_tol · |want[i]|.
-inline void ExpectAllNear(const float* got, const double* want, size_t n, double abs_tol,
-                          double rel_tol, const std::string& what,
-                          const std::vector<int64_t>& shape = {}) {
+inline void ExpectAllNear(const float* got, const double* want, size_t n, double abs_tol, double rel_tol,
+                          const std::string& what, const std::vector<int64_t>& shape = {}) {
   std::vector<double> allowed(n);
   for (size_t i = 0; i < n; ++i) allowed[i] = abs_tol + rel_tol * std::fabs(want[i]);
   ExpectWithin(got, want, allowed.data(), n, what, shape);
 }
 
-inline void ExpectAllNear(const std::vector<float>& got, const std::vector<double>& want,
-                          double abs_tol, double rel_tol, const std::string& what,
-                          const std::vector<int64_t>& shape = {}) {
+inline void ExpectAllNear(const std::vector<float>& got, const std::vector<double>& want, double abs_tol,
+                          double rel_tol, const std::string& what, const std::vector<int64_t>& shape = {}) {
   ASSERT_EQ(got.size(), want.size()) << what;
   ExpectAllNear(got.data(), want.data(), got.size(), abs_tol, rel_tol, what, shape);
 }
 
-inline void ExpectAllNear(const std::vector<float>& got, const std::vector<float>& want,
-                          double abs_tol, const std::string& what,
-                          const std::vector<int64_t>& shape = {}) {
+inline void ExpectAllNear(const std::vector<float>& got, const std::vector<float>& want, double abs_tol,
+                          const std::string& what, const std::vector<int64_t>& shape = {}) {
   ExpectAllNear(got, std::vector<double>(want.begin(), want.end()), abs_tol, 0.0, what, shape);
 }
 
@@ -128,9 +124,9 @@ inline void ExpectAllNear(const std::vector<float>& got, const std::vector<float
 // values, out = Σ_t softmax(score)(t) · value(t) over value_dim values. key(t) and
 // value(t) return element j of key / value t as a double. Returns the log-sum-exp of
 // the scores; n = 0 gives out 0 and lse -inf.
-template <typename KeyFn, typename ValueFn>
-double SoftmaxAttendDouble(const float* q, int64_t key_dim, int64_t value_dim, int64_t n,
-                           double scale, KeyFn key, ValueFn value, double* out) {
+template <typename KeyFn, typename ValueFn> double SoftmaxAttendDouble(const float* q, int64_t key_dim,
+                                                                       int64_t value_dim, int64_t n, double scale,
+                                                                       KeyFn key, ValueFn value, double* out) {
   std::fill(out, out + value_dim, 0.0);
   if (n <= 0) return -std::numeric_limits<double>::infinity();
   std::vector<double> s(n);
@@ -166,8 +162,7 @@ inline AttentionDouble CausalAttentionDouble(const CausalAttentionParams& p) {
       a.lse[i * H + h] = SoftmaxAttendDouble(
           p.q + (i * H + h) * dk, dk, dv, visible, p.scale,
           [&](int64_t t, int64_t j) { return double(p.k[(t * H + h) * dk + j]); },
-          [&](int64_t t, int64_t j) { return double(p.v[(t * H + h) * dv + j]); },
-          &a.out[(i * H + h) * dv]);
+          [&](int64_t t, int64_t j) { return double(p.v[(t * H + h) * dv + j]); }, &a.out[(i * H + h) * dv]);
     }
   }
   return a;
@@ -180,8 +175,8 @@ inline AttentionDouble SharedKeyAttentionDouble(const SharedKeyAttentionParams& 
   const auto row = [&p](int64_t t, int64_t j) -> double { return p.rows.At(t, j); };
   AttentionDouble a{std::vector<double>(p.heads * p.value_dim), std::vector<double>(p.heads)};
   for (int64_t h = 0; h < p.heads; ++h) {
-    a.lse[h] = SoftmaxAttendDouble(p.q + h * p.row_dim, p.row_dim, p.value_dim, p.num_rows,
-                                   p.scale, row, row, &a.out[h * p.value_dim]);
+    a.lse[h] = SoftmaxAttendDouble(p.q + h * p.row_dim, p.row_dim, p.value_dim, p.num_rows, p.scale, row, row,
+                                   &a.out[h * p.value_dim]);
   }
   return a;
 }

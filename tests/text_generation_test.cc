@@ -8,12 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/greedy_generate.h"
 #include "engine/engine.h"
 #include "model/deepseek.h"
 #include "run_command.h"
 #include "test_models.h"
 #include "text/tokenizer.h"
+#include "tools/greedy_generate.h"
 
 namespace latte {
 namespace {

@@ -66,9 +66,9 @@ std::vector<Reference> RunReference(const std::string& tokenizer_json, const std
     for (const std::string& t : texts) in << json(t).dump() << "\n";
   }
   int code = 0;
-  const std::string log = RunCommand("node " + kNpmDir + "/tokenize_reference.js " + tokenizer_json + " < " +
-                                         in_path + " > " + out_path + " 2>&1",
-                                     &code);
+  const std::string log = RunCommand(
+      "node " + kNpmDir + "/tokenize_reference.js " + tokenizer_json + " < " + in_path + " > " + out_path + " 2>&1",
+      &code);
   EXPECT_EQ(code, 0) << "tokenize_reference.js failed: " << log << ReadAll(out_path);
   std::vector<Reference> refs;
   std::ifstream out(out_path);
@@ -84,21 +84,130 @@ std::vector<Reference> RunReference(const std::string& tokenizer_json, const std
 // ---- The corpus: deterministic, >= 2000 strings -------------------------------------
 
 const std::vector<std::string>& Atoms() {
-  static const std::vector<std::string> atoms = {
-      "Hello", " world", "The quick brown fox jumps over the lazy dog.", " don't", "I'm", " they'll", "we've",
-      "CamelCaseIdentifier", "snake_case_name", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n ", "    \n",
-      "1", "12", "123", "1234", "3.14159", "2024-06-01", "1,000,000", "0x7fff", "99999999999999999999",
-      "你好，世界！", "我们今天去公园散步。", "中华人民共和国", "こんにちは", "カタカナ", "日本語のテキストです。",
-      "한국어 텍스트", "안녕하세요", "مرحبا بالعالم", "السلام عليكم", "שלום", "Привет, мир", "Ελληνικά",
-      "हिन्दी", "ภาษาไทย", "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "❤️", "🇯🇵", "∑∫√", "©®™", "€$£¥",
-      "e\u0301", "n\u0303", "a\u0308\u0304", "\u00a0", "\u2028", "\u2029", "\u3000", "\ufeff", "\u200b",
-      "\u200d", "\u180e", "\u0085", "\u2009", "\u202f", "\u000b", "\u000c", "<｜begin▁of▁sentence｜>",
-      "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<think>", "</think>",
-      "<｜▁pad▁｜>", "<｜fim▁hole｜>", "<|im_start|>", "<", "｜", "▁", "for (int i = 0; i < n; ++i) {\n\tx[i] = 0;\n}",
-      "def f(x):\n    return x ** 2\n", "#include <vector>", "std::vector<int>", "a+b=c", "!!!", "???", "...",
-      "--", "__init__", "https://example.com/path?q=1&r=2", "user@example.com", "'s", "'S", "'ll", "\"quoted\"",
-      "(parens)", "[brackets]", "{braces}", "$100", "50%", "#hashtag", "@mention", "~tilde", "`code`", "Ġ",
-      "ĊĠ", "\\n", "\\\\", "A", "z", "ß", "İ", "Ǆ", "ﬁ", "Ⅻ", "①", "٣", "½", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "𠀀", "　", "ｱ", "ｶﾀｶﾅ"};
+  static const std::vector<std::string> atoms = {"Hello",
+                                                 " world",
+                                                 "The quick brown fox jumps over the lazy dog.",
+                                                 " don't",
+                                                 "I'm",
+                                                 " they'll",
+                                                 "we've",
+                                                 "CamelCaseIdentifier",
+                                                 "snake_case_name",
+                                                 "  ",
+                                                 "   ",
+                                                 "\t",
+                                                 "\t\t",
+                                                 "\n",
+                                                 "\n\n",
+                                                 "\r\n",
+                                                 " \n ",
+                                                 "    \n",
+                                                 "1",
+                                                 "12",
+                                                 "123",
+                                                 "1234",
+                                                 "3.14159",
+                                                 "2024-06-01",
+                                                 "1,000,000",
+                                                 "0x7fff",
+                                                 "99999999999999999999",
+                                                 "你好，世界！",
+                                                 "我们今天去公园散步。",
+                                                 "中华人民共和国",
+                                                 "こんにちは",
+                                                 "カタカナ",
+                                                 "日本語のテキストです。",
+                                                 "한국어 텍스트",
+                                                 "안녕하세요",
+                                                 "مرحبا بالعالم",
+                                                 "السلام عليكم",
+                                                 "שלום",
+                                                 "Привет, мир",
+                                                 "Ελληνικά",
+                                                 "हिन्दी",
+                                                 "ภาษาไทย",
+                                                 "😀",
+                                                 "👍🏽",
+                                                 "👨‍👩‍👧‍👦",
+                                                 "🏳️‍🌈",
+                                                 "❤️",
+                                                 "🇯🇵",
+                                                 "∑∫√",
+                                                 "©®™",
+                                                 "€$£¥",
+                                                 "e\u0301",
+                                                 "n\u0303",
+                                                 "a\u0308\u0304",
+                                                 "\u00a0",
+                                                 "\u2028",
+                                                 "\u2029",
+                                                 "\u3000",
+                                                 "\ufeff",
+                                                 "\u200b",
+                                                 "\u200d",
+                                                 "\u180e",
+                                                 "\u0085",
+                                                 "\u2009",
+                                                 "\u202f",
+                                                 "\u000b",
+                                                 "\u000c",
+                                                 "<｜begin▁of▁sentence｜>",
+                                                 "<｜end▁of▁sentence｜>",
+                                                 "<｜User｜>",
+                                                 "<｜Assistant｜>",
+                                                 "<｜tool▁calls▁begin｜>",
+                                                 "<think>",
+                                                 "</think>",
+                                                 "<｜▁pad▁｜>",
+                                                 "<｜fim▁hole｜>",
+                                                 "<|im_start|>",
+                                                 "<",
+                                                 "｜",
+                                                 "▁",
+                                                 "for (int i = 0; i < n; ++i) {\n\tx[i] = 0;\n}",
+                                                 "def f(x):\n    return x ** 2\n",
+                                                 "#include <vector>",
+                                                 "std::vector<int>",
+                                                 "a+b=c",
+                                                 "!!!",
+                                                 "???",
+                                                 "...",
+                                                 "--",
+                                                 "__init__",
+                                                 "https://example.com/path?q=1&r=2",
+                                                 "user@example.com",
+                                                 "'s",
+                                                 "'S",
+                                                 "'ll",
+                                                 "\"quoted\"",
+                                                 "(parens)",
+                                                 "[brackets]",
+                                                 "{braces}",
+                                                 "$100",
+                                                 "50%",
+                                                 "#hashtag",
+                                                 "@mention",
+                                                 "~tilde",
+                                                 "`code`",
+                                                 "Ġ",
+                                                 "ĊĠ",
+                                                 "\\n",
+                                                 "\\\\",
+                                                 "A",
+                                                 "z",
+                                                 "ß",
+                                                 "İ",
+                                                 "Ǆ",
+                                                 "ﬁ",
+                                                 "Ⅻ",
+                                                 "①",
+                                                 "٣",
+                                                 "½",
+                                                 "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+                                                 "𠀀",
+                                                 "　",
+                                                 "ｱ",
+                                                 "ｶﾀｶﾅ"};
   return atoms;
 }
 
@@ -106,11 +215,10 @@ const std::vector<std::string>& Atoms() {
 // stable for years (PCRE2 and Oniguruma may ship different Unicode versions).
 std::string RandomChar(std::mt19937& rng) {
   static const std::pair<uint32_t, uint32_t> ranges[] = {
-      {0x20, 0x7e},     {0xa0, 0x24f},    {0x370, 0x3ff},   {0x400, 0x4ff},   {0x590, 0x5ff},
-      {0x600, 0x6ff},   {0x900, 0x97f},   {0xe00, 0xe5b},   {0x1100, 0x11ff}, {0x2000, 0x206f},
-      {0x20a0, 0x20bf}, {0x2100, 0x214f}, {0x2190, 0x23ff}, {0x2500, 0x27bf}, {0x3000, 0x303f},
-      {0x3041, 0x3096}, {0x30a0, 0x30ff}, {0x4e00, 0x9fa5}, {0xac00, 0xd7a3}, {0xff01, 0xff60},
-      {0x1f300, 0x1f64f}, {0x1f680, 0x1f6c5}, {0x0300, 0x036f}, {0x9, 0xd}};
+      {0x20, 0x7e},     {0xa0, 0x24f},    {0x370, 0x3ff},     {0x400, 0x4ff},     {0x590, 0x5ff},   {0x600, 0x6ff},
+      {0x900, 0x97f},   {0xe00, 0xe5b},   {0x1100, 0x11ff},   {0x2000, 0x206f},   {0x20a0, 0x20bf}, {0x2100, 0x214f},
+      {0x2190, 0x23ff}, {0x2500, 0x27bf}, {0x3000, 0x303f},   {0x3041, 0x3096},   {0x30a0, 0x30ff}, {0x4e00, 0x9fa5},
+      {0xac00, 0xd7a3}, {0xff01, 0xff60}, {0x1f300, 0x1f64f}, {0x1f680, 0x1f6c5}, {0x0300, 0x036f}, {0x9, 0xd}};
   const auto& [lo, hi] = ranges[rng() % std::size(ranges)];
   const uint32_t cp = lo + rng() % (hi - lo + 1);
   std::string s;
@@ -120,9 +228,9 @@ std::string RandomChar(std::mt19937& rng) {
 
 // Breaks UTF-8: a cut character, a stray continuation byte, an overlong, a surrogate...
 std::string InvalidBytes(std::mt19937& rng) {
-  static const std::vector<std::string> bad = {"\xff", "\xfe", "\x80", "\xbf", "\xc0\xaf", "\xe0\x80\x80",
-                                               "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe4\xbd", "\xf0\x9f\x98",
-                                               "\xc3", "\xf8\x88\x80\x80\x80"};
+  static const std::vector<std::string> bad = {"\xff",     "\xfe",         "\x80",         "\xbf",
+                                               "\xc0\xaf", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                               "\xe4\xbd", "\xf0\x9f\x98", "\xc3",         "\xf8\x88\x80\x80\x80"};
   return bad[rng() % bad.size()];
 }
 
@@ -141,9 +249,12 @@ std::vector<std::string> Corpus() {
     const int parts = 1 + static_cast<int>(rng() % 12);
     for (int p = 0; p < parts; ++p) {
       const uint32_t kind = rng() % 10;
-      if (kind < 6) s += Atoms()[rng() % Atoms().size()];
-      else if (kind < 9) s += RandomChar(rng);
-      else s += std::string(1 + rng() % 5, " \t\n"[rng() % 3]);
+      if (kind < 6)
+        s += Atoms()[rng() % Atoms().size()];
+      else if (kind < 9)
+        s += RandomChar(rng);
+      else
+        s += std::string(1 + rng() % 5, " \t\n"[rng() % 3]);
     }
     if (corpus.size() % 10 == 0) s.insert(rng() % (s.size() + 1), InvalidBytes(rng));
     corpus.push_back(s);
@@ -256,7 +367,7 @@ TEST(Tokenizer, DeepSeekV3KnownIdsAndSpecials) {
   const Tokenizer& t = *tok.value();
   EXPECT_EQ(t.bos_id(), 0);
   EXPECT_EQ(t.eos_id(), 1);
-  EXPECT_EQ(t.vocab_size(), 128815);  // the last added token is 128814
+  EXPECT_EQ(t.vocab_size(), 128815);                                        // the last added token is 128814
   EXPECT_EQ(t.Encode("Hello world"), (std::vector<int32_t>{19923, 2058}));  // no BOS
   EXPECT_EQ(t.Encode("<｜User｜>hi 12345"), (std::vector<int32_t>{128803, 6366, 223, 6895, 1883}));
   EXPECT_TRUE(t.IsSpecial(0));
@@ -266,7 +377,9 @@ TEST(Tokenizer, DeepSeekV3KnownIdsAndSpecials) {
   EXPECT_EQ(t.IdToToken(2058), "Ġworld");
   EXPECT_EQ(t.Encode(""), std::vector<int32_t>{});
   // An invalid byte is its own byte-level token; the text around it encodes as usual.
-  const auto ids = t.Encode("a\xff" "b");
+  const auto ids = t.Encode(
+      "a\xff"
+      "b");
   EXPECT_EQ(ids, (std::vector<int32_t>{*t.TokenToId("a"), *t.TokenToId("ÿ"), *t.TokenToId("b")}));
 }
 
@@ -275,7 +388,8 @@ TEST(Tokenizer, StreamingDetokenizerMatchesDecode) {
   ASSERT_TRUE(tok.ok()) << tok.status().message();
   size_t held_back = 0;
   std::vector<std::string> corpus = Corpus();
-  corpus.push_back("👨‍👩‍👧‍👦🏳️‍🌈𝔘𝔫𝔦" + std::string("\xf0\x9f\x98"));  // ends inside a character
+  corpus.push_back("👨‍👩‍👧‍👦🏳️‍🌈𝔘𝔫𝔦" +
+                   std::string("\xf0\x9f\x98"));  // ends inside a character
   for (const std::string& s : corpus) {
     const std::vector<int32_t> ids = tok.value()->Encode(s);
     for (bool skip : {false, true}) {
@@ -328,11 +442,20 @@ TEST(Tokenizer, ByteFallbackMatchesHuggingFace) {
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     vocab[name] = 5 + b;
   }
-  json j = {{"version", "1.0"}, {"added_tokens", json::array()}, {"normalizer", nullptr},
-            {"pre_tokenizer", nullptr}, {"post_processor", nullptr},
-            {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
-            {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true}, {"fuse_unk", false},
-                       {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"})})}}}};
+  json j = {
+      {"version", "1.0"},
+      {"added_tokens", json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
+      {"model",
+       {{"type", "BPE"},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true},
+        {"fuse_unk", false},
+        {"vocab", vocab},
+        {"merges", json::array({json::array({"a", "b"})})}}}};
   const std::string path = testing_models::TempRoot() + "/byte_fallback.json";
   std::ofstream(path) << j.dump();
   auto tok = Tokenizer::FromFile(path);
@@ -402,16 +525,14 @@ TEST(TokenizeCli, BadLineNamesItsNumber) {
   const std::string in = testing_models::TempRoot() + "/cli_bad.jsonl";
   std::ofstream(in) << "\"ok\"\nnot json\n\"never reached\"\n";
   int code = 0;
-  const std::string out = RunCommand(std::string(LATTE_BINARY) + " tokenize --tokenizer " + kDeepSeekJson + " < " +
-                                         in + " 2>&1",
-                                     &code);
+  const std::string out =
+      RunCommand(std::string(LATTE_BINARY) + " tokenize --tokenizer " + kDeepSeekJson + " < " + in + " 2>&1", &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("stdin line 2: not valid JSON"), std::string::npos) << out;
   EXPECT_EQ(out.find("never"), std::string::npos);
   std::ofstream(in) << "[1, -5]\n";
-  const std::string out2 = RunCommand(std::string(LATTE_BINARY) + " tokenize --decode --tokenizer " + kDeepSeekJson +
-                                          " < " + in + " 2>&1",
-                                      &code);
+  const std::string out2 = RunCommand(
+      std::string(LATTE_BINARY) + " tokenize --decode --tokenizer " + kDeepSeekJson + " < " + in + " 2>&1", &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out2.find("stdin line 1:"), std::string::npos) << out2;
 }

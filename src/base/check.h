@@ -18,10 +18,9 @@
 
 namespace latte::check_internal {
 
-template <typename... Pieces>
-[[noreturn]] [[gnu::cold]] [[gnu::noinline]] void Fail(const char* file, int line,
-                                                        const char* condition,
-                                                        const Pieces&... pieces) {
+template <typename... Pieces> [[noreturn]] [[gnu::cold]] [[gnu::noinline]] void Fail(const char* file, int line,
+                                                                                     const char* condition,
+                                                                                     const Pieces&... pieces) {
   std::ostringstream message;
   static_cast<void>((message << ... << pieces));
   std::cerr << file << ":" << line << ": check failed: " << condition;
@@ -32,11 +31,11 @@ template <typename... Pieces>
 
 }  // namespace latte::check_internal
 
-#define LATTE_CHECK(condition, ...)                                                        \
-  do {                                                                                     \
-    if (!(condition)) [[unlikely]] {                                                       \
+#define LATTE_CHECK(condition, ...)                                                             \
+  do {                                                                                          \
+    if (!(condition)) [[unlikely]] {                                                            \
       ::latte::check_internal::Fail(__FILE__, __LINE__, #condition __VA_OPT__(, ) __VA_ARGS__); \
-    }                                                                                      \
+    }                                                                                           \
   } while (0)
 
 #if !defined(NDEBUG) || defined(LATTE_SANITIZE)
@@ -44,8 +43,8 @@ template <typename... Pieces>
 #define LATTE_DCHECK(condition, ...) LATTE_CHECK(condition __VA_OPT__(, ) __VA_ARGS__)
 #else
 #define LATTE_DCHECK_IS_ON 0
-#define LATTE_DCHECK(condition, ...)                                  \
-  do {                                                                \
+#define LATTE_DCHECK(condition, ...)                                        \
+  do {                                                                      \
     if constexpr (false) LATTE_CHECK(condition __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 #endif

@@ -26,8 +26,6 @@ CpuFeatures& Mutable() {
 
 const CpuFeatures& GetCpuFeatures() { return Mutable(); }
 
-void SetPortableKernelsForTesting(bool portable) {
-  Mutable() = portable ? CpuFeatures{} : Detect();
-}
+void SetPortableKernelsForTesting(bool portable) { Mutable() = portable ? CpuFeatures{} : Detect(); }
 
 }  // namespace latte

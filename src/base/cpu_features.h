@@ -5,7 +5,7 @@
 namespace latte {
 
 struct CpuFeatures {
-  bool avx512f = false;   // with BW/DQ/VL: the 16-float register path
+  bool avx512f = false;      // with BW/DQ/VL: the 16-float register path
   bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products in one instruction
 };
 

@@ -62,7 +62,10 @@ uint16_t F32ToF16(float f) {
   const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
   uint32_t mant = static_cast<uint32_t>(std::nearbyint((m * 2.0f - 1.0f) * 1024.0f));
   int exp16 = e - 1 + 15;
-  if (mant == 1024) { mant = 0; ++exp16; }
+  if (mant == 1024) {
+    mant = 0;
+    ++exp16;
+  }
   if (exp16 >= 31) return sign | 0x7c00u;
   return sign | static_cast<uint16_t>(exp16 << 10) | static_cast<uint16_t>(mant);
 }

@@ -16,8 +16,7 @@ void* AllocateHugePageRegion(size_t bytes, bool zero_fill) {
   if (bytes == 0) return nullptr;
   const size_t size = Rounded(bytes);
   // Over-allocate by one huge page, then trim both ends to a 2 MiB boundary.
-  void* raw = ::mmap(nullptr, size + kHugePageBytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw = ::mmap(nullptr, size + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;

@@ -23,7 +23,14 @@ Status WriteNpyF32(const std::string& path, const std::vector<int64_t>& shape, c
   header += '\n';
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
   if (!f) return Status::Error(path + ": cannot open for writing");
-  const uint8_t preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const uint8_t preamble[10] = {0x93,
+                                'N',
+                                'U',
+                                'M',
+                                'P',
+                                'Y',
+                                1,
+                                0,
                                 static_cast<uint8_t>(header.size() & 0xff),
                                 static_cast<uint8_t>(header.size() >> 8)};
   bool ok = std::fwrite(preamble, 1, 10, f.get()) == 10 &&

@@ -35,8 +35,7 @@ struct RowRange {
 // evenly as they divide. Contiguous so each core streams its own part of a matrix.
 inline RowRange SplitRows(int64_t rows, int64_t group, int64_t thread, int64_t threads) {
   const int64_t groups = (rows + group - 1) / group;
-  return {std::min(rows, groups * thread / threads * group),
-          std::min(rows, groups * (thread + 1) / threads * group)};
+  return {std::min(rows, groups * thread / threads * group), std::min(rows, groups * (thread + 1) / threads * group)};
 }
 
 // The calling thread's share (SplitRows) inside an OpenMP parallel region.
@@ -46,8 +45,7 @@ inline RowRange ThisThreadRows(int64_t rows, int64_t group = 1) {
 
 // fn(RowRange) over rows [0, rows): once with all of them when !parallel, else in a
 // new parallel region, once per thread with its ThisThreadRows(rows, group) share.
-template <typename Fn>
-void SplitRowsOverThreads(bool parallel, int64_t rows, int64_t group, Fn&& fn) {
+template <typename Fn> void SplitRowsOverThreads(bool parallel, int64_t rows, int64_t group, Fn&& fn) {
   if (!parallel) {
     fn(RowRange{0, rows});
     return;

@@ -11,8 +11,7 @@ namespace latte {
 // v.data() with room for at least n elements. Capacity grows by half again at
 // least, so a size that creeps up by one per decode step (a score row over the
 // growing context) reallocates O(log n) times per sequence, not once per token.
-template <typename T>
-T* Grow(std::vector<T>& v, int64_t n) {
+template <typename T> T* Grow(std::vector<T>& v, int64_t n) {
   const size_t want = static_cast<size_t>(std::max<int64_t>(n, 0));
   if (v.size() < want) {
     if (v.capacity() < want) v.reserve(std::max(want, v.capacity() + v.capacity() / 2));

@@ -29,10 +29,9 @@ class Status {
   std::string message_;
 };
 
-template <typename T>
-class Result {
+template <typename T> class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {}  // NOLINT: must be an error
 
   bool ok() const { return std::holds_alternative<T>(value_); }
@@ -54,17 +53,16 @@ class Result {
 }  // namespace latte
 
 // Returns early from the enclosing function when `expr` (a Status) failed.
-#define LATTE_RETURN_IF_ERROR(expr)          \
-  do {                                       \
-    ::latte::Status latte_status_ = (expr);  \
+#define LATTE_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::latte::Status latte_status_ = (expr);        \
     if (!latte_status_.ok()) return latte_status_; \
   } while (0)
 
 #define LATTE_CONCAT_INNER(a, b) a##b
 #define LATTE_CONCAT(a, b) LATTE_CONCAT_INNER(a, b)
 // Declares `lhs` from a Result<T>, returning the error from the enclosing function.
-#define LATTE_ASSIGN_OR_RETURN(lhs, expr)                          \
-  auto LATTE_CONCAT(latte_result_, __LINE__) = (expr);             \
-  if (!LATTE_CONCAT(latte_result_, __LINE__).ok())                 \
-    return LATTE_CONCAT(latte_result_, __LINE__).status();         \
+#define LATTE_ASSIGN_OR_RETURN(lhs, expr)                                                                 \
+  auto LATTE_CONCAT(latte_result_, __LINE__) = (expr);                                                    \
+  if (!LATTE_CONCAT(latte_result_, __LINE__).ok()) return LATTE_CONCAT(latte_result_, __LINE__).status(); \
   lhs = std::move(LATTE_CONCAT(latte_result_, __LINE__)).value()

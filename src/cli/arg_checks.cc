@@ -80,13 +80,12 @@ CLI::Validator IntIn(int64_t lo, int64_t hi) {
 }
 
 CLI::Validator NumberIn(double lo, double hi, bool lo_open, bool hi_open) {
-  const std::string range =
-      std::string(lo_open ? "(" : "[") + Number(lo) + ", " + Number(hi) + (hi_open ? ")" : "]");
+  const std::string range = std::string(lo_open ? "(" : "[") + Number(lo) + ", " + Number(hi) + (hi_open ? ")" : "]");
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         double v = 0;
-        const bool ok = ParseNumber(text, &v) && std::isfinite(v) && (lo_open ? v > lo : v >= lo) &&
-                        (hi_open ? v < hi : v <= hi);
+        const bool ok =
+            ParseNumber(text, &v) && std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
         return ok ? "" : "must be in " + range + ", got " + Quoted(text);
       },
       "in " + range);
@@ -108,17 +107,12 @@ CLI::Validator OneOf(std::vector<std::string> values) {
 }
 
 CLI::Option* AddThreadsOption(CLI::App& cmd, int& threads) {
-  return cmd.add_option("-t,--threads", threads, "Compute threads (default: every core)")
-      ->check(IntIn(1, kMaxThreads));
+  return cmd.add_option("-t,--threads", threads, "Compute threads (default: every core)")->check(IntIn(1, kMaxThreads));
 }
 
 void AddRenamedFlag(CLI::App& cmd, const std::string& old_name, const std::string& now) {
   cmd.add_option_function<std::string>(
-         old_name,
-         [old_name, now](const std::string&) {
-           throw CLI::ValidationError(old_name, "is now " + now);
-         },
-         "")
+         old_name, [old_name, now](const std::string&) { throw CLI::ValidationError(old_name, "is now " + now); }, "")
       ->group("")
       ->allow_extra_args(false);
 }
@@ -222,7 +216,8 @@ std::string ParseErrorMessage(const CLI::App& root, const CLI::Error& e) {
   if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
     // "--threads: must be ..." -> "--threads must be ...".
     const size_t colon = what.find(": ");
-    if (colon != std::string::npos && what[0] == '-') return prefix + what.substr(0, colon) + " " + what.substr(colon + 2);
+    if (colon != std::string::npos && what[0] == '-')
+      return prefix + what.substr(0, colon) + " " + what.substr(colon + 2);
     return prefix + what;
   }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {

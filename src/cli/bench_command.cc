@@ -78,18 +78,23 @@ void PrintPoint(const AttentionBenchPoint& p, void* user) {
   ctx.points.push_back(p);
   const bool json = ctx.json;
   if (json) {
-    nlohmann::json j = {{"mode", MlaModeName(p.mode)},   {"batch", p.batch},
-                        {"context", p.context},          {"ms_per_step", p.ms_per_step},
-                        {"steps", p.steps},              {"weight_bytes", p.weight_bytes},
-                        {"kv_bytes", p.kv_bytes},        {"flops", p.flops},
-                        {"achieved_gbps", p.achieved_gbps}, {"achieved_gflops", p.achieved_gflops},
-                        {"threads", omp_get_max_threads()}, {"machine_read_gbps", ctx.peaks.read_gbps}};
+    nlohmann::json j = {{"mode", MlaModeName(p.mode)},
+                        {"batch", p.batch},
+                        {"context", p.context},
+                        {"ms_per_step", p.ms_per_step},
+                        {"steps", p.steps},
+                        {"weight_bytes", p.weight_bytes},
+                        {"kv_bytes", p.kv_bytes},
+                        {"flops", p.flops},
+                        {"achieved_gbps", p.achieved_gbps},
+                        {"achieved_gflops", p.achieved_gflops},
+                        {"threads", omp_get_max_threads()},
+                        {"machine_read_gbps", ctx.peaks.read_gbps}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%-13s %6lld %8lld %11.3f %14.1f %12.1f %10.1f %10.1f\n",
-                std::string(MlaModeName(p.mode)).c_str(), static_cast<long long>(p.batch),
-                static_cast<long long>(p.context), p.ms_per_step, p.weight_bytes / 1e6, p.flops / 1e9,
-                p.achieved_gbps, p.achieved_gflops);
+    std::printf("%-13s %6lld %8lld %11.3f %14.1f %12.1f %10.1f %10.1f\n", std::string(MlaModeName(p.mode)).c_str(),
+                static_cast<long long>(p.batch), static_cast<long long>(p.context), p.ms_per_step, p.weight_bytes / 1e6,
+                p.flops / 1e9, p.achieved_gbps, p.achieved_gflops);
   }
   std::fflush(stdout);
 }
@@ -136,9 +141,9 @@ void PrintCorePoint(const AttentionCorePoint& p, void* user) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%6lld %8lld %11.3f %12.1f %12.2f %10.1f %10.1f %10.1f%% %10.1f%% %6s\n",
-                static_cast<long long>(p.batch), static_cast<long long>(p.context), p.ms_per_step,
-                p.kv_bytes / 1e6, p.flops / 1e9, p.achieved_gbps, p.achieved_gflops,
-                100.0 * r.flops_fraction, 100.0 * r.bytes_fraction, r.bytes_bind ? "bytes" : "FLOPs");
+                static_cast<long long>(p.batch), static_cast<long long>(p.context), p.ms_per_step, p.kv_bytes / 1e6,
+                p.flops / 1e9, p.achieved_gbps, p.achieved_gflops, 100.0 * r.flops_fraction, 100.0 * r.bytes_fraction,
+                r.bytes_bind ? "bytes" : "FLOPs");
   }
   std::fflush(stdout);
 }
@@ -154,7 +159,8 @@ Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
   AttentionBenchOptions options;
   for (const std::string& m : args.modes) options.modes.push_back(*ParseMlaMode(m));  // checked by the parser
   for (int64_t c : args.contexts) {  // a step at context C attends C + 1 rows
-    LATTE_RETURN_IF_ERROR(CheckContextLength(config, c + 1, "--context " + std::to_string(c) + " plus the decoded token"));
+    LATTE_RETURN_IF_ERROR(
+        CheckContextLength(config, c + 1, "--context " + std::to_string(c) + " plus the decoded token"));
   }
   options.batches = args.batches;
   options.contexts = args.contexts;
@@ -169,14 +175,13 @@ Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
     std::printf("machine (measured now, %d threads): read %.1f GB/s, bf16 ", omp_get_max_threads(),
                 ctx.peaks.read_gbps);
     PrintComputePeaks(ctx.peaks);
-    const std::string layout = args.block_size > 0 ? "in shuffled blocks of " + std::to_string(args.block_size) +
-                                                         " tokens"
-                                                   : "contiguous";
+    const std::string layout =
+        args.block_size > 0 ? "in shuffled blocks of " + std::to_string(args.block_size) + " tokens" : "contiguous";
     std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, bf16 latent cache %s, %d threads\n",
                 static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_attention_heads),
                 static_cast<long long>(config.kv_lora_rank), layout.c_str(), omp_get_max_threads());
-    std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s\n", "mode", "batch", "context", "ms/step",
-                "weight MB/step", "GFLOP/step", "GB/s", "GFLOP/s");
+    std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s\n", "mode", "batch", "context", "ms/step", "weight MB/step",
+                "GFLOP/step", "GB/s", "GFLOP/s");
   }
   LATTE_RETURN_IF_ERROR(RunAttentionBenchmark(config, options, &PrintPoint, &ctx));
   if (!args.json) PrintRatios(ctx.points);
@@ -187,10 +192,12 @@ Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
     ctx.peaks.bf16_gflops = std::max(*ctx.peaks.bf16_gflops, *again);
   }
   if (!args.json) {
-    if (ctx.peaks.bf16_gflops) std::printf("\nbf16 peak (larger of two probes): %.1f GFLOP/s\n", *ctx.peaks.bf16_gflops);
-    std::printf("attention core alone (absorbed/materialized decode: %lld heads over the bf16 latent rows, "
-                "split over %d threads by context)\n",
-                static_cast<long long>(config.num_attention_heads), omp_get_max_threads());
+    if (ctx.peaks.bf16_gflops)
+      std::printf("\nbf16 peak (larger of two probes): %.1f GFLOP/s\n", *ctx.peaks.bf16_gflops);
+    std::printf(
+        "attention core alone (absorbed/materialized decode: %lld heads over the bf16 latent rows, "
+        "split over %d threads by context)\n",
+        static_cast<long long>(config.num_attention_heads), omp_get_max_threads());
     std::printf("%6s %8s %11s %12s %12s %10s %10s %11s %11s %6s\n", "batch", "context", "ms/step", "KV MB/step",
                 "GFLOP/step", "KV GB/s", "GFLOP/s", "FLOP peak", "read BW", "bound");
   }
@@ -355,8 +362,8 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
   // Every test fits in the model's context before the probe runs or a weight loads.
   LATTE_ASSIGN_OR_RETURN(const ModelPreview preview, PreviewModel(args.model));
-  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"},
-                                     "on a checkpoint without fp8 weights"));
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
   SetThreads(args.threads);
   ModelPrintContext ctx;
@@ -369,12 +376,13 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   ctx.peaks = ProbeMachine(probe);
   if (!args.json) {
     std::printf("model %s, %d threads, weights %s%s\n", args.model.c_str(), ctx.threads,
-                args.huge_pages ? "on 2 MiB pages" : "mmapped", *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
+                args.huge_pages ? "on 2 MiB pages" : "mmapped",
+                *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
     std::printf("machine (measured now): read %.1f GB/s (4 KiB pages: %.1f), bf16 ", ctx.peaks.read_gbps,
                 ctx.peaks.read_gbps_small_pages);
     PrintComputePeaks(ctx.peaks);
-    PrintModelRow({"mla_mode", "threads", "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s",
-                   "roofline"});
+    PrintModelRow(
+        {"mla_mode", "threads", "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline"});
     PrintModelRow(std::vector<std::string>(10, ""), '-');
   }
   return RunModelBenchmark(options, &PrintModelResult, &ctx);
@@ -388,8 +396,8 @@ struct EngineArgs {
 
 Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
   LATTE_ASSIGN_OR_RETURN(ModelPreview preview, PreviewModel(args.engine.model));
-  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"},
-                                     "on a checkpoint without fp8 weights"));
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckContextLength(preview.config, args.bench.input_len + args.bench.output_len,
                                            "--input-len (" + std::to_string(args.bench.input_len) +
                                                ") plus --output-len (" + std::to_string(args.bench.output_len) + ")"));
@@ -447,7 +455,9 @@ void AddBenchCommand(CLI::App& app) {
 
   auto attn = std::make_shared<AttnArgs>();
   CLI::App* cmd = bench->add_subcommand("attn", "One MLA layer's decode step in each mode, random weights");
-  cmd->add_option("--preset", attn->preset, "Preset: " + PresetList())->check(OneOf(PresetNames()))->capture_default_str();
+  cmd->add_option("--preset", attn->preset, "Preset: " + PresetList())
+      ->check(OneOf(PresetNames()))
+      ->capture_default_str();
   cmd->add_option("--config", attn->config, "A config.json instead of a preset");
   cmd->add_option("--batch", attn->batches, "Sequences decoding together (list: 1,16 or repeated)")
       ->check(IntIn(1, 1024))

@@ -48,9 +48,9 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "engine/memory_plan.h"
-#include "model/kv_cache.h"
 #include "model/config.h"
 #include "model/cost_model.h"
+#include "model/kv_cache.h"
 #include "model/presets.h"
 
 namespace latte::cli {
@@ -141,7 +141,8 @@ CalcReport BuildReport(std::string source, const ModelConfig& config, const Calc
     r.fit_absorbed = FitKvCache(*r.memory_bytes, r.per_gpu_absorbed, r.kv.latent_model);
     r.fit_materialized = FitKvCache(*r.memory_bytes, r.per_gpu_materialized, r.kv.latent_model);
     EngineFit e;
-    e.scratch_bytes = EngineScratchBytes(config, options.scheduler, options.threads > 0 ? options.threads : omp_get_max_threads());
+    e.scratch_bytes =
+        EngineScratchBytes(config, options.scheduler, options.threads > 0 ? options.threads : omp_get_max_threads());
     e.block_bytes = KvCache::BlockBytes(config.num_hidden_layers, config.LatentDim(), options.block_size, DType::kBF16);
     for (MlaMode mode : {MlaMode::kNaive, MlaMode::kAbsorbed, MlaMode::kMaterialized}) {
       const int64_t weights = HeldWeightBytes(config, mode);
@@ -247,9 +248,7 @@ void PrintWeights(const CalcReport& r) {
     cells.push_back(Commas(field(costs.model_params)));
     t.Row(cells);
   };
-  auto get = [](int64_t WeightComponents::*f) {
-    return [f](const WeightComponents& w) { return w.*f; };
-  };
+  auto get = [](int64_t WeightComponents::*f) { return [f](const WeightComponents& w) { return w.*f; }; };
   row("  attention (checkpoint)", naive, get(&WeightComponents::attention), true);
   row("  dense MLP", naive, get(&WeightComponents::dense_mlp), true);
   row("  routed experts", naive, get(&WeightComponents::routed_experts), true);
@@ -257,10 +256,10 @@ void PrintWeights(const CalcReport& r) {
   row("  router", naive, get(&WeightComponents::router), true);
   row("  norms", naive, get(&WeightComponents::norms), true);
   row("  embeddings + lm_head", naive, get(&WeightComponents::embeddings), false);
-  row("  checkpoint total", naive, [](const WeightComponents& w) { return w.Checkpoint(); }, true);
+  row(
+      "  checkpoint total", naive, [](const WeightComponents& w) { return w.Checkpoint(); }, true);
   row("  + kv_b_proj as bf16 (fp8 only; all modes)", naive, get(&WeightComponents::kv_b_bf16), true);
-  row("  + W_UK^T bf16 copy (absorbed, materialized)", absorbed, get(&WeightComponents::w_uk_t),
-      true);
+  row("  + W_UK^T bf16 copy (absorbed, materialized)", absorbed, get(&WeightComponents::w_uk_t), true);
   row("  + W_Q_UK + W_UV_O bf16 (materialized)", mat, get(&WeightComponents::materialized), true);
   auto total = [](const WeightComponents& w) { return w.Total(); };
   row("naive total", naive, total, true);
@@ -285,8 +284,7 @@ void PrintMaterializeExtra(const CalcReport& r) {
   t.Row({"Extra bytes of materializing (W_Q_UK + W_UV_O, bf16)", "bytes", "GB"});
   t.Row({"  per layer", Commas(r.extra.per_layer), Gb(r.extra.per_layer)});
   t.Row({"  whole model", Commas(r.extra.whole_model), Gb(r.extra.whole_model)});
-  t.Row({"  per GPU, TP " + tp + " (heads sharded: / " + tp + ")", Commas(r.extra.per_gpu_tp),
-         Gb(r.extra.per_gpu_tp)});
+  t.Row({"  per GPU, TP " + tp + " (heads sharded: / " + tp + ")", Commas(r.extra.per_gpu_tp), Gb(r.extra.per_gpu_tp)});
   t.Row({"  per GPU, DP attention (replicated: x 1 per replica)", Commas(r.extra.per_gpu_dp_attention),
          Gb(r.extra.per_gpu_dp_attention)});
   t.Print();
@@ -297,8 +295,7 @@ void PrintFlops(const CalcReport& r) {
   const int64_t context = r.options.context;
   const std::string c = std::to_string(context);
   Table t;
-  t.Row({"Decode FLOPs per token, attention projections (after c_q, before residual)", "per layer",
-         "whole model", ""});
+  t.Row({"Decode FLOPs per token, attention projections (after c_q, before residual)", "per layer", "whole model", ""});
   auto row = [&](const std::string& label, int64_t per_layer) {
     t.Row({label, Commas(per_layer), Commas(per_layer * layers), Flop(per_layer * layers)});
   };
@@ -308,12 +305,12 @@ void PrintFlops(const CalcReport& r) {
   row("    of which 2(q_b + o_proj)", r.decode.naive_fixed);
   row("    of which kv_b decompression, per cached token", r.decode.naive_per_cached_token);
   if (r.decode.absorbed > 0) {
-    t.Row({"  materialized / absorbed: " +
-           Fixed(static_cast<double>(r.decode.materialized) / r.decode.absorbed, 2) + "x"});
+    t.Row({"  materialized / absorbed: " + Fixed(static_cast<double>(r.decode.materialized) / r.decode.absorbed, 2) +
+           "x"});
   }
   t.Row({""});
-  t.Row({"Attention-core FLOPs per token (scores + weighted sum)", "per cached token, layer",
-         "whole model, C=" + c, ""});
+  t.Row(
+      {"Attention-core FLOPs per token (scores + weighted sum)", "per cached token, layer", "whole model, C=" + c, ""});
   auto core = [&](const std::string& label, int64_t per_cached) {
     const int64_t at_c = per_cached * layers * context;
     t.Row({label, Commas(per_cached), Commas(at_c), Flop(at_c)});
@@ -327,12 +324,10 @@ void PrintKv(const CalcReport& r) {
   Table t;
   t.Row({"KV cache bytes per token (bf16)", "per layer", "whole model"});
   t.Row({"  latent MLA cache: (d_c+d_r)*2", Commas(r.kv.latent_per_layer), Commas(r.kv.latent_model)});
-  t.Row({"  plain MHA cache, for comparison: H(d_n+d_r+d_v)*2", Commas(r.kv.mha_per_layer),
-         Commas(r.kv.mha_model)});
+  t.Row({"  plain MHA cache, for comparison: H(d_n+d_r+d_v)*2", Commas(r.kv.mha_per_layer), Commas(r.kv.mha_model)});
   t.Print();
   if (r.kv.latent_model > 0) {
-    std::printf("  MHA / latent: %sx\n",
-                Fixed(static_cast<double>(r.kv.mha_model) / r.kv.latent_model, 1).c_str());
+    std::printf("  MHA / latent: %sx\n", Fixed(static_cast<double>(r.kv.mha_model) / r.kv.latent_model, 1).c_str());
   }
 }
 
@@ -340,12 +335,12 @@ void PrintFit(const CalcReport& r) {
   std::string layout = "TP " + std::to_string(r.options.tp);
   if (r.options.dp_attention) layout += ", DP attention";
   Table t;
-  t.Row({"KV tokens per GPU in " + Fixed(*r.options.memory_gb, 2) + " GB (" + layout + ")",
-         "weight bytes", "free bytes", "tokens"});
+  t.Row({"KV tokens per GPU in " + Fixed(*r.options.memory_gb, 2) + " GB (" + layout + ")", "weight bytes",
+         "free bytes", "tokens"});
   t.Row({"  absorbed", Commas(r.fit_absorbed.weight_bytes), Commas(r.fit_absorbed.free_bytes),
          Commas(r.fit_absorbed.tokens)});
-  t.Row({"  materialized", Commas(r.fit_materialized.weight_bytes),
-         Commas(r.fit_materialized.free_bytes), Commas(r.fit_materialized.tokens)});
+  t.Row({"  materialized", Commas(r.fit_materialized.weight_bytes), Commas(r.fit_materialized.free_bytes),
+         Commas(r.fit_materialized.tokens)});
   t.Print();
   if (r.fit_absorbed.free_bytes <= 0) {
     std::printf("  the weights alone exceed %s GB per GPU in both modes: raise --tp or --memory-gb\n",
@@ -354,51 +349,52 @@ void PrintFit(const CalcReport& r) {
     std::printf("  absorbed / materialized tokens: materialized fits no KV cache\n");
   } else {
     std::printf("  absorbed / materialized tokens: %sx\n",
-                Fixed(static_cast<double>(r.fit_absorbed.tokens) / r.fit_materialized.tokens, 2)
-                    .c_str());
+                Fixed(static_cast<double>(r.fit_absorbed.tokens) / r.fit_materialized.tokens, 2).c_str());
   }
 }
 
 void PrintEngineFit(const CalcReport& r) {
   const EngineFit& e = *r.engine_fit;
   Table t;
-  t.Row({"latte's engine in " + Fixed(*r.options.memory_gb, 2) + " GB (one process; scratch " + Commas(e.scratch_bytes) +
-             ", blocks of " + std::to_string(r.options.block_size) + " tokens)",
+  t.Row({"latte's engine in " + Fixed(*r.options.memory_gb, 2) + " GB (one process; scratch " +
+             Commas(e.scratch_bytes) + ", blocks of " + std::to_string(r.options.block_size) + " tokens)",
          "weight bytes", "KV blocks", "tokens"});
   for (const EngineFit::Mode& m : e.modes) {
     t.Row({"  " + std::string(MlaModeName(m.mode)), Commas(m.weight_bytes), Commas(m.blocks), Commas(m.tokens)});
   }
   t.Print();
-  std::printf("  (scratch for --max-num-batched-tokens %lld, --max-num-seqs %lld, %d threads: what `latte serve` "
-              "logs at start)\n",
-              static_cast<long long>(r.options.scheduler.max_num_batched_tokens),
-              static_cast<long long>(r.options.scheduler.max_num_seqs),
-              r.options.threads > 0 ? r.options.threads : omp_get_max_threads());
+  std::printf(
+      "  (scratch for --max-num-batched-tokens %lld, --max-num-seqs %lld, %d threads: what `latte serve` "
+      "logs at start)\n",
+      static_cast<long long>(r.options.scheduler.max_num_batched_tokens),
+      static_cast<long long>(r.options.scheduler.max_num_seqs),
+      r.options.threads > 0 ? r.options.threads : omp_get_max_threads());
 }
 
 void PrintHuman(const CalcReport& r) {
   const ModelConfig& c = r.config;
   std::printf("latte calc: %s (%s)\n", r.source.c_str(), c.architecture.c_str());
-  std::printf("  d=%lld H=%lld d_cq=%s d_c=%lld d_n=%lld d_r=%lld d_v=%lld L=%lld "
-              "(%lld dense + %lld MoE layers), %lld routed + %lld shared experts\n",
-              static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
-              c.q_lora_rank ? std::to_string(*c.q_lora_rank).c_str() : "null",
-              static_cast<long long>(c.kv_lora_rank), static_cast<long long>(c.qk_nope_head_dim),
-              static_cast<long long>(c.qk_rope_head_dim), static_cast<long long>(c.v_head_dim),
-              static_cast<long long>(c.num_hidden_layers), static_cast<long long>(r.dense_layers),
-              static_cast<long long>(r.moe_layers), static_cast<long long>(c.n_routed_experts),
-              static_cast<long long>(c.n_shared_experts));
+  std::printf(
+      "  d=%lld H=%lld d_cq=%s d_c=%lld d_n=%lld d_r=%lld d_v=%lld L=%lld "
+      "(%lld dense + %lld MoE layers), %lld routed + %lld shared experts\n",
+      static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
+      c.q_lora_rank ? std::to_string(*c.q_lora_rank).c_str() : "null", static_cast<long long>(c.kv_lora_rank),
+      static_cast<long long>(c.qk_nope_head_dim), static_cast<long long>(c.qk_rope_head_dim),
+      static_cast<long long>(c.v_head_dim), static_cast<long long>(c.num_hidden_layers),
+      static_cast<long long>(r.dense_layers), static_cast<long long>(r.moe_layers),
+      static_cast<long long>(c.n_routed_experts), static_cast<long long>(c.n_shared_experts));
   if (c.quantization) {
-    std::printf("  checkpoint: fp8 e4m3 linears (1 B) + f32 scale_inv per %lldx%lld block; "
-                "embeddings, router, norms bf16\n",
-                static_cast<long long>(c.quantization->block_rows),
-                static_cast<long long>(c.quantization->block_cols));
+    std::printf(
+        "  checkpoint: fp8 e4m3 linears (1 B) + f32 scale_inv per %lldx%lld block; "
+        "embeddings, router, norms bf16\n",
+        static_cast<long long>(c.quantization->block_rows), static_cast<long long>(c.quantization->block_cols));
   } else {
     std::printf("  checkpoint: bf16 (no quantization_config)\n");
   }
-  std::printf("  derived at load, bf16: %sa transposed copy of W_UK (W_UK^T, H*d_n*d_c per layer)\n"
-              "  in absorbed and materialized; W_Q_UK and W_UV_O in materialized\n",
-              c.quantization ? "kv_b_proj dequantized for the bmm (every mode);\n  " : "");
+  std::printf(
+      "  derived at load, bf16: %sa transposed copy of W_UK (W_UK^T, H*d_n*d_c per layer)\n"
+      "  in absorbed and materialized; W_Q_UK and W_UV_O in materialized\n",
+      c.quantization ? "kv_b_proj dequantized for the bmm (every mode);\n  " : "");
   std::printf("  GB = 1e9 bytes\n\n");
   PrintWeights(r);
   std::printf("\n");
@@ -418,18 +414,10 @@ void PrintHuman(const CalcReport& r) {
 // ---- JSON output ----
 
 json ComponentsJson(const WeightComponents& w) {
-  return {{"attention", w.attention},
-          {"dense_mlp", w.dense_mlp},
-          {"routed_experts", w.routed_experts},
-          {"shared_experts", w.shared_experts},
-          {"router", w.router},
-          {"norms", w.norms},
-          {"embeddings", w.embeddings},
-          {"kv_b_bf16", w.kv_b_bf16},
-          {"w_uk_t", w.w_uk_t},
-          {"materialized", w.materialized},
-          {"checkpoint", w.Checkpoint()},
-          {"total", w.Total()}};
+  return {{"attention", w.attention},           {"dense_mlp", w.dense_mlp},     {"routed_experts", w.routed_experts},
+          {"shared_experts", w.shared_experts}, {"router", w.router},           {"norms", w.norms},
+          {"embeddings", w.embeddings},         {"kv_b_bf16", w.kv_b_bf16},     {"w_uk_t", w.w_uk_t},
+          {"materialized", w.materialized},     {"checkpoint", w.Checkpoint()}, {"total", w.Total()}};
 }
 
 json FitJson(const KvFit& fit) {
@@ -472,8 +460,7 @@ json ReportJson(const CalcReport& r) {
       params[std::string(MlaModeName(mode))] = ComponentsJson(r.Mode(mode).layer_params[first]);
       bytes[std::string(MlaModeName(mode))] = ComponentsJson(r.Mode(mode).layer_bytes[first]);
     }
-    kinds.push_back({{"kind", name}, {"count", count}, {"first_layer", first},
-                     {"params", params}, {"bytes", bytes}});
+    kinds.push_back({{"kind", name}, {"count", count}, {"first_layer", first}, {"params", params}, {"bytes", bytes}});
   };
   kind("dense", r.dense_layers, r.first_dense);
   kind("moe", r.moe_layers, r.first_moe);
@@ -510,13 +497,14 @@ json ReportJson(const CalcReport& r) {
                    {"absorbed", FitJson(r.fit_absorbed)},
                    {"materialized", FitJson(r.fit_materialized)},
                    {"token_ratio", r.fit_materialized.tokens > 0
-                                       ? json(static_cast<double>(r.fit_absorbed.tokens) /
-                                              r.fit_materialized.tokens)
+                                       ? json(static_cast<double>(r.fit_absorbed.tokens) / r.fit_materialized.tokens)
                                        : json(nullptr)}};
     const EngineFit& e = *r.engine_fit;
-    json fit = {{"scratch_bytes", e.scratch_bytes}, {"block_bytes", e.block_bytes}, {"block_size", r.options.block_size}};
+    json fit = {
+        {"scratch_bytes", e.scratch_bytes}, {"block_bytes", e.block_bytes}, {"block_size", r.options.block_size}};
     for (const EngineFit::Mode& m : e.modes) {
-      fit[std::string(MlaModeName(m.mode))] = {{"weight_bytes", m.weight_bytes}, {"blocks", m.blocks}, {"tokens", m.tokens}};
+      fit[std::string(MlaModeName(m.mode))] = {
+          {"weight_bytes", m.weight_bytes}, {"blocks", m.blocks}, {"tokens", m.tokens}};
     }
     j["engine_fit"] = fit;
   } else {
@@ -546,11 +534,10 @@ void RunCalc(const CalcOptions& options, const CLI::App& cmd) {
   if (options.memory_gb && !(*options.memory_gb > 0)) {
     return Fail("--memory-gb must be > 0, got " + Fixed(*options.memory_gb, 2));
   }
-  Result<ModelConfig> config = options.preset.empty() ? ModelConfig::FromFile(options.config_path)
-                                                      : ReleasedConfig(options.preset);
+  Result<ModelConfig> config =
+      options.preset.empty() ? ModelConfig::FromFile(options.config_path) : ReleasedConfig(options.preset);
   if (!config.ok()) return Fail(config.status().message());
-  const std::string source =
-      options.preset.empty() ? options.config_path : "preset " + options.preset;
+  const std::string source = options.preset.empty() ? options.config_path : "preset " + options.preset;
   const CalcReport report = BuildReport(source, *config, options);
   if (options.json) {
     std::printf("%s\n", ReportJson(report).dump(2).c_str());
@@ -563,8 +550,8 @@ void RunCalc(const CalcOptions& options, const CLI::App& cmd) {
 
 void AddCalcCommand(CLI::App& app) {
   auto options = std::make_shared<CalcOptions>();
-  CLI::App* calc = app.add_subcommand(
-      "calc", "Memory and FLOPs of an MLA model in its naive, absorbed and materialized modes");
+  CLI::App* calc =
+      app.add_subcommand("calc", "Memory and FLOPs of an MLA model in its naive, absorbed and materialized modes");
   calc->add_option("--config", options->config_path, "config.json of a checkpoint");
   calc->add_option("--preset", options->preset, "released shapes: " + PresetList())->check(OneOf(PresetNames()));
   calc->add_option("--tp", options->tp, "tensor-parallel GPUs (weights split N ways)")
@@ -572,10 +559,9 @@ void AddCalcCommand(CLI::App& app) {
       ->capture_default_str();
   calc->add_flag("--dp-attention", options->dp_attention,
                  "attention replicated on every GPU (only MoE/MLP/embeddings split)");
-  CLI::Option* memory_gb = calc->add_option(
-      "--memory-gb", options->memory_gb_arg,
-      "GPU memory in GB (1e9 bytes): how many KV tokens fit per GPU")
-      ->check(NumberIn(0, 1e9, /*lo_open=*/true));
+  CLI::Option* memory_gb = calc->add_option("--memory-gb", options->memory_gb_arg,
+                                            "GPU memory in GB (1e9 bytes): how many KV tokens fit per GPU")
+                               ->check(NumberIn(0, 1e9, /*lo_open=*/true));
   calc->add_option("--context", options->context, "cached tokens for the naive-mode FLOPs")
       ->check(IntIn(0, 1 << 30))
       ->capture_default_str();
@@ -590,7 +576,8 @@ void AddCalcCommand(CLI::App& app) {
                    "latte's running sequences, for the --memory-gb engine table's scratch")
       ->check(IntIn(1, 1 << 20))
       ->capture_default_str();
-  AddThreadsOption(*calc, options->threads)->description("threads, for the --memory-gb engine table's scratch (default: every core)");
+  AddThreadsOption(*calc, options->threads)
+      ->description("threads, for the --memory-gb engine table's scratch (default: every core)");
   calc->add_flag("--json", options->json, "print one JSON object instead of tables");
   calc->callback([options, memory_gb, calc] {
     if (memory_gb->count() > 0) options->memory_gb = options->memory_gb_arg;

@@ -79,11 +79,11 @@ Status CheckArguments(const GenerateArgs& args, const CLI::App& cmd, ModelPrevie
     return Status::Error("give exactly one of --prompt-ids and --prompt");
   }
   const bool text = !args.prompt.empty();
-  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, text,
-                                     {"--temperature", "--top-k", "--top-p", "--min-p", "--presence-penalty",
-                                      "--frequency-penalty", "--repetition-penalty", "--seed", "--stop",
-                                      "--ignore-eos", "--chat", "--system"},
-                                     "with --prompt-ids (greedy, EOS ignored; use --prompt to sample text)"));
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, text,
+                   {"--temperature", "--top-k", "--top-p", "--min-p", "--presence-penalty", "--frequency-penalty",
+                    "--repetition-penalty", "--seed", "--stop", "--ignore-eos", "--chat", "--system"},
+                   "with --prompt-ids (greedy, EOS ignored; use --prompt to sample text)"));
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, !text, {"--logits-out"}, "with --prompt (it needs --prompt-ids)"));
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, args.chat, {"--system"}, "without --chat"));
   LATTE_RETURN_IF_ERROR(AsFlagError(args.sampling.Validate()));
@@ -111,9 +111,9 @@ Status CheckArguments(const GenerateArgs& args, const CLI::App& cmd, ModelPrevie
     }
   }
   const int64_t P = static_cast<int64_t>(request.prompt.size());
-  return CheckContextLength(config, P + args.max_tokens,
-                            "the prompt (" + std::to_string(P) + " tokens) plus --max-tokens (" +
-                                std::to_string(args.max_tokens) + ")");
+  return CheckContextLength(
+      config, P + args.max_tokens,
+      "the prompt (" + std::to_string(P) + " tokens) plus --max-tokens (" + std::to_string(args.max_tokens) + ")");
 }
 
 // One request through the engine: text streamed to stdout (--prompt), or the ids
@@ -176,8 +176,7 @@ Status RunGenerate(const GenerateArgs& args, const CLI::App& cmd) {
   }
   if (!args.logits_out.empty()) {
     const int64_t V = stack->model->config().vocab_size;
-    LATTE_RETURN_IF_ERROR(
-        WriteNpyF32(args.logits_out, {static_cast<int64_t>(logits.size()) / V, V}, logits.data()));
+    LATTE_RETURN_IF_ERROR(WriteNpyF32(args.logits_out, {static_cast<int64_t>(logits.size()) / V, V}, logits.data()));
   }
   return Status::Ok();
 }

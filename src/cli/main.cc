@@ -33,8 +33,8 @@ void DefaultWaitPolicy(int, char**, char**) {
     ::setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   }
 }
-[[gnu::section(".preinit_array"), gnu::used]] void (*const g_default_wait_policy)(int, char**, char**) =
-    &DefaultWaitPolicy;
+[[gnu::section(".preinit_array"), gnu::used]] void (*const g_default_wait_policy)(int, char**,
+                                                                                  char**) = &DefaultWaitPolicy;
 }  // namespace
 
 void ExitWith(int code) {

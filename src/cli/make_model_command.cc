@@ -52,16 +52,14 @@ Status RunMakeModel(const MakeModelArgs& args) {
   RandomCheckpointSummary summary;
   const auto start = std::chrono::steady_clock::now();
   LATTE_RETURN_IF_ERROR(WriteModelDirectory(config, options, args.out, args.force, &summary));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::fprintf(stderr,
                "make-model: %s, %lld layers, %s: %lld tensors, %.1f MB in %lld file(s), "
                "%.2f s (%.0f MB/s)\n",
-               args.preset.c_str(), static_cast<long long>(config.num_hidden_layers),
-               args.dtype.c_str(), static_cast<long long>(summary.tensors), summary.bytes / 1e6,
-               static_cast<long long>(summary.shards), seconds,
-               seconds > 0 ? summary.bytes / 1e6 / seconds : 0.0);
+               args.preset.c_str(), static_cast<long long>(config.num_hidden_layers), args.dtype.c_str(),
+               static_cast<long long>(summary.tensors), summary.bytes / 1e6, static_cast<long long>(summary.shards),
+               seconds, seconds > 0 ? summary.bytes / 1e6 / seconds : 0.0);
   std::printf("%s\n", args.out.c_str());
   return Status::Ok();
 }
@@ -70,9 +68,8 @@ Status RunMakeModel(const MakeModelArgs& args) {
 
 void AddMakeModelCommand(CLI::App& app) {
   auto args = std::make_shared<MakeModelArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "make-model",
-      "Write a random-weight DeepSeek model directory (config, safetensors, tokenizer)");
+  CLI::App* cmd = app.add_subcommand("make-model",
+                                     "Write a random-weight DeepSeek model directory (config, safetensors, tokenizer)");
   cmd->add_option("--preset", args->preset, PresetList() + " (v2, v3, r1: the MoE shrunk; see README)")
       ->check(OneOf(PresetNames()))
       ->required();
@@ -83,12 +80,10 @@ void AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "bf16, f32 or fp8 (V3 block-quantized)")
       ->check(OneOf({"bf16", "f32", "fp8"}))
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Random seed; the same seed writes the same bytes")
-      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Random seed; the same seed writes the same bytes")->capture_default_str();
   cmd->add_flag("--no-q-lora", args->no_q_lora, "q_lora_rank null: a plain q_proj (as V2-Lite)");
   cmd->add_option("--rope", args->rope, "plain or yarn (default: the preset's)")->check(OneOf({"plain", "yarn"}));
-  cmd->add_option("--shard-bytes", args->shard_bytes,
-                  "Split the weights into shards of at most this many bytes")
+  cmd->add_option("--shard-bytes", args->shard_bytes, "Split the weights into shards of at most this many bytes")
       ->check(IntIn(1, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   cmd->add_option("--out", args->out,

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <optional>
-#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>

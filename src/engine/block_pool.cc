@@ -23,7 +23,9 @@ uint64_t BlockHash(uint64_t parent, std::span<const int32_t> tokens) {
 }
 
 BlockPool::BlockPool(int64_t num_blocks, int64_t block_size, bool prefix_caching)
-    : num_blocks_(num_blocks), block_size_(block_size), prefix_caching_(prefix_caching),
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      prefix_caching_(prefix_caching),
       blocks_(static_cast<size_t>(num_blocks)) {
   free_.reserve(static_cast<size_t>(num_blocks));
   // Block 0 on top of the stack: a fresh pool hands out blocks in order.

@@ -64,8 +64,8 @@ class BlockPool {
     bool registered = false;
     uint64_t hash = 0;
     uint64_t parent = 0;
-    std::vector<int32_t> tokens;              // registered content, [block_size]
-    std::list<int32_t>::iterator lru_entry;   // valid while cached
+    std::vector<int32_t> tokens;             // registered content, [block_size]
+    std::list<int32_t>::iterator lru_entry;  // valid while cached
   };
   void Unregister(int32_t block);
 
@@ -73,8 +73,8 @@ class BlockPool {
   int64_t block_size_;
   bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;   // a stack: the most recently freed block is reused first
-  std::list<int32_t> lru_;      // cached blocks, least recently freed at the front
+  std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
+  std::list<int32_t> lru_;     // cached blocks, least recently freed at the front
   std::unordered_multimap<uint64_t, int32_t> by_hash_;
 };
 

@@ -16,9 +16,9 @@ struct Engine::Choice {
   RequestState* request = nullptr;
   int index = 0;
   bool finished = false;
-  bool started = false;              // its first chunk ran (cached_tokens known)
+  bool started = false;  // its first chunk ran (cached_tokens known)
   int64_t cached_tokens = 0;
-  int64_t prompt_rows_done = 0;      // positions whose logits rows were taken
+  int64_t prompt_rows_done = 0;  // positions whose logits rows were taken
   std::vector<SampledToken> prompt_logprobs;
   bool prompt_logprobs_sent = false;
 
@@ -46,7 +46,7 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
       tokenizer_(tokenizer),
       options_(options),
       eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
-                                                : static_cast<int32_t>(model.config().eos_token_id)),
+                                               : static_cast<int32_t>(model.config().eos_token_id)),
       cache_(model.config().num_hidden_layers, model.config().LatentDim(), options.num_blocks, options.block_size,
              ResolveKvCacheDtype(options.kv_cache_dtype, model.weights().compute_dtype())),
       pool_(options.num_blocks, options.block_size, options.prefix_caching),
@@ -99,7 +99,8 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
                            std::to_string(c.vocab_size) + ")");
     }
   }
-  if (request.max_tokens < 0) return Status::Error("max_tokens must be >= 0, got " + std::to_string(request.max_tokens));
+  if (request.max_tokens < 0)
+    return Status::Error("max_tokens must be >= 0, got " + std::to_string(request.max_tokens));
   if (request.n < 1) return Status::Error("n must be at least 1, got " + std::to_string(request.n));
   if (request.n > options_.scheduler.max_num_seqs) {
     return Status::Error("n = " + std::to_string(request.n) + " is more than the engine runs at once (max_num_seqs " +
@@ -117,7 +118,8 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   // Saturating: a client's max_tokens near INT64_MAX is refused, not wrapped around.
   const int64_t total = request.max_tokens > INT64_MAX - P ? INT64_MAX : P + request.max_tokens;
   LATTE_RETURN_IF_ERROR(CheckContextLength(
-      c, total, "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" + std::to_string(request.max_tokens) + ")"));
+      c, total,
+      "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" + std::to_string(request.max_tokens) + ")"));
   if (total > pool_tokens()) {
     return Status::Error("the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
                          std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
@@ -261,7 +263,8 @@ void Engine::ProcessPromptRows(Choice& c, int64_t start, int64_t count, const fl
   for (int64_t p = std::max(start, c.prompt_rows_done); p < start + count; ++p) {
     const float* row = rows + (p - start) * V;
     if (params.prompt_logprobs && p + 1 < P) {
-      c.prompt_logprobs.push_back(ScoreToken({row, static_cast<size_t>(V)}, c.seq.tokens[p + 1], params.sampling.logprobs));
+      c.prompt_logprobs.push_back(
+          ScoreToken({row, static_cast<size_t>(V)}, c.seq.tokens[p + 1], params.sampling.logprobs));
     }
     if (params.return_logits) out.logits.insert(out.logits.end(), row, row + V);
   }
@@ -324,8 +327,9 @@ bool Engine::Step() {
     span.start = ch.start;
     span.count = ch.count;
     span.decode_from = s.prompt_len;
-    const bool prompt_rows = s.needs_prompt_logits &&
-                             (ch.start < s.prompt_len || static_cast<const Choice*>(s.owner)->request->params.return_logits);
+    const bool prompt_rows =
+        s.needs_prompt_logits &&
+        (ch.start < s.prompt_len || static_cast<const Choice*>(s.owner)->request->params.return_logits);
     span.logits = prompt_rows ? SpanLogits::kAll : ch.samples ? SpanLogits::kLast : SpanLogits::kNone;
     batch_spans_.push_back(span);
     if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;

@@ -37,8 +37,8 @@ namespace latte {
 
 struct EngineOptions {
   SchedulerConfig scheduler;
-  int64_t block_size = 64;      // tokens per KV block (FlashMLA's)
-  int64_t num_blocks = 0;       // the pool, sized by the caller (engine/memory_plan.h)
+  int64_t block_size = 64;  // tokens per KV block (FlashMLA's)
+  int64_t num_blocks = 0;   // the pool, sized by the caller (engine/memory_plan.h)
   bool prefix_caching = true;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
 };
@@ -48,18 +48,18 @@ struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;
   int64_t kv_blocks_total = 0;
-  int64_t kv_blocks_used = 0;   // referenced by some sequence
-  int64_t kv_blocks_cached = 0; // free but holding a reusable prefix
+  int64_t kv_blocks_used = 0;    // referenced by some sequence
+  int64_t kv_blocks_cached = 0;  // free but holding a reusable prefix
   int64_t block_size = 0;
-  int64_t prefix_queries = 0;   // prompt tokens looked up
-  int64_t prefix_hits = 0;      // of those, taken from the cache
+  int64_t prefix_queries = 0;  // prompt tokens looked up
+  int64_t prefix_hits = 0;     // of those, taken from the cache
   int64_t preemptions = 0;
-  int64_t prompt_tokens = 0;    // computed prompt tokens (cache hits excluded)
+  int64_t prompt_tokens = 0;  // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;
   int64_t steps = 0;
   int64_t requests_finished = 0;
-  double model_seconds = 0;     // inside the forward passes
-  double step_seconds = 0;      // whole steps (scheduling, forward, sampling, outputs)
+  double model_seconds = 0;  // inside the forward passes
+  double step_seconds = 0;   // whole steps (scheduling, forward, sampling, outputs)
 };
 
 class Engine {
@@ -120,13 +120,13 @@ class Engine {
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;
   std::vector<int32_t> batch_tokens_;  // batch_tokens: [T] every chunk's tokens, chunk order
   std::vector<SequenceSpan> batch_spans_;
-  std::vector<float> logits_;          // logits: [rows, vocab]
+  std::vector<float> logits_;  // logits: [rows, vocab]
   struct ChunkRows {
     const float* prompt = nullptr;  // [count, vocab] when the chunk's span has SpanLogits::kAll
     const float* sample = nullptr;  // [vocab] the row the chunk samples from, if it samples
   };
-  std::vector<ChunkRows> chunk_rows_;                // per scheduled chunk
-  std::vector<std::optional<SampledToken>> draws_;   // per scheduled chunk
+  std::vector<ChunkRows> chunk_rows_;               // per scheduled chunk
+  std::vector<std::optional<SampledToken>> draws_;  // per scheduled chunk
   EngineStats counters_;
 
   // Shared with client threads.

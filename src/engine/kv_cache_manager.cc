@@ -38,8 +38,7 @@ bool KvCacheManager::Grow(SequenceBlocks& seq, int64_t tokens) {
   return true;
 }
 
-void KvCacheManager::RegisterFullBlocks(std::span<const int32_t> tokens, int64_t computed,
-                                        SequenceBlocks& seq) {
+void KvCacheManager::RegisterFullBlocks(std::span<const int32_t> tokens, int64_t computed, SequenceBlocks& seq) {
   if (!pool_.prefix_caching()) return;
   const int64_t size = pool_.block_size();
   const int64_t full = computed / size;

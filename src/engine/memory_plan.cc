@@ -69,8 +69,8 @@ Status CheckMemoryBudget(const MemoryOptions& options, int64_t available) {
   }
   const double bytes = *options.memory_gb * static_cast<double>(kBytesPerGB);
   if (available > 0 && bytes > static_cast<double>(available)) {
-    return Status::Error("--memory-gb " + Gb(static_cast<int64_t>(bytes)) + " is more than this machine has available (" +
-                         Gb(available) + ")");
+    return Status::Error("--memory-gb " + Gb(static_cast<int64_t>(bytes)) +
+                         " is more than this machine has available (" + Gb(available) + ")");
   }
   return Status::Ok();
 }
@@ -97,8 +97,8 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
     if (available > 0 && total > available) {
       return Status::Error("--num-kv-blocks " + std::to_string(plan.num_blocks) + " needs " + Gb(plan.pool_bytes()) +
                            " for the KV cache; with the weights (" + Gb(plan.weight_bytes) + ") and scratch (" +
-                           Gb(plan.scratch_bytes) + ") that is more than this machine has available (" +
-                           Gb(available) + ")");
+                           Gb(plan.scratch_bytes) + ") that is more than this machine has available (" + Gb(available) +
+                           ")");
     }
     return plan;
   }
@@ -125,10 +125,9 @@ std::string DescribeMemoryPlan(const MemoryPlan& plan, const ModelWeights& weigh
                                  : "")
       << "; weights " << Gb(plan.weight_bytes) << " (mla-mode " << MlaModeName(weights.mode()) << "), scratch "
       << Gb(plan.scratch_bytes) << "\n";
-  out << "kv cache: " << plan.num_blocks << " blocks of " << plan.block_size << " tokens ("
-      << plan.pool_tokens() << " tokens, " << Gb(plan.pool_bytes()) << ", " << plan.kv_bytes_per_token
-      << " bytes per token in " << DTypeName(plan.kv_dtype) << ")"
-      << (plan.num_blocks_overridden ? ", set by --num-kv-blocks" : "") << "\n";
+  out << "kv cache: " << plan.num_blocks << " blocks of " << plan.block_size << " tokens (" << plan.pool_tokens()
+      << " tokens, " << Gb(plan.pool_bytes()) << ", " << plan.kv_bytes_per_token << " bytes per token in "
+      << DTypeName(plan.kv_dtype) << ")" << (plan.num_blocks_overridden ? ", set by --num-kv-blocks" : "") << "\n";
   out << "the same budget in each mla-mode:";
   for (MlaMode mode : kMlaModesInPrintOrder) {
     out << " " << MlaModeName(mode) << ": weights " << Gb(WeightBytesInMode(weights, mode)) << ", "

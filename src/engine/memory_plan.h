@@ -24,16 +24,16 @@ struct MemoryOptions {
   std::optional<int64_t> num_kv_blocks;  // --num-kv-blocks: the pool's size, whatever the budget says
   int64_t block_size = kDefaultKvBlockSize;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  SchedulerConfig scheduler;             // sizes the scratch
+  SchedulerConfig scheduler;  // sizes the scratch
 };
 
 struct MemoryPlan {
   int64_t budget_bytes = 0;
   bool budget_is_default = false;
-  int64_t available_bytes = 0;   // MemAvailable when the plan was made
-  int64_t weight_bytes = 0;      // the loaded weights, prepared tensors included
-  int64_t scratch_bytes = 0;     // the forward pass's buffers at the largest step
-  int64_t block_bytes = 0;       // one KV block, every layer
+  int64_t available_bytes = 0;  // MemAvailable when the plan was made
+  int64_t weight_bytes = 0;     // the loaded weights, prepared tensors included
+  int64_t scratch_bytes = 0;    // the forward pass's buffers at the largest step
+  int64_t block_bytes = 0;      // one KV block, every layer
   int64_t kv_bytes_per_token = 0;
   DType kv_dtype = DType::kBF16;
   int64_t block_size = 0;

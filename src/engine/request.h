@@ -17,14 +17,14 @@
 namespace latte {
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;          // ids, BOS already there if the caller wants it
+  std::vector<int32_t> prompt;  // ids, BOS already there if the caller wants it
   SamplingParams sampling;
   int64_t max_tokens = 16;              // >= 0; 0 with prompt_logprobs scores the prompt only
   std::vector<std::string> stop;        // stop strings (up to 4), not returned
   std::vector<int32_t> stop_token_ids;  // in addition to EOS
   bool ignore_eos = false;
-  bool skip_special_tokens = true;      // in the returned text
-  int n = 1;                            // choices: separate sequences sharing the prompt's blocks
+  bool skip_special_tokens = true;  // in the returned text
+  int n = 1;                        // choices: separate sequences sharing the prompt's blocks
   // The logprob (and sampling.logprobs alternatives) of every prompt token after the
   // first, given the tokens before it: OpenAI's echo + logprobs, lm-eval's loglikelihood.
   bool prompt_logprobs = false;
@@ -39,16 +39,16 @@ std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", "a
 // One step's news about one choice. Concatenating a choice's `text` gives its whole
 // text; its `tokens` give every sampled token (a final stop token included).
 struct GenerationOutput {
-  int index = 0;                          // which of the request's n choices
-  std::vector<SampledToken> tokens;       // sampled since the last output
-  std::string text;                       // text now safe to show (never part of a stop string)
-  std::optional<FinishReason> finish;     // set on the choice's last output
-  std::string stop_reason;                // the stop string that matched, if one did
-  std::string error;                      // with kAbort: why the engine gave up, if not asked to
-  std::vector<SampledToken> prompt_logprobs;  // first output of choice 0: [P - 1], positions 1..P-1
-  std::vector<float> logits;              // return_logits: the rows computed since the last output
-  int64_t prompt_tokens = 0;              // the prompt's length
-  int64_t cached_tokens = 0;              // of those, taken from the prefix cache
+  int index = 0;                               // which of the request's n choices
+  std::vector<SampledToken> tokens;            // sampled since the last output
+  std::string text;                            // text now safe to show (never part of a stop string)
+  std::optional<FinishReason> finish;          // set on the choice's last output
+  std::string stop_reason;                     // the stop string that matched, if one did
+  std::string error;                           // with kAbort: why the engine gave up, if not asked to
+  std::vector<SampledToken> prompt_logprobs;   // first output of choice 0: [P - 1], positions 1..P-1
+  std::vector<float> logits;                   // return_logits: the rows computed since the last output
+  int64_t prompt_tokens = 0;                   // the prompt's length
+  int64_t cached_tokens = 0;                   // of those, taken from the prefix cache
   std::chrono::steady_clock::time_point time;  // when the engine produced it
 };
 

@@ -17,7 +17,6 @@ std::string RangeError(const char* field, float value, const char* range) {
   return std::string(field) + " must be in " + range + ", got " + std::to_string(value);
 }
 
-
 uint64_t RandomSeed() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -42,8 +41,8 @@ Status SamplingParams::Validate() const {
     return Status::Error(RangeError("repetition_penalty", repetition_penalty, "(0, inf)"));
   }
   if (logprobs < 0 || logprobs > kMaxTopLogprobs) {
-    return Status::Error("logprobs (top alternatives) must be in [0, " + std::to_string(kMaxTopLogprobs) +
-                         "], got " + std::to_string(logprobs));
+    return Status::Error("logprobs (top alternatives) must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
+                         std::to_string(logprobs));
   }
   return Status::Ok();
 }
@@ -72,13 +71,16 @@ void Sampler::ApplyPenalties(std::span<const int32_t> prompt_tokens, std::span<c
     };
     mark(prompt_tokens);
     mark(output_tokens);
-    for (int32_t t : prompt_tokens) if (valid(t)) seen_[t] = 0;
-    for (int32_t t : output_tokens) if (valid(t)) seen_[t] = 0;
+    for (int32_t t : prompt_tokens)
+      if (valid(t)) seen_[t] = 0;
+    for (int32_t t : output_tokens)
+      if (valid(t)) seen_[t] = 0;
   }
 
   const float fp = params_.frequency_penalty, pp = params_.presence_penalty;
   if (fp != 0.0f || pp != 0.0f) {
-    for (int32_t t : output_tokens) if (valid(t)) ++counts_[t];
+    for (int32_t t : output_tokens)
+      if (valid(t)) ++counts_[t];
     for (int32_t t : output_tokens) {
       if (!valid(t) || counts_[t] == 0) continue;
       // Two subtractions, in vLLM's order (frequency, then presence).
@@ -137,7 +139,7 @@ size_t Sampler::Filter(float max_logit) {
   const auto bucket_of = [&](int32_t t) {
     const float d = max_logit - l[t];  // >= 0; +inf for masked tokens, NaN sorts last too
     return d < static_cast<float>(kTopPBuckets) / kTopPBucketsPerNat ? static_cast<int>(d * kTopPBucketsPerNat)
-                                                                      : kTopPBuckets - 1;
+                                                                     : kTopPBuckets - 1;
   };
   bucket_mass_.fill(0.0);
   for (size_t j = 0; j < n; ++j) bucket_mass_[bucket_of(ord[j])] += w[ord[j]];
@@ -149,8 +151,7 @@ size_t Sampler::Filter(float max_logit) {
   }
   if (cross == kTopPBuckets) return n;  // rounding kept the total below target: keep all
   int32_t* const whole_end = std::partition(ord, ord + n, [&](int32_t t) { return bucket_of(t) < cross; });
-  int32_t* const cross_end =
-      std::partition(whole_end, ord + n, [&](int32_t t) { return bucket_of(t) == cross; });
+  int32_t* const cross_end = std::partition(whole_end, ord + n, [&](int32_t t) { return bucket_of(t) == cross; });
   std::sort(whole_end, cross_end, before);
   int32_t* kept_end = whole_end;
   for (; kept_end < cross_end && mass_before < target; ++kept_end) mass_before += w[*kept_end];
@@ -178,7 +179,7 @@ int32_t Sampler::Draw(size_t n) {
   int32_t chosen = -1, last_positive = order_[0];
   for (size_t i = 0; i < vocab_; ++i) {
     if (!kept[i]) continue;
-    kept[i] = 0;  // all zero again between calls
+    kept[i] = 0;                             // all zero again between calls
     if (w[i] <= 0 || chosen >= 0) continue;  // never draw a token of probability 0
     acc += w[i];
     last_positive = static_cast<int32_t>(i);
@@ -264,8 +265,8 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
       // With nothing filtered the draw summed exp(l - max) over every token in id
       // order, as ScoreToken would: that is the logprobs' normaliser when they are of
       // these logits (processed, or raw ones that neither temperature nor a penalty moved).
-      const bool penalised = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                             params_.frequency_penalty != 0.0f;
+      const bool penalised =
+          params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
       const bool scored_are_weighted = params_.logprobs_mode == LogprobsMode::kProcessed || (t == 1.0f && !penalised);
       if (kept == V && scored_are_weighted) {
         const std::span<const float> scored =
@@ -275,8 +276,8 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
     }
   }
   const int32_t id = out.id;
-  out = ScoreToken(params_.logprobs_mode == LogprobsMode::kRaw ? logits : std::span<const float>(work_.data(), V),
-                   id, params_.logprobs);
+  out = ScoreToken(params_.logprobs_mode == LogprobsMode::kRaw ? logits : std::span<const float>(work_.data(), V), id,
+                   params_.logprobs);
   return out;
 }
 

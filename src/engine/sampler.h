@@ -75,8 +75,8 @@ struct TokenLogprob {
 // Fixed capacity so Sample allocates nothing.
 struct SampledToken {
   int32_t id = 0;
-  float logprob = 0;  // of `id`, in the distribution SamplingParams::logprobs_mode names
-  int num_top = 0;    // = SamplingParams::logprobs (capped at V)
+  float logprob = 0;                                // of `id`, in the distribution SamplingParams::logprobs_mode names
+  int num_top = 0;                                  // = SamplingParams::logprobs (capped at V)
   std::array<TokenLogprob, kMaxTopLogprobs> top{};  // [num_top], logprob desc, id asc
 
   std::span<const TokenLogprob> top_logprobs() const { return {top.data(), static_cast<size_t>(num_top)}; }
@@ -124,7 +124,7 @@ class Sampler {
   std::vector<uint8_t> kept_;    // [V] the filters' kept set during Draw; all zero between calls
   static constexpr int kTopPBuckets = 256, kTopPBucketsPerNat = 16;  // 16 nats, then one tail bin
   std::array<double, kTopPBuckets> bucket_mass_{};
-  double kept_weight_ = 0;       // the last Draw's sum of the kept tokens' weights_  // top-p mass per log-probability bin
+  double kept_weight_ = 0;  // the last Draw's sum of the kept tokens' weights_  // top-p mass per log-probability bin
 };
 
 }  // namespace latte

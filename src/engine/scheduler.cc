@@ -72,8 +72,7 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
     for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
       if (num_running() >= config_.max_num_seqs) break;
       Sequence* seq = *it;
-      if (seq->leader != nullptr && seq->leader->state != SequenceState::kFinished &&
-          !seq->leader->prompt_computed()) {
+      if (seq->leader != nullptr && seq->leader->state != SequenceState::kFinished && !seq->leader->prompt_computed()) {
         ++it;  // waits for its leader's prompt blocks
         continue;
       }

@@ -12,10 +12,10 @@ namespace latte {
 enum class SequenceState { kWaiting, kRunning, kFinished };
 
 struct Sequence {
-  int64_t id = 0;                // engine-wide, in submission order
-  std::vector<int32_t> tokens;   // prompt then output: [prompt_len + generated]
+  int64_t id = 0;               // engine-wide, in submission order
+  std::vector<int32_t> tokens;  // prompt then output: [prompt_len + generated]
   int64_t prompt_len = 0;
-  int64_t num_computed = 0;      // positions [0, num_computed) have rows in the cache
+  int64_t num_computed = 0;  // positions [0, num_computed) have rows in the cache
   SequenceBlocks blocks;
   SequenceState state = SequenceState::kWaiting;
   // Admitted only once `leader` has computed its whole prompt (the other choices of an
@@ -24,7 +24,7 @@ struct Sequence {
   bool needs_prompt_logits = false;  // echo/prompt logprobs: logits for every prompt row,
                                      // so the prompt is never taken from the prefix cache
   int64_t preemptions = 0;
-  void* owner = nullptr;             // the engine's per-request state
+  void* owner = nullptr;  // the engine's per-request state
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t generated() const { return num_tokens() - prompt_len; }

@@ -6,8 +6,7 @@
 
 namespace latte {
 
-Result<StopMatcher> StopMatcher::Create(std::vector<std::string> stop_strings,
-                                        std::vector<int32_t> stop_token_ids) {
+Result<StopMatcher> StopMatcher::Create(std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids) {
   if (stop_strings.size() > kMaxStopStrings) {
     return Status::Error("at most " + std::to_string(kMaxStopStrings) + " stop strings, got " +
                          std::to_string(stop_strings.size()));

@@ -40,10 +40,9 @@ inline void Scale(float alpha, float* y, int64_t n) {
 }  // namespace
 
 void attention_internal::CheckParams(const CausalAttentionParams& p, const char* caller) {
-  LATTE_CHECK(p.num_queries >= 0 && p.num_keys >= 0 && p.heads >= 0, caller, ": ", p.num_queries,
-              " queries, ", p.num_keys, " keys, ", p.heads, " heads");
-  LATTE_CHECK(p.key_dim >= 1 && p.value_dim >= 1, caller, ": key_dim ", p.key_dim, ", value_dim ",
-              p.value_dim);
+  LATTE_CHECK(p.num_queries >= 0 && p.num_keys >= 0 && p.heads >= 0, caller, ": ", p.num_queries, " queries, ",
+              p.num_keys, " keys, ", p.heads, " heads");
+  LATTE_CHECK(p.key_dim >= 1 && p.value_dim >= 1, caller, ": key_dim ", p.key_dim, ", value_dim ", p.value_dim);
   LATTE_CHECK(std::isfinite(p.scale), caller, ": scale ", p.scale);
   if (p.num_queries == 0 || p.heads == 0) return;
   LATTE_CHECK(p.q != nullptr && p.out != nullptr, caller, ": null q or out");
@@ -51,23 +50,21 @@ void attention_internal::CheckParams(const CausalAttentionParams& p, const char*
 }
 
 void attention_internal::CheckParams(const SharedKeyAttentionParams& p, const char* caller) {
-  LATTE_CHECK(p.num_rows >= 0 && p.heads >= 0, caller, ": ", p.num_rows, " rows, ", p.heads,
-              " heads");
-  LATTE_CHECK(p.value_dim >= 1 && p.row_dim >= p.value_dim, caller, ": row_dim ", p.row_dim,
-              ", value_dim ", p.value_dim, " (the value is a prefix of the row)");
+  LATTE_CHECK(p.num_rows >= 0 && p.heads >= 0, caller, ": ", p.num_rows, " rows, ", p.heads, " heads");
+  LATTE_CHECK(p.value_dim >= 1 && p.row_dim >= p.value_dim, caller, ": row_dim ", p.row_dim, ", value_dim ",
+              p.value_dim, " (the value is a prefix of the row)");
   const DType dtype = p.rows.dtype;
-  LATTE_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3, caller,
-              ": rows dtype ", DTypeName(dtype), " (F32, BF16 or F8_E4M3)");
-  LATTE_CHECK(p.rows.row_dim == p.row_dim, caller, ": rows of ", p.rows.row_dim, " values, row_dim ",
-              p.row_dim);
+  LATTE_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3, caller, ": rows dtype ",
+              DTypeName(dtype), " (F32, BF16 or F8_E4M3)");
+  LATTE_CHECK(p.rows.row_dim == p.row_dim, caller, ": rows of ", p.rows.row_dim, " values, row_dim ", p.row_dim);
   LATTE_CHECK(std::isfinite(p.scale), caller, ": scale ", p.scale);
   if (p.heads == 0) return;
   LATTE_CHECK(p.q != nullptr && p.out != nullptr, caller, ": null q or out");
   if (p.num_rows == 0) return;
   LATTE_CHECK(p.rows.data != nullptr && p.rows.block_table != nullptr && p.rows.block_rows >= 1, caller,
               ": rows without data, block table or block size");
-  LATTE_CHECK(reinterpret_cast<uintptr_t>(p.rows.data) % DTypeSize(dtype) == 0, caller,
-              ": rows not aligned to their ", DTypeSize(dtype), "-byte elements");
+  LATTE_CHECK(reinterpret_cast<uintptr_t>(p.rows.data) % DTypeSize(dtype) == 0, caller, ": rows not aligned to their ",
+              DTypeSize(dtype), "-byte elements");
   LATTE_CHECK(dtype != DType::kF8E4M3 || p.rows.row_scales != nullptr, caller, ": fp8 rows without scales");
 }
 
@@ -120,8 +117,8 @@ namespace attention_internal {
 // Portable block kernels: plain loops over the contiguous dimension with independent
 // partial sums, which GCC vectorises at the x86-64 baseline.
 
-void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, int64_t n,
-                             int64_t row_dim, float scale, float* scores, int64_t ld) {
+void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, int64_t n, int64_t row_dim, float scale,
+                             float* scores, int64_t ld) {
   constexpr int64_t kW = 8;  // partial sums per row
   const int64_t full = row_dim / kW * kW;
   for (int64_t h = 0; h < heads; ++h) {
@@ -164,8 +161,8 @@ void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, i
   }
 }
 
-void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
-                              float* sum, float* rescale) {
+void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t n, float* max, float* sum,
+                              float* rescale) {
   for (int64_t h = 0; h < heads; ++h) {
     float* sc = scores + h * ld;
     float block_max = kNegInf;
@@ -187,9 +184,8 @@ namespace {
 
 // One head's columns [c, c + width) of acc, held in a local array (registers when
 // kWidth is a compile-time constant) while the block's rows stream past.
-template <int64_t kWidth>
-void AccumulateSlice(const float* p_h, const float* rows, int64_t n, int64_t row_dim, int64_t c,
-                     int64_t width, float rescale, float* out) {
+template <int64_t kWidth> void AccumulateSlice(const float* p_h, const float* rows, int64_t n, int64_t row_dim,
+                                               int64_t c, int64_t width, float rescale, float* out) {
   const int64_t w = kWidth > 0 ? kWidth : width;
   float a[kWidth > 0 ? kWidth : 32];
   for (int64_t j = 0; j < w; ++j) a[j] = out[j] * rescale;
@@ -203,9 +199,8 @@ void AccumulateSlice(const float* p_h, const float* rows, int64_t n, int64_t row
 
 }  // namespace
 
-void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, const float* rows,
-                                 int64_t n, int64_t row_dim, int64_t value_dim,
-                                 const float* rescale, float* acc) {
+void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, const float* rows, int64_t n,
+                                 int64_t row_dim, int64_t value_dim, const float* rescale, float* acc) {
   // A 32-column slice of acc[h] stays in registers over the block's rows; column
   // slices are the outer loop so the rows' slice (n x 128 B) stays in L1.
   constexpr int64_t kCols = 32;
@@ -255,17 +250,17 @@ SharedKeyPath ChoosePath(DType rows_dtype) {
 
 // Online-softmax state of all heads over one split of the rows.
 struct SharedKeySplit {
-  std::vector<float> acc;      // acc: [heads, value_dim], unnormalised
-  std::vector<float> max;      // max: [heads]
-  std::vector<float> sum;      // sum: [heads]
-  std::vector<float> rescale;  // rescale: [heads], of the latest block
-  std::vector<float> scores;   // scores: [heads, kSharedKeyBlock]
+  std::vector<float> acc;       // acc: [heads, value_dim], unnormalised
+  std::vector<float> max;       // max: [heads]
+  std::vector<float> sum;       // sum: [heads]
+  std::vector<float> rescale;   // rescale: [heads], of the latest block
+  std::vector<float> scores;    // scores: [heads, kSharedKeyBlock]
   std::vector<float> rows_f32;  // rows_f32: [kSharedKeyBlock, row_dim], bf16 / fp8 rows widened
   std::vector<bf16> rows_bf16;  // rows_bf16: [kSharedKeyBlock, row_dim], fp8 rows as bf16 (vdpbf16ps path)
-  std::vector<bf16> p;         // storage of the bf16 weights (vdpbf16ps path), see RunSplit
-  std::vector<bf16> pairs;     // storage of the paired rows (vdpbf16ps path), see RunSplit
-  std::vector<float> out;      // out: [heads, value_dim], acc normalised (several splits only)
-  std::vector<float> lse;      // lse: [heads] (several splits only)
+  std::vector<bf16> p;          // storage of the bf16 weights (vdpbf16ps path), see RunSplit
+  std::vector<bf16> pairs;      // storage of the paired rows (vdpbf16ps path), see RunSplit
+  std::vector<float> out;       // out: [heads, value_dim], acc normalised (several splits only)
+  std::vector<float> lse;       // lse: [heads] (several splits only)
 };
 
 // The split's result as a partial that MergeAttentionPartials takes: out_h = acc_h / sum_h,
@@ -292,8 +287,7 @@ void Normalize(const SharedKeySplit& s, int64_t heads, int64_t value_dim, float*
 // the online-softmax step, then rescale acc and add the block's weighted rows to it.
 // q_bf16: q rounded to bf16 ([heads, row_dim]), used on the vdpbf16ps path only.
 // fp8 rows [t, t + n) as `Out` (float or bf16): e4m3 · the row's scale.
-template <typename Out>
-void WidenFp8Rows(const PagedRows& rows, int64_t t, int64_t n, Out* out) {
+template <typename Out> void WidenFp8Rows(const PagedRows& rows, int64_t t, int64_t n, Out* out) {
   const uint8_t* src = static_cast<const uint8_t*>(rows.Row(t));
   for (int64_t r = 0; r < n; ++r) {
     const float scale = rows.Scale(t + r);
@@ -311,8 +305,7 @@ void WidenFp8Rows(const PagedRows& rows, int64_t t, int64_t n, Out* out) {
 // The rows of run [t, t + n) in the dtype the path computes on: bf16 for the vdpbf16ps
 // path (fp8 converted into s.rows_bf16), f32 otherwise (bf16 / fp8 widened into
 // s.rows_f32). Returns a pointer to n · row_dim values.
-const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, SharedKeyPath path,
-                    SharedKeySplit& s) {
+const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, SharedKeyPath path, SharedKeySplit& s) {
   namespace ai = attention_internal;
   const PagedRows& rows = p.rows;
   if (path == SharedKeyPath::kAvx512Bf16) {
@@ -328,11 +321,8 @@ const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, Sha
         ai::Bf16ToF32Portable(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
       }
       return s.rows_f32.data();
-    case DType::kF8E4M3:
-      WidenFp8Rows(rows, t, n, s.rows_f32.data());
-      return s.rows_f32.data();
-    default:
-      return rows.Row(t);
+    case DType::kF8E4M3: WidenFp8Rows(rows, t, n, s.rows_f32.data()); return s.rows_f32.data();
+    default: return rows.Row(t);
   }
 }
 
@@ -342,8 +332,8 @@ const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, Sha
 // compute the run's scores of all heads, the online-softmax step, then rescale acc and
 // add the run's weighted rows to it.
 // q_bf16: q rounded to bf16 ([heads, row_dim]), used on the vdpbf16ps path only.
-void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t begin, int64_t end,
-              SharedKeyPath path, SharedKeySplit& s) {
+void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t begin, int64_t end, SharedKeyPath path,
+              SharedKeySplit& s) {
   namespace ai = attention_internal;
   s.acc.assign(p.heads * p.value_dim, 0.0f);
   s.max.assign(p.heads, kNegInf);
@@ -370,31 +360,29 @@ void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t beg
       // converted into L1 anyway).
       const int64_t next_n = t + n < end && dtype == DType::kBF16 ? run_length(t + n) : 0;
       const bf16* next = next_n > 0 ? static_cast<const bf16*>(p.rows.Row(t + n)) : nullptr;
-      ai::SharedKeyScoresBf16Dp(q_bf16, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
-                                kSharedKeyBlock, next, next_n);
-      ai::SharedKeySoftmaxBf16Avx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
-                                     s.sum.data(), s.rescale.data(), weights, kSharedKeyBlock);
+      ai::SharedKeyScoresBf16Dp(q_bf16, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(), kSharedKeyBlock, next,
+                                next_n);
+      ai::SharedKeySoftmaxBf16Avx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(), s.sum.data(),
+                                     s.rescale.data(), weights, kSharedKeyBlock);
       ai::SharedKeyPairRowsAvx512(rows, n, p.row_dim, p.value_dim, pairs);
-      ai::SharedKeyAccumulateBf16Dp(weights, kSharedKeyBlock, p.heads, pairs, n,
-                                    p.value_dim, s.rescale.data(), s.acc.data());
+      ai::SharedKeyAccumulateBf16Dp(weights, kSharedKeyBlock, p.heads, pairs, n, p.value_dim, s.rescale.data(),
+                                    s.acc.data());
       t += n;
       continue;
     }
     const float* rows = static_cast<const float*>(RunRows(p, t, n, path, s));  // rows: [n, row_dim] f32
     if (path == SharedKeyPath::kAvx512) {
-      ai::SharedKeyScoresAvx512(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
-                                kSharedKeyBlock);
-      ai::SharedKeySoftmaxAvx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
-                                 s.sum.data(), s.rescale.data());
-      ai::SharedKeyAccumulateAvx512(s.scores.data(), kSharedKeyBlock, p.heads, rows, n,
-                                    p.row_dim, p.value_dim, s.rescale.data(), s.acc.data());
+      ai::SharedKeyScoresAvx512(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(), kSharedKeyBlock);
+      ai::SharedKeySoftmaxAvx512(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(), s.sum.data(),
+                                 s.rescale.data());
+      ai::SharedKeyAccumulateAvx512(s.scores.data(), kSharedKeyBlock, p.heads, rows, n, p.row_dim, p.value_dim,
+                                    s.rescale.data(), s.acc.data());
     } else {
-      ai::SharedKeyScoresPortable(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(),
-                                  kSharedKeyBlock);
-      ai::SharedKeySoftmaxPortable(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(),
-                                   s.sum.data(), s.rescale.data());
-      ai::SharedKeyAccumulatePortable(s.scores.data(), kSharedKeyBlock, p.heads, rows, n,
-                                      p.row_dim, p.value_dim, s.rescale.data(), s.acc.data());
+      ai::SharedKeyScoresPortable(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(), kSharedKeyBlock);
+      ai::SharedKeySoftmaxPortable(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(), s.sum.data(),
+                                   s.rescale.data());
+      ai::SharedKeyAccumulatePortable(s.scores.data(), kSharedKeyBlock, p.heads, rows, n, p.row_dim, p.value_dim,
+                                      s.rescale.data(), s.acc.data());
     }
     t += n;
   }
@@ -413,7 +401,7 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
   const int64_t max_splits = std::max<int64_t>(1, p.num_rows / 256);
   const int64_t splits = std::min<int64_t>(omp_get_max_threads(), max_splits);
   thread_local std::vector<SharedKeySplit> states;
-  thread_local std::vector<bf16> q_storage;  // holds q_rounded
+  thread_local std::vector<bf16> q_storage;           // holds q_rounded
   thread_local std::vector<const float*> outs, lses;  // [splits]: the partials to merge
   if (static_cast<int64_t>(states.size()) < splits) states.resize(splits);
   std::vector<SharedKeySplit>& st = states;
@@ -451,12 +439,10 @@ void attention_internal::SharedKeyAttentionOnPath(const SharedKeyAttentionParams
   MergeAttentionPartials(outs.data(), lses.data(), splits, p.heads, p.value_dim, p.out, p.lse);
 }
 
-void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
-                            int64_t n, int64_t dim, float* out, float* lse) {
-  LATTE_CHECK(parts >= 1 && n >= 0 && dim >= 1, "MergeAttentionPartials: ", parts, " parts of [",
-              n, ", ", dim, "]");
-  LATTE_CHECK(outs != nullptr && lses != nullptr && out != nullptr,
-              "MergeAttentionPartials: null outs, lses or out");
+void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts, int64_t n, int64_t dim,
+                            float* out, float* lse) {
+  LATTE_CHECK(parts >= 1 && n >= 0 && dim >= 1, "MergeAttentionPartials: ", parts, " parts of [", n, ", ", dim, "]");
+  LATTE_CHECK(outs != nullptr && lses != nullptr && out != nullptr, "MergeAttentionPartials: null outs, lses or out");
   for (int64_t r = 0; r < n; ++r) {
     float max_lse = kNegInf;
     for (int64_t i = 0; i < parts; ++i) max_lse = std::max(max_lse, lses[i][r]);

@@ -47,14 +47,14 @@ void CausalAttention(const CausalAttentionParams& p);
 // for the vdpbf16ps path, to f32 otherwise. Elsewhere bf16 rows are widened to f32 and
 // the f32 kernels run.
 struct SharedKeyAttentionParams {
-  const float* q = nullptr;     // q: [heads, row_dim]
-  PagedRows rows;               // rows: [num_rows, row_dim] through a block table
-  float* out = nullptr;         // out: [heads, value_dim]
-  float* lse = nullptr;         // lse: [heads], may be null
+  const float* q = nullptr;  // q: [heads, row_dim]
+  PagedRows rows;            // rows: [num_rows, row_dim] through a block table
+  float* out = nullptr;      // out: [heads, value_dim]
+  float* lse = nullptr;      // lse: [heads], may be null
   int64_t num_rows = 0;
   int64_t heads = 0;
-  int64_t row_dim = 0;          // = rows.row_dim
-  int64_t value_dim = 0;        // <= row_dim
+  int64_t row_dim = 0;    // = rows.row_dim
+  int64_t value_dim = 0;  // <= row_dim
   float scale = 1.0f;
 };
 void SharedKeyAttention(const SharedKeyAttentionParams& p);
@@ -64,7 +64,7 @@ void SharedKeyAttention(const SharedKeyAttentionParams& p);
 // outs[0], lses[0]; lse may be null). Parts with lse = -inf (no keys) contribute
 // nothing; a query no part saw gets out 0 and lse -inf. SharedKeyAttention merges its
 // context splits with it, the decompress path its key blocks.
-void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts,
-                            int64_t n, int64_t dim, float* out, float* lse);
+void MergeAttentionPartials(const float* const* outs, const float* const* lses, int64_t parts, int64_t n, int64_t dim,
+                            float* out, float* lse);
 
 }  // namespace latte

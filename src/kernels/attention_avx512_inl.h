@@ -18,20 +18,18 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Lane k of the result = the sum of the 16 lanes of v[k].
 inline __m512 Reduce16(const __m512* v) {
   __m512 a[8];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [v2i, v2i+1, v2i, v2i+1]
-    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   }
   __m512 c[4];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) {  // per 128-bit lane: [v4i .. v4i+3]
     const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
-    c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
   }
   __m512 d[2];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 2; ++i) {  // 128-bit lanes: [c2i (L0+L1), c2i (L2+L3), c2i+1 .., ..]
     d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
@@ -43,8 +41,7 @@ inline __m512 Reduce16(const __m512* v) {
 // The epilogue of an H-head × R-row scores tile: scores[h * ld + r] = scale · (the sum of
 // the 16 lanes of acc[h][r]). A full 4 × 4 tile reduces its 16 sums together (Reduce16:
 // 45 shuffles/adds instead of 16 horizontal reductions).
-template <int H, int R>
-inline void StoreScoresTile(const __m512 (&acc)[H][R], float scale, float* scores, int64_t ld) {
+template <int H, int R> inline void StoreScoresTile(const __m512 (&acc)[H][R], float scale, float* scores, int64_t ld) {
   if constexpr (H == 4 && R == 4) {
     const __m512 s = _mm512_mul_ps(Reduce16(&acc[0][0]), _mm512_set1_ps(scale));
     _mm_storeu_ps(scores + 0 * ld, _mm512_extractf32x4_ps(s, 0));
@@ -52,9 +49,9 @@ inline void StoreScoresTile(const __m512 (&acc)[H][R], float scale, float* score
     _mm_storeu_ps(scores + 2 * ld, _mm512_extractf32x4_ps(s, 2));
     _mm_storeu_ps(scores + 3 * ld, _mm512_extractf32x4_ps(s, 3));
   } else {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int h = 0; h < H; ++h) {
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) scores[h * ld + r] = scale * _mm512_reduce_add_ps(acc[h][r]);
     }
   }
@@ -80,8 +77,7 @@ inline __m512 Exp(__m512 x) {
 
 // Calls tile.template operator()<H>(h) over heads [0, heads): tiles of 4 heads, then
 // one tile of the 1-3 left.
-template <typename Tile>
-inline void ForEachHeadTile(int64_t heads, Tile&& tile) {
+template <typename Tile> inline void ForEachHeadTile(int64_t heads, Tile&& tile) {
   int64_t h = 0;
   for (; h + 4 <= heads; h += 4) tile.template operator()<4>(h);
   switch (heads - h) {
@@ -96,8 +92,7 @@ inline void ForEachHeadTile(int64_t heads, Tile&& tile) {
 // 16-column vectors starting at column c: tiles of 4 vectors, then one tile of the 1-4
 // vectors left; `last` masks the columns the tile's last vector holds (all 16 but in
 // the final tile).
-template <typename Tile>
-inline void ForEachColumnTile(int64_t width, Tile&& tile) {
+template <typename Tile> inline void ForEachColumnTile(int64_t width, Tile&& tile) {
   int64_t c = 0;
   for (; c + 64 <= width; c += 64) tile.template operator()<4>(c, static_cast<__mmask16>(0xFFFF));
   const int64_t rest = width - c;
@@ -125,19 +120,18 @@ inline float RowMax(const float* scores, int64_t n) {
 
 // The value accumulators of an H-head × V-vector tile: a[h][v] = acc[h·lda + 16v ..]
 // times rescale[h] (rescale may be null: no rescale); the last vector masked by `last`.
-template <int H, int V>
-inline void LoadRescaledAccumulators(const float* acc, int64_t lda, const float* rescale,
-                                     __mmask16 last, __m512 (&a)[H][V]) {
-  #pragma GCC unroll 16
+template <int H, int V> inline void LoadRescaledAccumulators(const float* acc, int64_t lda, const float* rescale,
+                                                             __mmask16 last, __m512 (&a)[H][V]) {
+#pragma GCC unroll 16
   for (int h = 0; h < H; ++h) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) {
       const __mmask16 m = v == V - 1 ? last : static_cast<__mmask16>(0xFFFF);
       a[h][v] = _mm512_maskz_loadu_ps(m, acc + h * lda + v * 16);
     }
     if (rescale != nullptr) {
       const __m512 s = _mm512_set1_ps(rescale[h]);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) a[h][v] = _mm512_mul_ps(a[h][v], s);
     }
   }
@@ -146,9 +140,9 @@ inline void LoadRescaledAccumulators(const float* acc, int64_t lda, const float*
 // Writes them back (the last vector masked by `last`).
 template <int H, int V>
 inline void StoreAccumulators(const __m512 (&a)[H][V], __mmask16 last, float* acc, int64_t lda) {
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int h = 0; h < H; ++h) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V - 1; ++v) _mm512_storeu_ps(acc + h * lda + v * 16, a[h][v]);
     _mm512_mask_storeu_ps(acc + h * lda + (V - 1) * 16, last, a[h][V - 1]);
   }

@@ -34,28 +34,26 @@ void SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath p
 
 // scores[h * ld + t] = scale · q[h] · rows[t] over row_dim values, h < heads, t < n.
 // q: [heads, row_dim].
-void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, int64_t n,
-                             int64_t row_dim, float scale, float* scores, int64_t ld);
-void SharedKeyScoresAvx512(const float* q, int64_t heads, const float* rows, int64_t n,
-                           int64_t row_dim, float scale, float* scores, int64_t ld);
+void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, int64_t n, int64_t row_dim, float scale,
+                             float* scores, int64_t ld);
+void SharedKeyScoresAvx512(const float* q, int64_t heads, const float* rows, int64_t n, int64_t row_dim, float scale,
+                           float* scores, int64_t ld);
 
 // Online-softmax step of each head over one block of scores: with m = max(max[h],
 // max_t scores[h, t]), scores[h, t] <- e^{scores[h, t] - m}, rescale[h] <- e^{max[h] - m}
 // (0 while max[h] = -inf), sum[h] <- sum[h] · rescale[h] + Σ_t scores[h, t], max[h] <- m.
-void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
-                              float* sum, float* rescale);
-void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
-                            float* sum, float* rescale);
+void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t n, float* max, float* sum,
+                              float* rescale);
+void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max, float* sum,
+                            float* rescale);
 
 // acc[h, j] = acc[h, j] · rescale[h] + Σ_{t<n} p[h * ld + t] · rows[t * row_dim + j] for
 // h < heads, j < value_dim (value_dim <= row_dim); acc: [heads, value_dim]. rescale may be
 // null (no rescaling).
-void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, const float* rows,
-                                 int64_t n, int64_t row_dim, int64_t value_dim,
-                                 const float* rescale, float* acc);
-void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const float* rows,
-                               int64_t n, int64_t row_dim, int64_t value_dim,
-                               const float* rescale, float* acc);
+void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, const float* rows, int64_t n,
+                                 int64_t row_dim, int64_t value_dim, const float* rescale, float* acc);
+void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const float* rows, int64_t n, int64_t row_dim,
+                               int64_t value_dim, const float* rescale, float* acc);
 
 // ---- bf16 rows ----
 
@@ -69,28 +67,26 @@ void Bf16ToF32Avx512(const bf16* rows, int64_t count, float* out);
 // with q: [heads, row_dim] already rounded to bf16. next_rows (may be null): the next
 // block's next_n rows, prefetched into cache meanwhile (the rows stream from memory
 // once per step: without the prefetch the first head tile waits on every line).
-void SharedKeyScoresBf16Dp(const bf16* q, int64_t heads, const bf16* rows, int64_t n,
-                           int64_t row_dim, float scale, float* scores, int64_t ld,
-                           const bf16* next_rows = nullptr, int64_t next_n = 0);
+void SharedKeyScoresBf16Dp(const bf16* q, int64_t heads, const bf16* rows, int64_t n, int64_t row_dim, float scale,
+                           float* scores, int64_t ld, const bf16* next_rows = nullptr, int64_t next_n = 0);
 
 // The online-softmax step of SharedKeySoftmax* (same max, sum, rescale), except that
 // the weights go to p[h * ldp + t], t < n, rounded to bf16 (and p[h * ldp + n] = 0 when
 // n is odd, so pairs are complete; ldp even), scores are left as they are, and sum[h]
 // adds the rounded weights, not the f32 ones: acc / sum is then exactly the average of
 // the rows under the weights the dot products used.
-void SharedKeySoftmaxBf16Avx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max,
-                                float* sum, float* rescale, bf16* p, int64_t ldp);
+void SharedKeySoftmaxBf16Avx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max, float* sum,
+                                float* rescale, bf16* p, int64_t ldp);
 
 // vdpbf16ps sums pairs of products, so the value side pairs consecutive rows:
 // pairs[u * 2 * value_dim + 2 * j + i] = rows[(2u + i) * row_dim + j] for j < value_dim,
 // u < ceil(n / 2), i in {0, 1}; the missing row of an odd n reads as 0.
-void SharedKeyPairRowsAvx512(const bf16* rows, int64_t n, int64_t row_dim, int64_t value_dim,
-                             bf16* pairs);
+void SharedKeyPairRowsAvx512(const bf16* rows, int64_t n, int64_t row_dim, int64_t value_dim, bf16* pairs);
 
 // acc[h, j] = acc[h, j] · rescale[h] + Σ_{t < n} p[h * ldp + t] · rows[t, j], h < heads,
 // j < value_dim, from the bf16 weights and the paired rows above; acc: [heads, value_dim].
 // rescale may be null (no rescaling).
-void SharedKeyAccumulateBf16Dp(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs,
-                               int64_t n, int64_t value_dim, const float* rescale, float* acc);
+void SharedKeyAccumulateBf16Dp(const bf16* p, int64_t ldp, int64_t heads, const bf16* pairs, int64_t n,
+                               int64_t value_dim, const float* rescale, float* acc);
 
 }  // namespace latte::attention_internal

@@ -9,10 +9,8 @@
 namespace latte {
 
 void RoundToBf16(const float* x, int64_t rows, int64_t ldx, int64_t cols, bf16* out) {
-  LATTE_CHECK(rows >= 0 && cols >= 0 && ldx >= cols, "RoundToBf16: rows ", rows, ", cols ",
-              cols, ", ldx ", ldx);
-  LATTE_CHECK(rows * cols == 0 || (x != nullptr && out != nullptr),
-              "RoundToBf16: null x or out");
+  LATTE_CHECK(rows >= 0 && cols >= 0 && ldx >= cols, "RoundToBf16: rows ", rows, ", cols ", cols, ", ldx ", ldx);
+  LATTE_CHECK(rows * cols == 0 || (x != nullptr && out != nullptr), "RoundToBf16: null x or out");
   const CpuFeatures& cpu = GetCpuFeatures();
 #pragma omp parallel for schedule(static) if (rows * cols >= kMinParallelConversion && !omp_in_parallel())
   for (int64_t i = 0; i < rows; ++i) {

@@ -14,13 +14,11 @@ namespace latte::bf16_internal {
 void RoundToBf16Avx512(const float* x, int64_t n, bf16* out, bool has_bf16) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        RoundToBf16x16(_mm512_loadu_ps(x + i), has_bf16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), RoundToBf16x16(_mm512_loadu_ps(x + i), has_bf16));
   }
   if (i < n) {
     const __mmask16 mask = TailMask16(n - i);
-    _mm256_mask_storeu_epi16(out + i, mask,
-                             RoundToBf16x16(_mm512_maskz_loadu_ps(mask, x + i), has_bf16));
+    _mm256_mask_storeu_epi16(out + i, mask, RoundToBf16x16(_mm512_maskz_loadu_ps(mask, x + i), has_bf16));
   }
 }
 

@@ -35,18 +35,15 @@ constexpr int kMaxM = 4;
 // Rows ahead for the L2 prefetch (8 rows of a 2048-wide bf16 matrix: 32 KiB).
 constexpr int64_t kPrefetchRows = 8;
 
-template <bool kBf16>
-inline __m512 LoadW(const void* base, int64_t off) {
+template <bool kBf16> inline __m512 LoadW(const void* base, int64_t off) {
   if constexpr (kBf16) {
-    return WidenBf16x16(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(static_cast<const bf16*>(base) + off)));
+    return WidenBf16x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const bf16*>(base) + off)));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(base) + off);
   }
 }
 
-template <bool kBf16>
-inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
+template <bool kBf16> inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
   if constexpr (kBf16) {
     return WidenBf16x16(_mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(base) + off));
   } else {
@@ -56,8 +53,7 @@ inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
 
 // y[i][n0 + r] = x[i] · w[n0 + r] for i < M, r < R. `w` points at row n0.
 template <bool kBf16, int M, int R>
-void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y,
-          int64_t ldy, bool prefetch) {
+void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y, int64_t ldy, bool prefetch) {
   const size_t esize = kBf16 ? 2 : 4;
   const void* wr[R];
   for (int r = 0; r < R; ++r) {
@@ -100,9 +96,8 @@ void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, flo
   }
 }
 
-template <bool kBf16, int R>
-void TileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld, int64_t k,
-              float* y, int64_t ldy, bool prefetch) {
+template <bool kBf16, int R> void TileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld, int64_t k,
+                                           float* y, int64_t ldy, bool prefetch) {
   for (int64_t i = 0; i < m; i += kMaxM) {
     const float* xi = x + i * ldx;
     float* yi = y + i * ldy;
@@ -117,29 +112,25 @@ void TileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld,
 
 // Output rows [n0, n1).
 template <bool kBf16>
-void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1,
-          float* y, int64_t ldy) {
+void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const size_t esize = kBf16 ? 2 : 4;
   const char* base = static_cast<const char*>(w.data);
   int64_t n = n0;
   for (; n + kRows <= n1; n += kRows) {
-    TileAnyM<kBf16, kRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld,
-                           w.cols, y + n, ldy, n + kPrefetchRows + kRows <= n1);
+    TileAnyM<kBf16, kRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy,
+                           n + kPrefetchRows + kRows <= n1);
   }
   for (; n < n1; ++n) {
-    TileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols,
-                       y + n, ldy, false);
+    TileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy, false);
   }
 }
 
-template <bool kBf16>
-void Gemv(const MatmulProblem& p, bool threaded) {
+template <bool kBf16> void Gemv(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
   // A contiguous, kRows-aligned share per thread: one sequential region each.
-  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
-    Rows<kBf16>(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy);
-  });
+  SplitRowsOverThreads(parallel, w.rows, kRows,
+                       [&](RowRange rows) { Rows<kBf16>(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy); });
 }
 
 }  // namespace

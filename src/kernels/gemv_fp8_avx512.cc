@@ -79,16 +79,14 @@ constexpr float kFp8ViaF16 = 256.0f;
 // 16 e4m3 bytes -> 16 f32 values × 2^-8 (exact).
 inline __m512 Fp8x16(__m128i bytes) {
   const __m256i w = _mm256_cvtepi8_epi16(bytes);
-  const __m256i h =
-      _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
   return _mm512_cvtph_ps(h);
 }
 
 // y[i][r] = x[i] · w[r] for i < M, r < R. w: row 0 of the tile (row stride ld);
 // scale_rows[r]: the scale row (one f32 per column block) of tile row r.
-template <int M, int R>
-void Tile(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
-          const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy) {
+template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
+                                  const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy) {
   __m512 total[M][R];
   for (int i = 0; i < M; ++i) {
     for (int r = 0; r < R; ++r) total[i][r] = _mm512_setzero_ps();
@@ -144,14 +142,10 @@ void Tile(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
 // Weight rows per tile for M rows of x: 2·M·R accumulators stay within 16
 // registers, and M = 1 (batch-1 decode) streams 8 rows at once (measured ~1.4x
 // the DRAM throughput of 4 rows on one loaded Zen 4 core: more loads in flight).
-template <int M>
-constexpr int TileRows() {
-  return M == 1 ? 8 : M == 2 ? 4 : 2;
-}
+template <int M> constexpr int TileRows() { return M == 1 ? 8 : M == 2 ? 4 : 2; }
 
-template <int M, int R>
-void TileSplit(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
-               const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy) {
+template <int M, int R> void TileSplit(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
+                                       const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy) {
   constexpr int kSub = TileRows<M>() < R ? TileRows<M>() : R;
   for (int r = 0; r < R; r += kSub) {
     Tile<M, kSub>(x, ldx, w + r * ld, ld, k, scale_rows + r, block_cols, y + r, ldy);
@@ -159,9 +153,8 @@ void TileSplit(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_
 }
 
 // R weight rows (kRows, 4 or 1) against every row of x.
-template <int R>
-void RowGroup(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
-              const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy) {
+template <int R> void RowGroup(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
+                               const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy) {
   for (int64_t i = 0; i < m; i += kMaxM) {
     const float* xi = x + i * ldx;
     float* yi = y + i * ldy;
@@ -177,8 +170,7 @@ void RowGroup(const float* x, int64_t m, int64_t ldx, const uint8_t* w, int64_t 
 // Calls group.template operator()<R>(n, scale_rows) over output rows [n0, n1): groups
 // of kRows rows, then one group of 4 (a tail of 4..7 rows), then single rows;
 // scale_rows[r] is row n + r's block scales.
-template <typename Group>
-void ForEachRowGroup(const WeightView& w, int64_t n0, int64_t n1, Group&& group) {
+template <typename Group> void ForEachRowGroup(const WeightView& w, int64_t n0, int64_t n1, Group&& group) {
   int64_t n = n0;
   for (; n + kRows <= n1; n += kRows) {
     const float* rows[kRows];
@@ -198,8 +190,7 @@ void ForEachRowGroup(const WeightView& w, int64_t n0, int64_t n1, Group&& group)
 }
 
 // Output rows [n0, n1).
-void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1,
-          float* y, int64_t ldy) {
+void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   ForEachRowGroup(w, n0, n1, [&]<int R>(int64_t n, const float* const* scale_rows) {
     RowGroup<R>(x, m, ldx, base + n * w.ld, w.ld, w.cols, scale_rows, w.block_cols, y + n, ldy);
@@ -253,8 +244,10 @@ const Lut& Fp8Bf16Lut() {
 struct LutRegs {
   __m512i h0, h1, l0, l1;
   explicit LutRegs(const Lut& t)
-      : h0(_mm512_load_si512(t.high)), h1(_mm512_load_si512(t.high + 64)),
-        l0(_mm512_load_si512(t.low)), l1(_mm512_load_si512(t.low + 64)) {}
+      : h0(_mm512_load_si512(t.high)),
+        h1(_mm512_load_si512(t.high + 64)),
+        l0(_mm512_load_si512(t.low)),
+        l1(_mm512_load_si512(t.low + 64)) {}
 };
 
 inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh>(v); }
@@ -275,8 +268,7 @@ inline void Fp8x64ToBf16(__m512i bytes, const LutRegs& t, __m512i& lo, __m512i& 
 // with `lo` first, then the 32 for `hi`. A block takes BlockStride() values.
 int64_t BlockStride(int64_t block_cols) { return (block_cols + kStep - 1) / kStep * kStep; }
 
-void RoundX(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t block_cols, bf16* out,
-            int64_t ldo) {
+void RoundX(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t block_cols, bf16* out, int64_t ldo) {
   const int64_t stride = BlockStride(block_cols);
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * ldx;
@@ -290,8 +282,7 @@ void RoundX(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t block_col
           const __m512 v = _mm512_maskz_loadu_ps(TailMask16(n), xi + c + 16 * g);
           const __m256i b = RoundToBf16x16(v, /*has_bf16=*/true);
           _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 8 * g), _mm256_castsi256_si128(b));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32 + 8 * g),
-                           _mm256_extracti128_si256(b, 1));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32 + 8 * g), _mm256_extracti128_si256(b, 1));
         }
       }
     }
@@ -311,9 +302,8 @@ struct Bf16Ctx {
 };
 
 // y[i][r] = x[i] · w[r] for i < M, r < R, as Tile() but on the bf16 path.
-template <int M, int R>
-void TileBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
-              const float* const* scale_rows, float* y, int64_t ldy) {
+template <int M, int R> void TileBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
+                                      const float* const* scale_rows, float* y, int64_t ldy) {
   const LutRegs t(*ctx.lut);
   __m512 total[M][R];
   for (int i = 0; i < M; ++i) {
@@ -349,8 +339,7 @@ void TileBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
       __m512i bytes[R];
       for (int r = 0; r < R; ++r) {
         // The same line prefetch_rows on (see kPrefetchBytes).
-        _mm_prefetch(reinterpret_cast<const char*>(w + (r + ctx.prefetch_rows) * ld + kk),
-                     _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(w + (r + ctx.prefetch_rows) * ld + kk), _MM_HINT_T1);
         bytes[r] = _mm512_loadu_si512(w + r * ld + kk);
       }
       step(bytes, xs);
@@ -371,18 +360,16 @@ void TileBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
   }
 }
 
-template <int M, int R>
-void TileSplitBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
-                   const float* const* scale_rows, float* y, int64_t ldy) {
+template <int M, int R> void TileSplitBf16(const Bf16Ctx& ctx, const bf16* x, const uint8_t* w, int64_t ld,
+                                           const float* const* scale_rows, float* y, int64_t ldy) {
   constexpr int kSub = TileRows<M>() < R ? TileRows<M>() : R;
   for (int r = 0; r < R; r += kSub) {
     TileBf16<M, kSub>(ctx, x, w + r * ld, ld, scale_rows + r, y + r, ldy);
   }
 }
 
-template <int R>
-void RowGroupBf16(const Bf16Ctx& ctx, int64_t m, const uint8_t* w, int64_t ld,
-                  const float* const* scale_rows, float* y, int64_t ldy) {
+template <int R> void RowGroupBf16(const Bf16Ctx& ctx, int64_t m, const uint8_t* w, int64_t ld,
+                                   const float* const* scale_rows, float* y, int64_t ldy) {
   for (int64_t i = 0; i < m; i += kMaxM) {
     const bf16* xi = ctx.x + i * ctx.ldxb;
     float* yi = y + i * ldy;
@@ -396,8 +383,7 @@ void RowGroupBf16(const Bf16Ctx& ctx, int64_t m, const uint8_t* w, int64_t ld,
 }
 
 // Output rows [n0, n1), as Rows().
-void RowsBf16(const Bf16Ctx& ctx, int64_t m, const WeightView& w, int64_t n0, int64_t n1,
-              float* y, int64_t ldy) {
+void RowsBf16(const Bf16Ctx& ctx, int64_t m, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   ForEachRowGroup(w, n0, n1, [&]<int R>(int64_t n, const float* const* scale_rows) {
     RowGroupBf16<R>(ctx, m, base + n * w.ld, w.ld, scale_rows, y + n, ldy);
@@ -416,13 +402,11 @@ void GemvFp8Bf16(const MatmulProblem& p, bool threaded) {
   if (x_scratch.size() < bytes) x_scratch = AlignedBuffer(bytes);
   bf16* xb = x_scratch.as<bf16>();
   RoundX(p.x, p.m, p.ldx, w.cols, w.block_cols, xb, ldxb);
-  const int64_t pf_rows =
-      std::max<int64_t>(kRows, (kPrefetchBytes + w.ld - 1) / std::max<int64_t>(w.ld, 1));
+  const int64_t pf_rows = std::max<int64_t>(kRows, (kPrefetchBytes + w.ld - 1) / std::max<int64_t>(w.ld, 1));
   const Bf16Ctx ctx{xb, ldxb, w.cols, w.block_cols, stride, &Fp8Bf16Lut(), pf_rows};
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
-  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
-    RowsBf16(ctx, p.m, w, rows.begin, rows.end, p.y, p.ldy);
-  });
+  SplitRowsOverThreads(parallel, w.rows, kRows,
+                       [&](RowRange rows) { RowsBf16(ctx, p.m, w, rows.begin, rows.end, p.y, p.ldy); });
 }
 
 #if defined(__clang__)
@@ -453,13 +437,11 @@ void GemvFp8Avx512F32(const MatmulProblem& p, bool threaded) {
   }
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
   // A contiguous, kRows-aligned share per thread: one sequential region each.
-  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
-    Rows(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy);
-  });
+  SplitRowsOverThreads(parallel, w.rows, kRows,
+                       [&](RowRange rows) { Rows(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy); });
 }
 
-void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out,
-                               bool has_bf16) {
+void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out, bool has_bf16) {
   if (w.block_cols % 16 != 0) {  // the 16-wide steps would straddle blocks
     DequantizeFp8ToBf16Portable(w, first, count, out);
     return;

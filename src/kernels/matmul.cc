@@ -24,8 +24,8 @@
 namespace latte {
 
 WeightView WeightView::RowBlock(int64_t first, int64_t count) const {
-  LATTE_DCHECK(first >= 0 && count >= 0 && first + count <= rows, "RowBlock [", first, ", ",
-               first + count, ") of ", rows, " rows");
+  LATTE_DCHECK(first >= 0 && count >= 0 && first + count <= rows, "RowBlock [", first, ", ", first + count, ") of ",
+               rows, " rows");
   WeightView v = *this;
   v.rows = count;
   v.data = static_cast<const uint8_t*>(data) + static_cast<size_t>(first * ld) * DTypeSize(dtype);
@@ -63,8 +63,7 @@ constexpr int kPMaxM = 2;
 // 350 KiB, so the block stays in L2 while every row of x passes over it.
 constexpr int64_t kPBlock = 16;
 
-template <bool kBf16>
-inline float LoadW(const void* w, int64_t i) {
+template <bool kBf16> inline float LoadW(const void* w, int64_t i) {
   if constexpr (kBf16) {
     return Bf16ToF32(static_cast<const bf16*>(w)[i]);
   } else {
@@ -73,8 +72,7 @@ inline float LoadW(const void* w, int64_t i) {
 }
 
 template <bool kBf16, int M, int R>
-void PortableTile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y,
-                  int64_t ldy) {
+void PortableTile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y, int64_t ldy) {
   const size_t esize = kBf16 ? 2 : 4;
   const void* wr[R];
   for (int r = 0; r < R; ++r) {
@@ -108,9 +106,8 @@ void PortableTile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_
   }
 }
 
-template <bool kBf16, int R>
-void PortableTileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld,
-                      int64_t k, float* y, int64_t ldy) {
+template <bool kBf16, int R> void PortableTileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld,
+                                                   int64_t k, float* y, int64_t ldy) {
   int64_t i = 0;
   for (; i + kPMaxM <= m; i += kPMaxM) {
     PortableTile<kBf16, kPMaxM, R>(x + i * ldx, ldx, w, ld, k, y + i * ldy, ldy);
@@ -118,32 +115,27 @@ void PortableTileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int
   for (; i < m; ++i) PortableTile<kBf16, 1, R>(x + i * ldx, ldx, w, ld, k, y + i * ldy, ldy);
 }
 
-template <bool kBf16>
-void PortableBlock(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0,
-                   int64_t n1, float* y, int64_t ldy) {
+template <bool kBf16> void PortableBlock(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0,
+                                         int64_t n1, float* y, int64_t ldy) {
   const size_t esize = kBf16 ? 2 : 4;
   const char* base = static_cast<const char*>(w.data);
   int64_t n = n0;
   for (; n + kPRows <= n1; n += kPRows) {
-    PortableTileAnyM<kBf16, kPRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize,
-                                    w.ld, w.cols, y + n, ldy);
+    PortableTileAnyM<kBf16, kPRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy);
   }
   for (; n < n1; ++n) {
-    PortableTileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld,
-                               w.cols, y + n, ldy);
+    PortableTileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy);
   }
 }
 
-template <bool kBf16>
-void Portable(const MatmulProblem& p, bool threaded) {
+template <bool kBf16> void Portable(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   const int64_t blocks = (w.rows + kPBlock - 1) / kPBlock;
   const bool parallel = threaded && blocks > 1 && WorthParallel(p.m * w.rows * w.cols);
   // schedule(static): each thread gets one contiguous run of blocks to stream.
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < blocks; ++b) {
-    PortableBlock<kBf16>(p.x, p.m, p.ldx, w, b * kPBlock, std::min(w.rows, (b + 1) * kPBlock),
-                         p.y, p.ldy);
+    PortableBlock<kBf16>(p.x, p.m, p.ldx, w, b * kPBlock, std::min(w.rows, (b + 1) * kPBlock), p.y, p.ldy);
   }
 }
 
@@ -239,31 +231,29 @@ void RunGemms(const MatmulProblem* p, std::vector<int64_t>& gemms) {
 
 // What every kernel assumes of a weight view (see WeightView).
 void CheckWeightView(const WeightView& w, const char* caller) {
-  LATTE_CHECK(w.rows >= 0 && w.cols >= 0 && w.ld >= w.cols, caller, ": weight [", w.rows, ", ",
-              w.cols, "] with row stride ", w.ld);
-  LATTE_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF8E4M3,
-              caller, ": weight dtype ", DTypeName(w.dtype), " (kernels take F32, BF16, F8_E4M3)");
+  LATTE_CHECK(w.rows >= 0 && w.cols >= 0 && w.ld >= w.cols, caller, ": weight [", w.rows, ", ", w.cols,
+              "] with row stride ", w.ld);
+  LATTE_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF8E4M3, caller, ": weight dtype ",
+              DTypeName(w.dtype), " (kernels take F32, BF16, F8_E4M3)");
   if (w.rows == 0 || w.cols == 0) return;
   LATTE_CHECK(w.data != nullptr, caller, ": null weight data");
   LATTE_CHECK(reinterpret_cast<uintptr_t>(w.data) % DTypeSize(w.dtype) == 0, caller,
               ": weight data not aligned to its ", DTypeSize(w.dtype), "-byte elements");
   if (w.dtype != DType::kF8E4M3) return;
-  LATTE_CHECK(w.block_rows > 0 && w.block_cols > 0, caller, ": fp8 blocks ", w.block_rows, "x",
-              w.block_cols);
-  LATTE_CHECK(w.scale != nullptr &&
-                  reinterpret_cast<uintptr_t>(w.scale) % alignof(float) == 0,
-              caller, ": fp8 scales null or not 4-byte aligned");
-  LATTE_CHECK(w.scale_ld >= (w.cols + w.block_cols - 1) / w.block_cols, caller, ": fp8 scale_ld ",
-              w.scale_ld, " < ", (w.cols + w.block_cols - 1) / w.block_cols, " column blocks");
-  LATTE_CHECK(w.scale_row0 >= 0 && w.scale_row0 < w.block_rows, caller, ": fp8 scale_row0 ",
-              w.scale_row0, " outside [0, ", w.block_rows, ")");
+  LATTE_CHECK(w.block_rows > 0 && w.block_cols > 0, caller, ": fp8 blocks ", w.block_rows, "x", w.block_cols);
+  LATTE_CHECK(w.scale != nullptr && reinterpret_cast<uintptr_t>(w.scale) % alignof(float) == 0, caller,
+              ": fp8 scales null or not 4-byte aligned");
+  LATTE_CHECK(w.scale_ld >= (w.cols + w.block_cols - 1) / w.block_cols, caller, ": fp8 scale_ld ", w.scale_ld, " < ",
+              (w.cols + w.block_cols - 1) / w.block_cols, " column blocks");
+  LATTE_CHECK(w.scale_row0 >= 0 && w.scale_row0 < w.block_rows, caller, ": fp8 scale_row0 ", w.scale_row0,
+              " outside [0, ", w.block_rows, ")");
 }
 
 void CheckProblem(const MatmulProblem& p, const char* caller) {
   CheckWeightView(p.w, caller);
   LATTE_CHECK(p.m >= 0, caller, ": m = ", p.m);
-  LATTE_CHECK(p.ldx >= p.w.cols && p.ldy >= p.w.rows, caller, ": ldx ", p.ldx, " (w.cols ",
-              p.w.cols, "), ldy ", p.ldy, " (w.rows ", p.w.rows, ")");
+  LATTE_CHECK(p.ldx >= p.w.cols && p.ldy >= p.w.rows, caller, ": ldx ", p.ldx, " (w.cols ", p.w.cols, "), ldy ", p.ldy,
+              " (w.rows ", p.w.rows, ")");
   if (p.m == 0) return;
   LATTE_CHECK(p.x != nullptr && p.y != nullptr, caller, ": null x or y");
 }
@@ -344,8 +334,7 @@ void RunBatched(const BatchedMatmulParams& p) {
     return MatmulProblem{p.x + b * p.x_stride, p.m, p.ldx, p.w[b], p.y + b * p.y_stride, p.ldy};
   };
   const int64_t macs = p.m * w0.rows * w0.cols;
-  const bool over_heads = batch > 1 && omp_get_max_threads() > 1 &&
-                          (p.m < kGemmMinRows || macs < kBatchSplitMaxMacs);
+  const bool over_heads = batch > 1 && omp_get_max_threads() > 1 && (p.m < kGemmMinRows || macs < kBatchSplitMaxMacs);
   if (over_heads) {
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < batch; ++b) MatmulOne(problem(b), /*threaded=*/false);
@@ -355,8 +344,7 @@ void RunBatched(const BatchedMatmulParams& p) {
   // bf16 rounding of x is done once for all heads (not for fp8 weights: their
   // chunked path rounds x per call).
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (p.x_stride == 0 && w0.dtype != DType::kF8E4M3 && UseOneDnn(cpu, p.m, w0.dtype) &&
-      MatmulOneDnnSharedX(p)) {
+  if (p.x_stride == 0 && w0.dtype != DType::kF8E4M3 && UseOneDnn(cpu, p.m, w0.dtype) && MatmulOneDnnSharedX(p)) {
     return;
   }
   for (int64_t b = 0; b < batch; ++b) MatmulOne(problem(b), /*threaded=*/true);
@@ -414,12 +402,11 @@ void MatmulBatched(const BatchedMatmulParams& p) {
   CheckProblem(MatmulProblem{p.x, p.m, p.ldx, w0, p.y, p.ldy}, "MatmulBatched");
   for (const WeightView& w : p.w) {
     CheckWeightView(w, "MatmulBatched");
-    LATTE_CHECK(w.rows == w0.rows && w.cols == w0.cols && w.dtype == w0.dtype,
-                "MatmulBatched: weight [", w.rows, ", ", w.cols, "] ", DTypeName(w.dtype),
-                " differs from the first, [", w0.rows, ", ", w0.cols, "] ", DTypeName(w0.dtype));
+    LATTE_CHECK(w.rows == w0.rows && w.cols == w0.cols && w.dtype == w0.dtype, "MatmulBatched: weight [", w.rows, ", ",
+                w.cols, "] ", DTypeName(w.dtype), " differs from the first, [", w0.rows, ", ", w0.cols, "] ",
+                DTypeName(w0.dtype));
   }
-  LATTE_CHECK(p.x_stride >= 0 && p.y_stride >= 0, "MatmulBatched: x_stride ", p.x_stride,
-              ", y_stride ", p.y_stride);
+  LATTE_CHECK(p.x_stride >= 0 && p.y_stride >= 0, "MatmulBatched: x_stride ", p.x_stride, ", y_stride ", p.y_stride);
   if (p.m <= 0) return;
   if (NeedsPackedOperands(p)) {
     RunBatchedPacked(p);

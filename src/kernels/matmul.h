@@ -46,8 +46,7 @@ struct WeightView {
   size_t ScaleBytes() const {
     if (dtype != DType::kF8E4M3 || rows <= 0) return 0;
     const int64_t block_rows_spanned = (scale_row0 + rows + block_rows - 1) / block_rows;
-    return static_cast<size_t>(block_rows_spanned * ((cols + block_cols - 1) / block_cols)) *
-           sizeof(float);
+    return static_cast<size_t>(block_rows_spanned * ((cols + block_cols - 1) / block_cols)) * sizeof(float);
   }
   // The block scales of row r (fp8): one per block of block_cols columns.
   const float* ScaleRow(int64_t r) const { return scale + ((scale_row0 + r) / block_rows) * scale_ld; }
@@ -58,17 +57,15 @@ struct WeightView {
     const size_t i = static_cast<size_t>(r * ld + c);
     switch (dtype) {
       case DType::kBF16: return Bf16ToF32(static_cast<const bf16*>(data)[i]);
-      case DType::kF8E4M3:
-        return Fp8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) * ScaleAt(r, c);
+      case DType::kF8E4M3: return Fp8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) * ScaleAt(r, c);
       default: return static_cast<const float*>(data)[i];
     }
   }
 };
 
 // An fp8 view: `data` e4m3 [rows, ld], `scale` f32 [ceil(rows / block_rows), scale_ld].
-inline WeightView Fp8WeightView(int64_t rows, int64_t cols, int64_t ld, const uint8_t* data,
-                                const float* scale, int64_t scale_ld, int64_t block_rows = 128,
-                                int64_t block_cols = 128) {
+inline WeightView Fp8WeightView(int64_t rows, int64_t cols, int64_t ld, const uint8_t* data, const float* scale,
+                                int64_t scale_ld, int64_t block_rows = 128, int64_t block_cols = 128) {
   WeightView v{DType::kF8E4M3, rows, cols, ld, data};
   v.scale = scale;
   v.scale_ld = scale_ld;
@@ -90,7 +87,7 @@ struct MatmulProblem {
   int64_t m = 0;
   int64_t ldx = 0;
   WeightView w;
-  float* y = nullptr;        // y: [m, w.rows], row stride ldy >= w.rows
+  float* y = nullptr;  // y: [m, w.rows], row stride ldy >= w.rows
   int64_t ldy = 0;
 };
 

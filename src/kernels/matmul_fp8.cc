@@ -50,8 +50,8 @@ float Dot(const float* x, const float* w, int64_t k) {
 
 // Each weight row is dequantized once into an L1-resident f32 row, then dotted
 // with every row of x.
-void PortableRows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0,
-                  int64_t n1, float* y, int64_t ldy, std::vector<float>& row) {
+void PortableRows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                  int64_t ldy, std::vector<float>& row) {
   if (row.size() < static_cast<size_t>(w.cols)) row.resize(static_cast<size_t>(w.cols));
   for (int64_t n = n0; n < n1; ++n) {
     DequantizeRowF32(w, n, row.data());
@@ -93,8 +93,8 @@ void MatmulFp8Portable(const MatmulProblem& p, bool threaded) {
     thread_local std::vector<float> row;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
-      PortableRows(p.x, p.m, p.ldx, w, b * kPortableRowBlock,
-                   std::min(w.rows, (b + 1) * kPortableRowBlock), p.y, p.ldy, row);
+      PortableRows(p.x, p.m, p.ldx, w, b * kPortableRowBlock, std::min(w.rows, (b + 1) * kPortableRowBlock), p.y, p.ldy,
+                   row);
     }
   }
 }
@@ -135,8 +135,8 @@ bool MatmulFp8OneDnn(const MatmulProblem& p) {
 
 void DequantizeFp8ToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out) {
   LATTE_CHECK(w.dtype == DType::kF8E4M3, "DequantizeFp8ToBf16: dtype ", DTypeName(w.dtype));
-  LATTE_CHECK(first >= 0 && count >= 0 && first + count <= w.rows, "DequantizeFp8ToBf16: rows [",
-              first, ", ", first + count, ") of ", w.rows);
+  LATTE_CHECK(first >= 0 && count >= 0 && first + count <= w.rows, "DequantizeFp8ToBf16: rows [", first, ", ",
+              first + count, ") of ", w.rows);
   LATTE_CHECK(w.ld >= w.cols && w.block_rows > 0 && w.block_cols > 0 && w.scale_row0 >= 0 &&
                   w.scale_ld >= (w.cols + w.block_cols - 1) / w.block_cols,
               "DequantizeFp8ToBf16: bad view geometry");

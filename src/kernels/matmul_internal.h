@@ -47,8 +47,7 @@ void GemvFp8Avx512F32(const MatmulProblem& p, bool threaded);
 // one (matmul_fp8.cc) and the AVX-512 one (gemv_fp8_avx512.cc; vcvtneps2bf16 when
 // `has_bf16`; call only when GetCpuFeatures().avx512f). Same contract.
 void DequantizeFp8ToBf16Portable(const WeightView& w, int64_t first, int64_t count, bf16* out);
-void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out,
-                               bool has_bf16);
+void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out, bool has_bf16);
 
 // Large-m product with an fp8 weight (matmul_fp8.cc): x is rounded to bf16 once,
 // then a bounded chunk of weight rows at a time (8 MiB of bf16, matmul_fp8.cc) is
@@ -67,8 +66,8 @@ struct Bf16XProblem {
   const bf16* x = nullptr;  // x: [m, w.cols], row stride ldx
   int64_t m = 0;
   int64_t ldx = 0;
-  WeightView w;             // kBF16
-  float* y = nullptr;       // y: [m, w.rows], row stride ldy
+  WeightView w;        // kBF16
+  float* y = nullptr;  // y: [m, w.rows], row stride ldy
   int64_t ldy = 0;
 };
 

@@ -10,8 +10,8 @@
 // primitives (and their memory objects, re-pointed per call) are cached per
 // thread by shape. Per thread because a oneDNN primitive with the default
 // library-managed scratchpad must not run on two threads at once.
-#include <dnnl.hpp>
 #include <omp.h>
+#include <dnnl.hpp>
 
 #include <unordered_map>
 
@@ -86,8 +86,7 @@ Entry Build(Context& c, const Key& key) {
 }
 
 // y = src · wᵀ with src already in the operand type (bf16 for bf16 weights).
-bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView& w, float* y,
-         int64_t ldy) {
+bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView& w, float* y, int64_t ldy) {
   const Key key{m, w.rows, w.cols, w.ld, ldsrc, ldy, w.dtype};
   auto it = c.cache.find(key);
   if (it == c.cache.end()) {
@@ -100,8 +99,7 @@ bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView
     e.src.set_data_handle(const_cast<void*>(src));
     e.wei.set_data_handle(const_cast<void*>(w.data));
     e.dst.set_data_handle(y);
-    e.prim.execute(c.stream,
-                   {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.wei}, {DNNL_ARG_DST, e.dst}});
+    e.prim.execute(c.stream, {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.wei}, {DNNL_ARG_DST, e.dst}});
     c.stream.wait();
   } catch (const dnnl::error&) {
     return false;  // y may be partly written; the caller's fallback rewrites all of it

@@ -12,12 +12,12 @@
 namespace latte {
 
 struct PagedRows {
-  const std::byte* data = nullptr;      // the pool: [num_blocks, block_rows, row_dim] of dtype
-  DType dtype = DType::kF32;            // kF32, kBF16, or kF8E4M3 (with row_scales)
+  const std::byte* data = nullptr;  // the pool: [num_blocks, block_rows, row_dim] of dtype
+  DType dtype = DType::kF32;        // kF32, kBF16, or kF8E4M3 (with row_scales)
   int64_t row_dim = 0;
-  int64_t block_rows = 0;               // rows per block
-  const int32_t* block_table = nullptr; // [ceil(rows / block_rows)]
-  const float* row_scales = nullptr;    // kF8E4M3: [num_blocks, block_rows], value = e4m3 · scale
+  int64_t block_rows = 0;                // rows per block
+  const int32_t* block_table = nullptr;  // [ceil(rows / block_rows)]
+  const float* row_scales = nullptr;     // kF8E4M3: [num_blocks, block_rows], value = e4m3 · scale
 
   // Where row t starts, and its scale (1 unless fp8).
   size_t RowIndex(int64_t t) const {

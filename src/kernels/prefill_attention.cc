@@ -26,7 +26,7 @@ constexpr int64_t kQueryChunk = 128;
 inline float ExpNonPositive(float x) {
   x = std::max(x, -87.0f);  // e^-87 ~ 1.6e-38 still has a normal 2^n
   const float n = static_cast<float>(static_cast<int32_t>(x * 1.44269504f - 0.5f));  // round(x/ln2)
-  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;  // ln2 split in two: r exact-ish
+  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;                       // ln2 split in two: r exact-ish
   float p = 1.0f / 5040;
   p = p * r + 1.0f / 720;
   p = p * r + 1.0f / 120;
@@ -93,12 +93,8 @@ void AttendHead(const CausalAttentionParams& p, int64_t h, HeadScratch& s) {
       row_sum[r] = SoftmaxNumerators(scores + r * seen, visible, seen, p.scale, &row_max[r]);
     }
     // out rows: [rows, dv] = P · v_h, normalised below.
-    Matmul({.x = scores,
-            .m = rows,
-            .ldx = seen,
-            .w = WeightView{DType::kF32, dv, seen, nk, vt},
-            .y = out,
-            .ldy = H * dv});
+    Matmul(
+        {.x = scores, .m = rows, .ldx = seen, .w = WeightView{DType::kF32, dv, seen, nk, vt}, .y = out, .ldy = H * dv});
     for (int64_t r = 0; r < rows; ++r) {
       float* o = out + r * H * dv;
       const bool empty = row_sum[r] == 0;  // no visible key
@@ -117,7 +113,7 @@ void AttendHead(const CausalAttentionParams& p, int64_t h, HeadScratch& s) {
 void PrefillAttention(const CausalAttentionParams& p) {
   attention_internal::CheckParams(p, "PrefillAttention");
   if (p.num_queries <= 0 || p.heads <= 0) return;
-  // One head per thread at a time; the GEMMs inside run on that thread alone.
+    // One head per thread at a time; the GEMMs inside run on that thread alone.
 #pragma omp parallel
   {
     thread_local HeadScratch scratch;

@@ -6,10 +6,10 @@
 
 namespace latte {
 
-void RmsNorm(const float* x, int64_t ldx, const float* weight, int64_t rows, int64_t dim,
-             float eps, float* y, int64_t ldy) {
-  LATTE_CHECK(rows >= 0 && dim >= 1 && ldx >= dim && ldy >= dim, "RmsNorm: [", rows, ", ", dim,
-              "] with row strides ", ldx, " (x), ", ldy, " (y)");
+void RmsNorm(const float* x, int64_t ldx, const float* weight, int64_t rows, int64_t dim, float eps, float* y,
+             int64_t ldy) {
+  LATTE_CHECK(rows >= 0 && dim >= 1 && ldx >= dim && ldy >= dim, "RmsNorm: [", rows, ", ", dim, "] with row strides ",
+              ldx, " (x), ", ldy, " (y)");
   LATTE_CHECK(eps >= 0, "RmsNorm: eps ", eps);
   if (rows == 0) return;
   LATTE_CHECK(x != nullptr && weight != nullptr && y != nullptr, "RmsNorm: null x, weight or y");

@@ -7,9 +7,7 @@
 
 namespace latte {
 
-double YarnMscale(double factor, double mscale) {
-  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
-}
+double YarnMscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
 
 RopeFrequencies RopeFrequencies::Plain(int64_t dim, double theta) {
   LATTE_CHECK(dim > 0 && dim % 2 == 0, "rope: dim ", dim, " must be even and positive");
@@ -48,10 +46,9 @@ RopeFrequencies RopeFrequencies::Yarn(int64_t dim, double theta, const YarnParam
   return r;
 }
 
-void RopeFrequencies::ApplyAtPosition(float* x, int64_t ld, int64_t rows,
-                                      int64_t position) const {
-  LATTE_DCHECK(rows >= 0 && ld >= dim_ && (rows == 0 || x != nullptr), "rope: ", rows,
-               " rows of stride ", ld, " (dim ", dim_, ")");
+void RopeFrequencies::ApplyAtPosition(float* x, int64_t ld, int64_t rows, int64_t position) const {
+  LATTE_DCHECK(rows >= 0 && ld >= dim_ && (rows == 0 || x != nullptr), "rope: ", rows, " rows of stride ", ld, " (dim ",
+               dim_, ")");
   // Pairs are taken kPairs at a time so their cos/sin fit in two stack arrays.
   constexpr int64_t kPairs = 32;
   float cos_a[kPairs], sin_a[kPairs];

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -17,8 +17,7 @@ namespace {
 using nlohmann::json;
 
 // One accepted config.json spelling of an enum value.
-template <typename Enum>
-struct EnumName {
+template <typename Enum> struct EnumName {
   Enum value;
   const char* name;
 };
@@ -34,8 +33,7 @@ constexpr EnumName<TopkMethod> kTopkMethodNames[] = {
     {TopkMethod::kNoauxTc, "noaux_tc"},
 };
 
-template <typename Enum, size_t N>
-const char* NameOf(const EnumName<Enum> (&names)[N], Enum value) {
+template <typename Enum, size_t N> const char* NameOf(const EnumName<Enum> (&names)[N], Enum value) {
   for (const EnumName<Enum>& n : names) {
     if (n.value == value) return n.name;
   }
@@ -44,15 +42,13 @@ const char* NameOf(const EnumName<Enum> (&names)[N], Enum value) {
 
 // The value spelled `text`, or an error naming the key, the value and the accepted ones.
 template <typename Enum, size_t N>
-Result<Enum> ParseEnum(const EnumName<Enum> (&names)[N], const std::string& key,
-                       const std::string& text) {
+Result<Enum> ParseEnum(const EnumName<Enum> (&names)[N], const std::string& key, const std::string& text) {
   std::string accepted;
   for (const EnumName<Enum>& n : names) {
     if (text == n.name) return n.value;
     accepted += (accepted.empty() ? "" : ", ") + std::string(n.name);
   }
-  return Status::Error("key \"" + key + "\" has unsupported value \"" + text + "\" (accepted: " +
-                       accepted + ")");
+  return Status::Error("key \"" + key + "\" has unsupported value \"" + text + "\" (accepted: " + accepted + ")");
 }
 
 // Reads a required integer key; the message names the key and what was found.
@@ -95,8 +91,7 @@ Status ReadOptionalString(const json& j, const char* key, std::string* out) {
 // Reads an optional string key into an enum; `out` keeps its default when the key is
 // absent or null.
 template <typename Enum, size_t N>
-Status ReadOptionalEnum(const json& j, const char* key, const EnumName<Enum> (&names)[N],
-                        Enum* out) {
+Status ReadOptionalEnum(const json& j, const char* key, const EnumName<Enum> (&names)[N], Enum* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
   std::string text;
@@ -142,20 +137,20 @@ Status ParseRopeScaling(const json& j, ModelConfig* c) {
     return Status::Error("key \"rope_scaling\" has no \"type\" (accepted: yarn)");
   }
   if (type != "yarn") {
-    return Status::Error(std::string("key \"rope_scaling.") + type_key +
-                         "\" has unsupported value \"" + type +
+    return Status::Error(std::string("key \"rope_scaling.") + type_key + "\" has unsupported value \"" + type +
                          "\" (accepted: yarn; rope_scaling null or absent for plain rope)");
   }
   YarnScaling y;
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "factor", &y.factor));
-  LATTE_RETURN_IF_ERROR(ReadOptionalInt(*it, "original_max_position_embeddings",
-                                        &y.original_max_position_embeddings));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(*it, "original_max_position_embeddings", &y.original_max_position_embeddings));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "beta_fast", &y.beta_fast));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "beta_slow", &y.beta_slow));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "mscale", &y.mscale));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "mscale_all_dim", &y.mscale_all_dim));
-  for (const auto& [v, key] : {std::pair{y.factor, "factor"}, {y.beta_fast, "beta_fast"},
-                               {y.beta_slow, "beta_slow"}, {y.mscale, "mscale"},
+  for (const auto& [v, key] : {std::pair{y.factor, "factor"},
+                               {y.beta_fast, "beta_fast"},
+                               {y.beta_slow, "beta_slow"},
+                               {y.mscale, "mscale"},
                                {y.mscale_all_dim, "mscale_all_dim"}}) {
     if (!std::isfinite(v)) {
       return Status::Error(std::string("key \"rope_scaling.") + key + "\" must be a finite number");
@@ -168,8 +163,8 @@ Status ParseRopeScaling(const json& j, ModelConfig* c) {
     const double v = YarnMscale(y.factor, m);
     if (!(v > 0) || !std::isfinite(v) || !std::isfinite(v * v)) {
       return Status::Error(std::string("key \"rope_scaling.") + key + "\" = " + std::to_string(m) +
-                           " gives a YaRN mscale of " + std::to_string(v) +
-                           " (0.1 * " + key + " * ln(factor) + 1); it must be positive and finite");
+                           " gives a YaRN mscale of " + std::to_string(v) + " (0.1 * " + key +
+                           " * ln(factor) + 1); it must be positive and finite");
     }
   }
   if (y.original_max_position_embeddings <= 0) {
@@ -186,8 +181,7 @@ Status ParseQuantization(const json& j, ModelConfig* c) {
   LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "quant_method", &method));
   LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "fmt", &fmt));
   if (method != "fp8") {
-    return Status::Error("quantization_config.quant_method \"" + method +
-                         "\" is not supported (only fp8)");
+    return Status::Error("quantization_config.quant_method \"" + method + "\" is not supported (only fp8)");
   }
   if (!fmt.empty() && fmt != "e4m3") {
     return Status::Error("quantization_config.fmt \"" + fmt + "\" is not supported (only e4m3)");
@@ -196,8 +190,7 @@ Status ParseQuantization(const json& j, ModelConfig* c) {
   auto block = it->find("weight_block_size");
   if (block != it->end()) {
     if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
-        !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 ||
-        (*block)[1].get<int64_t>() <= 0) {
+        !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {
       return Status::Error("quantization_config.weight_block_size must be two positive integers");
     }
     q.block_rows = (*block)[0].get<int64_t>();
@@ -232,15 +225,14 @@ Status CheckProducts(const ModelConfig& c) {
   const double experts = double(c.n_routed_experts), shared = double(c.n_shared_experts);
   const double tensors = L * (3 * experts + 20) + 3;
   if (tensors > kMaxTensors) {
-    return Status::Error("num_hidden_layers " + std::to_string(c.num_hidden_layers) +
-                         " x n_routed_experts " + std::to_string(c.n_routed_experts) +
-                         " make ~" + std::to_string(int64_t(tensors)) +
+    return Status::Error("num_hidden_layers " + std::to_string(c.num_hidden_layers) + " x n_routed_experts " +
+                         std::to_string(c.n_routed_experts) + " make ~" + std::to_string(int64_t(tensors)) +
                          " tensors, more than latte accepts (2^20)");
   }
   double d = 0;  // the largest dimension inside a layer
-  for (int64_t v : {c.hidden_size, c.intermediate_size, c.moe_intermediate_size,
-                    c.q_lora_rank.value_or(0), c.kv_lora_rank + c.qk_rope_head_dim,
-                    c.qk_nope_head_dim + c.qk_rope_head_dim, c.qk_nope_head_dim + c.v_head_dim}) {
+  for (int64_t v : {c.hidden_size, c.intermediate_size, c.moe_intermediate_size, c.q_lora_rank.value_or(0),
+                    c.kv_lora_rank + c.qk_rope_head_dim, c.qk_nope_head_dim + c.qk_rope_head_dim,
+                    c.qk_nope_head_dim + c.v_head_dim}) {
     d = std::max(d, double(v));
   }
   // Attention: q_a, q_b, kv_a, kv_b, o_proj, W_UK^T and the materialized W_Q_UK and
@@ -250,12 +242,11 @@ Status CheckProducts(const ModelConfig& c) {
   if (values > kMaxValuesBound) {
     char approx[32];
     std::snprintf(approx, sizeof approx, "%.3g", values);
-    return Status::Error(std::string("the sizes describe up to ~") + approx +
-                         " weight values (num_hidden_layers " + std::to_string(c.num_hidden_layers) +
-                         ", num_attention_heads " + std::to_string(c.num_attention_heads) +
-                         ", n_routed_experts " + std::to_string(c.n_routed_experts) +
-                         ", largest layer dimension " + std::to_string(int64_t(d)) +
-                         "), more than latte accepts (2^52)");
+    return Status::Error(std::string("the sizes describe up to ~") + approx + " weight values (num_hidden_layers " +
+                         std::to_string(c.num_hidden_layers) + ", num_attention_heads " +
+                         std::to_string(c.num_attention_heads) + ", n_routed_experts " +
+                         std::to_string(c.n_routed_experts) + ", largest layer dimension " +
+                         std::to_string(int64_t(d)) + "), more than latte accepts (2^52)");
   }
   return Status::Ok();
 }
@@ -279,8 +270,7 @@ Status RefuseUnimplemented(const json& j) {
 Status Validate(const ModelConfig& c) {
   auto positive = [](int64_t v, const char* key) {
     return v > 0 ? Status::Ok()
-                 : Status::Error(std::string("key \"") + key + "\" must be positive, got " +
-                                 std::to_string(v));
+                 : Status::Error(std::string("key \"") + key + "\" must be positive, got " + std::to_string(v));
   };
   for (const auto& [v, key] : {std::pair{c.vocab_size, "vocab_size"},
                                {c.hidden_size, "hidden_size"},
@@ -335,8 +325,7 @@ Status Validate(const ModelConfig& c) {
   if (c.n_shared_experts < 0) return Status::Error("n_shared_experts must be >= 0");
   if (!(c.rms_norm_eps > 0)) return Status::Error("rms_norm_eps must be positive");
   if (!(c.rope_theta > 0)) return Status::Error("rope_theta must be positive");
-  if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size ||
-      c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size) {
+  if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size || c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size) {
     return Status::Error("bos_token_id/eos_token_id must be inside vocab_size");
   }
   return CheckProducts(c);
@@ -457,14 +446,13 @@ std::string ModelConfig::ToJsonText() const {
   j["hidden_act"] = "silu";
   j["torch_dtype"] = "bfloat16";
   if (rope_scaling) {
-    j["rope_scaling"] = {
-        {"type", "yarn"},
-        {"factor", rope_scaling->factor},
-        {"original_max_position_embeddings", rope_scaling->original_max_position_embeddings},
-        {"beta_fast", rope_scaling->beta_fast},
-        {"beta_slow", rope_scaling->beta_slow},
-        {"mscale", rope_scaling->mscale},
-        {"mscale_all_dim", rope_scaling->mscale_all_dim}};
+    j["rope_scaling"] = {{"type", "yarn"},
+                         {"factor", rope_scaling->factor},
+                         {"original_max_position_embeddings", rope_scaling->original_max_position_embeddings},
+                         {"beta_fast", rope_scaling->beta_fast},
+                         {"beta_slow", rope_scaling->beta_slow},
+                         {"mscale", rope_scaling->mscale},
+                         {"mscale_all_dim", rope_scaling->mscale_all_dim}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -472,8 +460,7 @@ std::string ModelConfig::ToJsonText() const {
     j["quantization_config"] = {{"activation_scheme", "dynamic"},
                                 {"fmt", "e4m3"},
                                 {"quant_method", "fp8"},
-                                {"weight_block_size",
-                                 {quantization->block_rows, quantization->block_cols}}};
+                                {"weight_block_size", {quantization->block_rows, quantization->block_cols}}};
   }
   return j.dump(2) + "\n";
 }

@@ -45,19 +45,19 @@ struct Fp8Quantization {
 };
 
 struct ModelConfig {
-  std::string architecture;          // "DeepseekV2ForCausalLM" or "DeepseekV3ForCausalLM"
+  std::string architecture;  // "DeepseekV2ForCausalLM" or "DeepseekV3ForCausalLM"
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;           // d
-  int64_t intermediate_size = 0;     // dense MLP width
-  int64_t moe_intermediate_size = 0; // one expert's width
-  int64_t num_hidden_layers = 0;     // L
-  int64_t num_attention_heads = 0;   // H
+  int64_t hidden_size = 0;             // d
+  int64_t intermediate_size = 0;       // dense MLP width
+  int64_t moe_intermediate_size = 0;   // one expert's width
+  int64_t num_hidden_layers = 0;       // L
+  int64_t num_attention_heads = 0;     // H
   std::optional<int64_t> q_lora_rank;  // d_cq; nullopt: plain q_proj (V2-Lite)
-  int64_t kv_lora_rank = 0;          // d_c
-  int64_t qk_nope_head_dim = 0;      // d_n
-  int64_t qk_rope_head_dim = 0;      // d_r
-  int64_t v_head_dim = 0;            // d_v
-  int64_t n_routed_experts = 0;      // 0: every layer dense
+  int64_t kv_lora_rank = 0;            // d_c
+  int64_t qk_nope_head_dim = 0;        // d_n
+  int64_t qk_rope_head_dim = 0;        // d_r
+  int64_t v_head_dim = 0;              // d_v
+  int64_t n_routed_experts = 0;        // 0: every layer dense
   int64_t n_shared_experts = 0;
   int64_t num_experts_per_tok = 0;
   int64_t n_group = 1;
@@ -89,8 +89,7 @@ struct ModelConfig {
   // The router adds gate.e_score_correction_bias to the scores it ranks (noaux_tc).
   bool HasScoreCorrectionBias() const { return topk_method == TopkMethod::kNoauxTc; }
   bool IsMoeLayer(int64_t layer) const {
-    return n_routed_experts > 0 && layer >= first_k_dense_replace &&
-           layer % moe_layer_freq == 0;
+    return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
   }
   // 1/sqrt(d_n + d_r), times YarnMscale(factor, mscale_all_dim)^2 under YaRN (docs/mla.md).
   double SoftmaxScale() const;

@@ -17,9 +17,7 @@ int64_t NumValues(const std::vector<int64_t>& shape) {
   return n;
 }
 
-bool Contains(std::string_view s, std::string_view part) {
-  return s.find(part) != std::string_view::npos;
-}
+bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 using ComponentField = int64_t WeightComponents::*;
 
@@ -210,8 +208,7 @@ KvFit FitKvCache(int64_t memory_bytes, int64_t weight_bytes, int64_t kv_bytes_pe
   return fit;
 }
 
-AttentionStepCosts ComputeAttentionStepCosts(const ModelConfig& c, MlaMode mode, int64_t batch,
-                                             int64_t context) {
+AttentionStepCosts ComputeAttentionStepCosts(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t context) {
   const int64_t params = ComputeAttentionParams(c).Decode(mode);
   const int64_t rows = context + 1;
   AttentionStepCosts costs;
@@ -259,8 +256,7 @@ double RouterBytes(const ModelConfig& c) {
 double FfnFlops(const ModelConfig& c, int64_t layer) {
   const double d = c.hidden_size;
   if (!c.IsMoeLayer(layer)) return 2.0 * 3.0 * d * c.intermediate_size;
-  return 2.0 * ExpertParams(c) * (c.num_experts_per_tok + c.n_shared_experts) +
-         2.0 * c.n_routed_experts * d;
+  return 2.0 * ExpertParams(c) * (c.num_experts_per_tok + c.n_shared_experts) + 2.0 * c.n_routed_experts * d;
 }
 
 // FFN weight bytes one forward over `tokens` tokens reads in `layer`.
@@ -312,7 +308,7 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
     flops += 2.0 * att + FfnFlops(c, layer) + S * per_row;
   }
   step_bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings;  // final norm, lm_head
-  step_bytes += static_cast<double>(batch) * d * wb.embeddings;                          // embedding rows
+  step_bytes += static_cast<double>(batch) * d * wb.embeddings;                         // embedding rows
   flops += 2.0 * c.vocab_size * d;
   TokenCosts t;
   t.weight_bytes = step_bytes / static_cast<double>(batch);
@@ -325,7 +321,8 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const Weig
                                 int64_t kv_value_bytes) {
   const double P = static_cast<double>(prompt);
   const double d = c.hidden_size;
-  const auto att = static_cast<double>(ComputeAttentionParams(c).Decode(MlaMode::kNaive));  // q_a, kv_a, q_b, kv_b, o_proj
+  const auto att =
+      static_cast<double>(ComputeAttentionParams(c).Decode(MlaMode::kNaive));  // q_a, kv_a, q_b, kv_b, o_proj
   const auto per_key = static_cast<double>(ComputeAttentionCoreFlops(c).naive);
   const double keys = (P + 1) / 2;  // causal: token t sees t + 1 keys
   double bytes = 0, flops = 0;

@@ -36,8 +36,7 @@ inline constexpr int64_t kBytesPerGB = 1'000'000'000;
 inline constexpr int64_t kBf16Bytes = 2;
 
 // The three modes (model/mla_mode.h), in the order calc prints them.
-inline constexpr MlaMode kMlaModesInPrintOrder[] = {MlaMode::kNaive, MlaMode::kAbsorbed,
-                                                    MlaMode::kMaterialized};
+inline constexpr MlaMode kMlaModesInPrintOrder[] = {MlaMode::kNaive, MlaMode::kAbsorbed, MlaMode::kMaterialized};
 
 // ---- One layer's attention projections, in values ----
 
@@ -81,11 +80,11 @@ struct WeightComponents {
   int64_t norms = 0;           // input_layernorm, post_attention_layernorm, model.norm
   int64_t embeddings = 0;      // embed_tokens + lm_head
   // Derived at load, bf16:
-  int64_t kv_b_bf16 = 0;       // fp8 checkpoints only: kv_b_proj dequantized (W_UK, W_UV for the bmm),
-                               // H·(d_n+d_v)·d_c per layer; every mode keeps it
-  int64_t w_uk_t = 0;          // latte's transposed copy of W_UK, H·d_n·d_c per layer
-                               // (absorbed and materialized)
-  int64_t materialized = 0;    // W_Q_UK (H·d_c·d_cq) + W_UV_O (H·d_c·d) per layer (materialized)
+  int64_t kv_b_bf16 = 0;     // fp8 checkpoints only: kv_b_proj dequantized (W_UK, W_UV for the bmm),
+                             // H·(d_n+d_v)·d_c per layer; every mode keeps it
+  int64_t w_uk_t = 0;        // latte's transposed copy of W_UK, H·d_n·d_c per layer
+                             // (absorbed and materialized)
+  int64_t materialized = 0;  // W_Q_UK (H·d_c·d_cq) + W_UV_O (H·d_c·d) per layer (materialized)
 
   int64_t Checkpoint() const {
     return attention + dense_mlp + routed_experts + shared_experts + router + norms + embeddings;
@@ -103,7 +102,7 @@ struct WeightCosts {
   std::vector<WeightComponents> layer_bytes;   // [L]
   WeightComponents other_params;               // outside the layers: embed_tokens, model.norm, lm_head
   WeightComponents other_bytes;
-  WeightComponents model_params;               // layers + outside
+  WeightComponents model_params;  // layers + outside
   WeightComponents model_bytes;
 };
 WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode);
@@ -189,8 +188,7 @@ struct AttentionStepCosts {
   int64_t kv_bytes = 0;      // batch·(context + 1) latent rows
   int64_t flops = 0;         // batch·(2·Decode(mode) + (context + 1)·DecodeFlopsPerCachedRow)
 };
-AttentionStepCosts ComputeAttentionStepCosts(const ModelConfig& config, MlaMode mode, int64_t batch,
-                                             int64_t context);
+AttentionStepCosts ComputeAttentionStepCosts(const ModelConfig& config, MlaMode mode, int64_t batch, int64_t context);
 // The attention core alone, as absorbed and materialized decode run it: every row read
 // once, AttentionCoreFlops::absorbed per row; no weights.
 AttentionStepCosts ComputeAttentionCoreStepCosts(const ModelConfig& config, int64_t batch, int64_t context);

@@ -24,15 +24,14 @@ namespace {
 // ((128 + d_v) × 2048 floats), the split-context attention states.
 constexpr int64_t kKernelScratchPerThread = int64_t{32} << 20;
 
-template <typename T>
-int64_t CapacityBytes(const std::vector<T>& v) {
+template <typename T> int64_t CapacityBytes(const std::vector<T>& v) {
   return static_cast<int64_t>(v.capacity() * sizeof(T));
 }
 
 }  // namespace
 
-int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows,
-                                    int64_t threads, const MlaSettings& settings) {
+int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows, int64_t threads,
+                                    const MlaSettings& settings) {
   const int64_t T = max_tokens, d = c.hidden_size, H = c.num_attention_heads;
   const int64_t d_in = c.q_lora_rank ? *c.q_lora_rank : d, d_c = c.kv_lora_rank, d_l = c.LatentDim();
   const int64_t qk = c.QkHeadDim(), d_v = c.v_head_dim, d_n = c.qk_nope_head_dim;
@@ -59,12 +58,12 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
 int64_t DeepSeekModel::ScratchBytesInUse() const {
   const MlaScratch& m = mla_scratch_;
   const FfnScratch& f = ffn_scratch_;
-  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(normed_) + CapacityBytes(delta_) +
-                  CapacityBytes(final_rows_) + CapacityBytes(logit_rows_);
-  for (const std::vector<float>* v : {&m.c_q, &m.kv, &m.rows_in, &m.q, &m.q_lat, &m.query, &m.o_lat, &m.o,
-                                      &m.rows_out, &m.cache_rows, &m.kv_dec, &m.k, &m.v, &m.lse, &m.o_part,
-                                      &m.lse_part, &f.gate, &f.up, &f.rows_in, &f.rows_out, &f.logits,
-                                      &f.route_weights}) {
+  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(normed_) + CapacityBytes(delta_) + CapacityBytes(final_rows_) +
+                  CapacityBytes(logit_rows_);
+  for (const std::vector<float>* v :
+       {&m.c_q,      &m.kv,         &m.rows_in, &m.q,        &m.q_lat,  &m.query,        &m.o_lat,  &m.o,
+        &m.rows_out, &m.cache_rows, &m.kv_dec,  &m.k,        &m.v,      &m.lse,          &m.o_part, &m.lse_part,
+        &f.gate,     &f.up,         &f.rows_in, &f.rows_out, &f.logits, &f.route_weights}) {
     bytes += CapacityBytes(*v);
   }
   bytes += CapacityBytes(m.positions) + CapacityBytes(m.latent_rows) + CapacityBytes(f.route_ids);
@@ -82,8 +81,8 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
   for (const SequenceSpan& span : spans) {
     if (span.count <= 0 || span.start < 0) return Status::Error("empty sequence span");
     if (span.start + span.count > static_cast<int64_t>(span.block_table.size()) * cache.block_size()) {
-      return Status::Error("a span ending at position " + std::to_string(span.start + span.count) +
-                           " has only " + std::to_string(span.block_table.size()) + " blocks of " +
+      return Status::Error("a span ending at position " + std::to_string(span.start + span.count) + " has only " +
+                           std::to_string(span.block_table.size()) + " blocks of " +
                            std::to_string(cache.block_size()));
     }
     for (int32_t block : span.block_table) {

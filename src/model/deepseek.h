@@ -12,8 +12,8 @@
 #include "base/status.h"
 #include "model/kv_cache.h"
 #include "model/mla.h"
-#include "model/model_weights.h"
 #include "model/mlp.h"
+#include "model/model_weights.h"
 #include "model/moe.h"
 #include "model/sequence_span.h"
 

@@ -37,12 +37,12 @@ struct FfnScratch {
   // gate, up: [Σ m · width] over the MLPs run, each part's [m, width] block at its
   // MoePart::hidden ([n, width] for a dense MLP). gate then holds silu(gate) ⊙ up.
   std::vector<float> gate, up;
-  std::vector<float> rows_in;   // rows_in: [Σ_e m_e, d] (each expert's rows, experts by id)
-  std::vector<float> rows_out;  // rows_out: [Σ_e m_e, d] (each expert's output rows)
-  std::vector<float> logits;    // logits: [n, E] (router logits)
-  std::vector<int64_t> route_ids;    // route_ids: [n, k]
-  std::vector<float> route_weights;  // route_weights: [n, k]
-  std::vector<std::vector<int64_t>> expert_rows;  // expert_rows: [E][m_e] (token rows)
+  std::vector<float> rows_in;                      // rows_in: [Σ_e m_e, d] (each expert's rows, experts by id)
+  std::vector<float> rows_out;                     // rows_out: [Σ_e m_e, d] (each expert's output rows)
+  std::vector<float> logits;                       // logits: [n, E] (router logits)
+  std::vector<int64_t> route_ids;                  // route_ids: [n, k]
+  std::vector<float> route_weights;                // route_weights: [n, k]
+  std::vector<std::vector<int64_t>> expert_rows;   // expert_rows: [E][m_e] (token rows)
   std::vector<std::vector<float>> expert_weights;  // expert_weights: [E][m_e]
   RouterScratch router;
   std::vector<MoePart> parts;  // parts: [shared + experts with rows]

@@ -126,10 +126,9 @@ int64_t BlocksFor(int64_t tokens, int64_t block_size) { return (tokens + block_s
 
 }  // namespace
 
-SequenceCaches::SequenceCaches(int64_t layers, int64_t row_dim, int64_t sequences, int64_t capacity,
-                               int64_t block_size, DType dtype)
-    : capacity_(capacity),
-      cache_(layers, row_dim, sequences * BlocksFor(capacity, block_size), block_size, dtype) {
+SequenceCaches::SequenceCaches(int64_t layers, int64_t row_dim, int64_t sequences, int64_t capacity, int64_t block_size,
+                               DType dtype)
+    : capacity_(capacity), cache_(layers, row_dim, sequences * BlocksFor(capacity, block_size), block_size, dtype) {
   const int64_t per_sequence = BlocksFor(capacity, block_size);
   for (int64_t s = 0; s < sequences; ++s) {
     std::vector<int32_t>& table = tables_.emplace_back();

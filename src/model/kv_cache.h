@@ -31,7 +31,7 @@ inline constexpr int64_t kDefaultKvBlockSize = 64;
 enum class KvCacheDtype {
   kAuto,  // the model's compute dtype: bf16, or f32 for f32 checkpoints
   kBf16,
-  kFp8,   // e4m3 with a per-row scale
+  kFp8,  // e4m3 with a per-row scale
 };
 std::optional<KvCacheDtype> ParseKvCacheDtype(std::string_view name);  // "auto" | "bf16" | "fp8"
 // The row dtype for a model computing in `compute` (kBF16 or kF32).
@@ -48,8 +48,7 @@ class KvCache {
   // Stores values: [row_dim] as the row of `position` in `layer`, rounded to dtype().
   void Write(int64_t layer, std::span<const int32_t> block_table, int64_t position, const float* values);
   // Rows [first, first + count) of `layer` widened to f32: out: [count, row_dim].
-  void ReadF32(int64_t layer, std::span<const int32_t> block_table, int64_t first, int64_t count,
-               float* out) const;
+  void ReadF32(int64_t layer, std::span<const int32_t> block_table, int64_t first, int64_t count, float* out) const;
   // A view of one sequence's rows in `layer` for the attention kernels.
   PagedRows Rows(int64_t layer, std::span<const int32_t> block_table) const;
 
@@ -74,8 +73,7 @@ class KvCache {
 // shares one pool between requests instead, engine/kv_cache_manager.h).
 class SequenceCaches {
  public:
-  SequenceCaches(int64_t layers, int64_t row_dim, int64_t sequences, int64_t capacity, int64_t block_size,
-                 DType dtype);
+  SequenceCaches(int64_t layers, int64_t row_dim, int64_t sequences, int64_t capacity, int64_t block_size, DType dtype);
   KvCache& cache() { return cache_; }
   // Sequence s's blocks, covering `capacity` positions.
   std::span<const int32_t> table(int64_t s) const { return tables_[static_cast<size_t>(s)]; }

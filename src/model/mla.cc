@@ -15,19 +15,21 @@ namespace {
 RopeFrequencies MakeRope(const ModelConfig& c) {
   if (!c.rope_scaling) return RopeFrequencies::Plain(c.qk_rope_head_dim, c.rope_theta);
   const YarnScaling& y = *c.rope_scaling;
-  return RopeFrequencies::Yarn(c.qk_rope_head_dim, c.rope_theta,
-                               YarnParams{y.factor, y.original_max_position_embeddings, y.beta_fast,
-                                          y.beta_slow, y.mscale, y.mscale_all_dim});
+  return RopeFrequencies::Yarn(
+      c.qk_rope_head_dim, c.rope_theta,
+      YarnParams{y.factor, y.original_max_position_embeddings, y.beta_fast, y.beta_slow, y.mscale, y.mscale_all_dim});
 }
 
 }  // namespace
 
 MlaLayer::MlaLayer(const ModelConfig& config, MlaMode mode, const MlaSettings& settings)
-    : c_(config), mode_(mode), settings_(settings), rope_(MakeRope(config)),
+    : c_(config),
+      mode_(mode),
+      settings_(settings),
+      rope_(MakeRope(config)),
       scale_(static_cast<float>(config.SoftmaxScale())),
       d_in_(config.q_lora_rank ? *config.q_lora_rank : config.hidden_size) {
-  LATTE_CHECK(settings.decompress_block >= 1, "MlaSettings: decompress_block ",
-              settings.decompress_block);
+  LATTE_CHECK(settings.decompress_block >= 1, "MlaSettings: decompress_block ", settings.decompress_block);
 }
 
 int64_t MlaLayer::FirstLatentPosition(const SequenceSpan& span) const {
@@ -42,8 +44,7 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x, std::
                        KvCache& cache, float* out, MlaScratch& s) const {
   const int64_t d = c_.hidden_size, d_c = c_.kv_lora_rank, d_l = c_.LatentDim();
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  LATTE_CHECK(layer >= 0 && layer < c_.num_hidden_layers, "MlaLayer: layer ", layer, " of ",
-              c_.num_hidden_layers);
+  LATTE_CHECK(layer >= 0 && layer < c_.num_hidden_layers, "MlaLayer: layer ", layer, " of ", c_.num_hidden_layers);
   LATTE_CHECK(x != nullptr && out != nullptr, "MlaLayer: null x or out");
   int64_t T = 0;
   LATTE_CHECK(cache.row_dim() == d_l && layer < cache.layers(), "MlaLayer: layer ", layer, " of a cache of ",
@@ -57,8 +58,8 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x, std::
   }
   LATTE_DCHECK(mode_ == MlaMode::kNaive || w.w_uk_t.size() == static_cast<size_t>(c_.num_attention_heads),
                "MlaLayer: weights not prepared for mode ", MlaModeName(mode_));
-  LATTE_DCHECK(mode_ != MlaMode::kMaterialized || (w.w_q_uk && w.w_uv_o),
-               "MlaLayer: weights not prepared for mode ", MlaModeName(mode_));
+  LATTE_DCHECK(mode_ != MlaMode::kMaterialized || (w.w_q_uk && w.w_uv_o), "MlaLayer: weights not prepared for mode ",
+               MlaModeName(mode_));
 
   // c_q: [T, d_in]
   const float* c_q = x;
@@ -105,9 +106,9 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x, std::
   }
 }
 
-void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
-                          const std::vector<int64_t>& rows, const std::vector<const SequenceSpan*>& row_span,
-                          const KvCache& cache, float* out, MlaScratch& s) const {
+void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q, const std::vector<int64_t>& rows,
+                          const std::vector<const SequenceSpan*>& row_span, const KvCache& cache, float* out,
+                          MlaScratch& s) const {
   const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
   const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
   const int64_t d = c_.hidden_size;
@@ -123,8 +124,8 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
     float* q = Grow(s.q, R * H * qk);  // q: [R, H, d_n + d_r]
     Matmul(cq, R, w.q_b_proj, q);
     // q_lat,h = W_UK,hᵀ · q_n,h: read from q's d_n columns of head h, written to query's d_c.
-    MatmulBatched({.x = q, .x_stride = qk, .ldx = H * qk, .m = R, .w = w.w_uk_t,
-                   .y = query, .y_stride = d_l, .ldy = H * d_l});
+    MatmulBatched(
+        {.x = q, .x_stride = qk, .ldx = H * qk, .m = R, .w = w.w_uk_t, .y = query, .y_stride = d_l, .ldy = H * d_l});
     for (int64_t rh = 0; rh < R * H; ++rh) {
       std::memcpy(query + rh * d_l + d_c, q + rh * qk + d_n, d_r * sizeof(float));
     }
@@ -135,8 +136,14 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
       std::memcpy(query + rh * d_l, q_lat + rh * d_c, d_c * sizeof(float));
     }
     // q_r,h = q_b_rope,h · c_q, written to query's d_r columns of head h.
-    MatmulBatched({.x = cq, .x_stride = 0, .ldx = d_in_, .m = R, .w = w.q_rope,
-                   .y = query + d_c, .y_stride = d_l, .ldy = H * d_l});
+    MatmulBatched({.x = cq,
+                   .x_stride = 0,
+                   .ldx = d_in_,
+                   .m = R,
+                   .w = w.q_rope,
+                   .y = query + d_c,
+                   .y_stride = d_l,
+                   .ldy = H * d_l});
   }
   // o_lat: [R, H, d_c]; each row attends to its sequence's rows [0, position].
   float* o_lat = Grow(s.o_lat, R * H * d_c);
@@ -160,8 +167,8 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q,
   if (mode_ == MlaMode::kAbsorbed) {
     // o_h = W_UV,h · o_lat,h: read from o_lat's head h, written to o's: o: [R, H, d_v].
     float* o = Grow(s.o, R * H * d_v);
-    MatmulBatched({.x = o_lat, .x_stride = d_c, .ldx = H * d_c, .m = R, .w = w.w_uv,
-                   .y = o, .y_stride = d_v, .ldy = H * d_v});
+    MatmulBatched(
+        {.x = o_lat, .x_stride = d_c, .ldx = H * d_c, .m = R, .w = w.w_uv, .y = o, .y_stride = d_v, .ldy = H * d_v});
     Matmul(o, R, w.o_proj, result);
   } else {
     Matmul(o_lat, R, *w.w_uv_o, result);
@@ -195,8 +202,7 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
     const int64_t count = std::min(block, S - k0);
     cache.ReadF32(layer, span.block_table, k0, count, cache_rows);
     // kv_dec = kv_b · c_kv: the first d_c columns of each cached row.
-    Matmul({.x = cache_rows, .m = count, .ldx = d_l, .w = w.kv_b_proj, .y = kv_dec,
-            .ldy = H * (d_n + d_v)});
+    Matmul({.x = cache_rows, .m = count, .ldx = d_l, .w = w.kv_b_proj, .y = kv_dec, .ldy = H * (d_n + d_v)});
     for (int64_t t = 0; t < count; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const float* src = kv_dec + (t * H + h) * (d_n + d_v);

@@ -60,25 +60,25 @@ struct MlaSettings {
 // T: rows of the call; R: rows on the latent path; n: rows of one decompressed span;
 // B: decompress_block (or the context, if shorter).
 struct MlaScratch {
-  std::vector<float> c_q;         // c_q: [T, d_in] = rmsnorm(q_a_proj · x) (unused with q_proj)
-  std::vector<float> kv;          // kv: [T, d_l] = c_kv | k_r, the rows written to the caches
-  std::vector<int64_t> positions;  // positions: [T], each row's position in its sequence
-  std::vector<int64_t> latent_rows;                // latent_rows: [R], rows taking the latent path
+  std::vector<float> c_q;                         // c_q: [T, d_in] = rmsnorm(q_a_proj · x) (unused with q_proj)
+  std::vector<float> kv;                          // kv: [T, d_l] = c_kv | k_r, the rows written to the caches
+  std::vector<int64_t> positions;                 // positions: [T], each row's position in its sequence
+  std::vector<int64_t> latent_rows;               // latent_rows: [R], rows taking the latent path
   std::vector<const SequenceSpan*> latent_spans;  // latent_spans: [R], their spans
-  std::vector<float> rows_in;     // rows_in: [R, d_in], c_q of the latent rows
-  std::vector<float> q;           // q: [R or n, H, d_n + d_r] = q_b_proj · c_q
-  std::vector<float> q_lat;       // q_lat: [R, H, d_c] = W_Q_UK · c_q (materialized)
-  std::vector<float> query;       // query: [R, H, d_l] = q_lat | rope(q_r) per head
-  std::vector<float> o_lat;       // o_lat: [R, H, d_c], the latent attention output
-  std::vector<float> o;           // o: [R or n, H, d_v], per-head outputs before o_proj
-  std::vector<float> rows_out;    // rows_out: [R, d], the latent rows' results
-  std::vector<float> cache_rows;  // cache_rows: [B, d_l], cached rows widened to f32
-  std::vector<float> kv_dec;      // kv_dec: [B, H, d_n + d_v] = kv_b_proj · c_kv
-  std::vector<float> k;           // k: [B, H, d_n + d_r] = k_n | k_r (k_r shared by heads)
-  std::vector<float> v;           // v: [B, H, d_v]
-  std::vector<float> lse;         // lse: [n, H], of o over the blocks so far
-  std::vector<float> o_part;      // o_part: [n, H, d_v], one block's attention output
-  std::vector<float> lse_part;    // lse_part: [n, H], its log-sum-exp
+  std::vector<float> rows_in;                     // rows_in: [R, d_in], c_q of the latent rows
+  std::vector<float> q;                           // q: [R or n, H, d_n + d_r] = q_b_proj · c_q
+  std::vector<float> q_lat;                       // q_lat: [R, H, d_c] = W_Q_UK · c_q (materialized)
+  std::vector<float> query;                       // query: [R, H, d_l] = q_lat | rope(q_r) per head
+  std::vector<float> o_lat;                       // o_lat: [R, H, d_c], the latent attention output
+  std::vector<float> o;                           // o: [R or n, H, d_v], per-head outputs before o_proj
+  std::vector<float> rows_out;                    // rows_out: [R, d], the latent rows' results
+  std::vector<float> cache_rows;                  // cache_rows: [B, d_l], cached rows widened to f32
+  std::vector<float> kv_dec;                      // kv_dec: [B, H, d_n + d_v] = kv_b_proj · c_kv
+  std::vector<float> k;                           // k: [B, H, d_n + d_r] = k_n | k_r (k_r shared by heads)
+  std::vector<float> v;                           // v: [B, H, d_v]
+  std::vector<float> lse;                         // lse: [n, H], of o over the blocks so far
+  std::vector<float> o_part;                      // o_part: [n, H, d_v], one block's attention output
+  std::vector<float> lse_part;                    // lse_part: [n, H], its log-sum-exp
 };
 
 class MlaLayer {
@@ -88,8 +88,8 @@ class MlaLayer {
 
   // x: [T, d] (already input_layernorm'd), rows in span order; out: [T, d].
   // Writes each span's new latent rows into `cache` at `layer`, through its block table.
-  void Forward(const MlaWeights& w, int64_t layer, const float* x, std::span<const SequenceSpan> spans,
-               KvCache& cache, float* out, MlaScratch& s) const;
+  void Forward(const MlaWeights& w, int64_t layer, const float* x, std::span<const SequenceSpan> spans, KvCache& cache,
+               float* out, MlaScratch& s) const;
 
  private:
   // The first position of `span` that takes the latent (decode) path; the rows before

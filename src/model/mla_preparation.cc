@@ -55,7 +55,7 @@ class Preparer {
     AlignedBuffer q_uk(static_cast<size_t>(H * d_c * d_in) * sizeof(float));
     std::vector<float> uk_t(d_c * d_n), q_nope_t(d_in * d_n);
     for (int64_t h = 0; h < H; ++h) {
-      CopyToF32(a.w_uk_t[h], uk_t.data());                                          // [d_c, d_n]
+      CopyToF32(a.w_uk_t[h], uk_t.data());                                            // [d_c, d_n]
       TransposeToF32(a.q_b_proj.RowBlock(h * c_.QkHeadDim(), d_n), q_nope_t.data());  // [d_in, d_n]
       Matmul(uk_t.data(), d_c, WeightView{DType::kF32, d_in, d_n, d_n, q_nope_t.data()},
              q_uk.as<float>() + h * d_c * d_in);

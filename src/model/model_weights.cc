@@ -15,9 +15,7 @@
 namespace latte {
 namespace {
 
-std::string FileName(const std::string& path) {
-  return std::filesystem::path(path).filename().string();
-}
+std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -29,9 +27,21 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 float ElementToF32(DType dtype, const uint8_t* p, size_t i) {
   switch (dtype) {
-    case DType::kF32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case DType::kBF16: { bf16 v; std::memcpy(&v, p + 2 * i, 2); return Bf16ToF32(v); }
-    case DType::kF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return F16ToF32(v); }
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::kBF16: {
+      bf16 v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return Bf16ToF32(v);
+    }
+    case DType::kF16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return F16ToF32(v);
+    }
     case DType::kF8E4M3: return Fp8E4M3ToF32(p[i]);
   }
   return 0;
@@ -44,8 +54,7 @@ float ElementToF32(DType dtype, const uint8_t* p, size_t i) {
 class WeightLoader {
  public:
   WeightLoader(ModelWeights& m, const LoadOptions& options, std::string source)
-      : m_(m), options_(options), source_(std::move(source)),
-        start_(std::chrono::steady_clock::now()) {}
+      : m_(m), options_(options), source_(std::move(source)), start_(std::chrono::steady_clock::now()) {}
 
   // Every expected tensor against the checkpoint's headers: run before Run, and before
   // a huge-page copy reads any data.
@@ -115,8 +124,8 @@ class WeightLoader {
                              ShapeString(spec.shape) + ")");
       }
       if (t->shape != spec.shape) {
-        return Status::Error(FileName(t->file) + ": tensor \"" + spec.name + "\" has shape " +
-                             ShapeString(t->shape) + ", config.json implies " + ShapeString(spec.shape));
+        return Status::Error(FileName(t->file) + ": tensor \"" + spec.name + "\" has shape " + ShapeString(t->shape) +
+                             ", config.json implies " + ShapeString(spec.shape));
       }
     }
     int64_t skipped = 0;
@@ -133,10 +142,10 @@ class WeightLoader {
       }
     }
     if (skipped > 0 && options_.progress) {
-      std::fprintf(stderr, "note: skipping %lld tensors of %zu layer(s) past num_hidden_layers=%lld "
+      std::fprintf(stderr,
+                   "note: skipping %lld tensors of %zu layer(s) past num_hidden_layers=%lld "
                    "(e.g. the multi-token-prediction layer)\n",
-                   static_cast<long long>(skipped), skipped_layers.size(),
-                   static_cast<long long>(c.num_hidden_layers));
+                   static_cast<long long>(skipped), skipped_layers.size(), static_cast<long long>(c.num_hidden_layers));
     }
     if (unexpected_ > 0 && options_.progress) {
       std::fprintf(stderr, "note: ignoring %lld tensor(s) the model does not use (first: \"%s\")\n",
@@ -160,8 +169,7 @@ class WeightLoader {
     const std::string p = LayerPrefix(layer);
     WeightMemory& mem = m_.memory_;
     LATTE_ASSIGN_OR_RETURN(lw.input_layernorm, Vector(p + "input_layernorm.weight", &mem.attention));
-    LATTE_ASSIGN_OR_RETURN(lw.post_attention_layernorm,
-                           Vector(p + "post_attention_layernorm.weight", &mem.attention));
+    LATTE_ASSIGN_OR_RETURN(lw.post_attention_layernorm, Vector(p + "post_attention_layernorm.weight", &mem.attention));
     MlaWeights& a = lw.attn;
     const std::string s = p + "self_attn.";
     if (c.q_lora_rank) {
@@ -278,10 +286,9 @@ class WeightLoader {
     const Fp8Quantization& q = *m_.config_.quantization;
     const std::vector<int64_t> expected = ScaleInvShape(t.shape, q);
     if (s->shape != expected) {
-      return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" has shape " +
-                           ShapeString(s->shape) + ", expected " + ShapeString(expected) +
-                           " for " + ShapeString(t.shape) + " in " + std::to_string(q.block_rows) + "x" +
-                           std::to_string(q.block_cols) + " blocks");
+      return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" has shape " + ShapeString(s->shape) +
+                           ", expected " + ShapeString(expected) + " for " + ShapeString(t.shape) + " in " +
+                           std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols) + " blocks");
     }
     if (s->dtype == DType::kF8E4M3) {
       return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" must be F32/BF16/F16, not F8_E4M3");
@@ -306,8 +313,7 @@ class WeightLoader {
   WeightView Fp8View(const TensorInfo& t, const TensorInfo& s, const float* scales) const {
     const Fp8Quantization& q = *m_.config_.quantization;
     const int64_t cols = t.shape[1];
-    return Fp8WeightView(t.shape[0], cols, cols, t.data, scales, s.shape[1], q.block_rows,
-                         q.block_cols);
+    return Fp8WeightView(t.shape[0], cols, cols, t.data, scales, s.shape[1], q.block_rows, q.block_cols);
   }
 
   // weight = fp8 value × scale_inv of its block (the V3/R1 release format), as bf16,
@@ -330,24 +336,23 @@ class WeightLoader {
     const bool tty = isatty(STDERR_FILENO);
     if (!final && !tty) return;  // in logs, one line at the end
     std::fprintf(stderr, "%sloading: %lld tensors, %.2f / %.2f GB, %.1f s%s", tty ? "\r" : "",
-                 static_cast<long long>(tensors_done_), bytes_done_ / 1e9,
-                 (total_bytes_ - skipped_bytes_) / 1e9, SecondsSince(start_), final ? "\n" : "");
+                 static_cast<long long>(tensors_done_), bytes_done_ / 1e9, (total_bytes_ - skipped_bytes_) / 1e9,
+                 SecondsSince(start_), final ? "\n" : "");
     std::fflush(stderr);
   }
 
   void ReportMemory() const {
     const WeightMemory& w = m_.memory_;
-    const std::string dtype =
-        m_.fp8_kept_ ? "F8_E4M3 kept with f32 block scales, kv_b_proj and the rest " +
-                           std::string(DTypeName(m_.compute_dtype_))
-                     : std::string(DTypeName(m_.compute_dtype_));
+    const std::string dtype = m_.fp8_kept_ ? "F8_E4M3 kept with f32 block scales, kv_b_proj and the rest " +
+                                                 std::string(DTypeName(m_.compute_dtype_))
+                                           : std::string(DTypeName(m_.compute_dtype_));
     std::fprintf(stderr,
                  "weights (%s, mla-mode %s): attention %.3f GB, w_uk_t copies %.3f GB, "
                  "materialized W_Q_UK+W_UV_O %.3f GB, dense mlp %.3f GB, experts %.3f GB, "
                  "embeddings %.3f GB, total %.3f GB\n",
-                 dtype.c_str(), std::string(MlaModeName(m_.mode_)).c_str(), w.attention / 1e9, w.attention_prepared / 1e9,
-                 w.materialized / 1e9, w.dense_mlp / 1e9, w.experts / 1e9, w.embeddings / 1e9,
-                 w.Total() / 1e9);
+                 dtype.c_str(), std::string(MlaModeName(m_.mode_)).c_str(), w.attention / 1e9,
+                 w.attention_prepared / 1e9, w.materialized / 1e9, w.dense_mlp / 1e9, w.experts / 1e9,
+                 w.embeddings / 1e9, w.Total() / 1e9);
   }
 
   ModelWeights& m_;
@@ -367,12 +372,9 @@ std::optional<Fp8Weights> ParseFp8Weights(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view Fp8WeightsName(Fp8Weights fp8) {
-  return fp8 == Fp8Weights::kKeep ? "keep" : "bf16";
-}
+std::string_view Fp8WeightsName(Fp8Weights fp8) { return fp8 == Fp8Weights::kKeep ? "keep" : "bf16"; }
 
-Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
-                                                         const LoadOptions& options) {
+Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir, const LoadOptions& options) {
   auto m = std::make_unique<ModelWeights>();
   m->mode_ = options.mode;
   LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));

@@ -30,10 +30,10 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  std::vector<float> router;           // router: [n_routed_experts, d] (f32: routing is precision-sensitive)
-  std::vector<float> score_bias;       // e_score_correction_bias: [n_routed_experts] (noaux_tc only)
-  std::vector<MlpWeights> experts;     // [n_routed_experts]
-  std::optional<MlpWeights> shared;    // width n_shared_experts · moe_intermediate_size
+  std::vector<float> router;         // router: [n_routed_experts, d] (f32: routing is precision-sensitive)
+  std::vector<float> score_bias;     // e_score_correction_bias: [n_routed_experts] (noaux_tc only)
+  std::vector<MlpWeights> experts;   // [n_routed_experts]
+  std::optional<MlpWeights> shared;  // width n_shared_experts · moe_intermediate_size
 };
 
 struct MlaWeights {
@@ -46,13 +46,13 @@ struct MlaWeights {
   WeightView o_proj;                   // [d, H·d_v]
 
   // Prepared at load from kv_b_proj (absorbed and materialized modes):
-  std::vector<WeightView> w_uk_t;      // [H] of [d_c, d_n]: W_UK,hᵀ (a transposed copy)
-  std::vector<WeightView> w_uv;        // [H] of [d_v, d_c]: W_UV,h (views into kv_b_proj)
-  std::vector<WeightView> q_rope;      // [H] of [d_r, d_cq]: the rope rows of q_b_proj (views)
+  std::vector<WeightView> w_uk_t;  // [H] of [d_c, d_n]: W_UK,hᵀ (a transposed copy)
+  std::vector<WeightView> w_uv;    // [H] of [d_v, d_c]: W_UV,h (views into kv_b_proj)
+  std::vector<WeightView> q_rope;  // [H] of [d_r, d_cq]: the rope rows of q_b_proj (views)
 
   // Materialized mode only:
-  std::optional<WeightView> w_q_uk;    // [H·d_c, d_cq]: row h·d_c + c = (W_UK,hᵀ · q_b_nope,h)[c]
-  std::optional<WeightView> w_uv_o;    // [d, H·d_c]: columns h·d_c.. = o_proj,h · W_UV,h
+  std::optional<WeightView> w_q_uk;  // [H·d_c, d_cq]: row h·d_c + c = (W_UK,hᵀ · q_b_nope,h)[c]
+  std::optional<WeightView> w_uv_o;  // [d, H·d_c]: columns h·d_c.. = o_proj,h · W_UV,h
 };
 
 struct LayerWeights {
@@ -66,15 +66,13 @@ struct LayerWeights {
 
 // Resident bytes per component, for the load report and `latte bench`.
 struct WeightMemory {
-  size_t attention = 0;      // checkpoint attention projections (+ norms) as held (fp8: + f32 scales)
+  size_t attention = 0;           // checkpoint attention projections (+ norms) as held (fp8: + f32 scales)
   size_t attention_prepared = 0;  // w_uk_t copies (and dequantized kv_b for fp8)
-  size_t materialized = 0;   // W_Q_UK + W_UV_O
+  size_t materialized = 0;        // W_Q_UK + W_UV_O
   size_t dense_mlp = 0;
-  size_t experts = 0;        // routed + shared + routers
-  size_t embeddings = 0;     // embed_tokens + lm_head + final norm
-  size_t Total() const {
-    return attention + attention_prepared + materialized + dense_mlp + experts + embeddings;
-  }
+  size_t experts = 0;     // routed + shared + routers
+  size_t embeddings = 0;  // embed_tokens + lm_head + final norm
+  size_t Total() const { return attention + attention_prepared + materialized + dense_mlp + experts + embeddings; }
 };
 
 // What to do with F8_E4M3 weights (checkpoints with quantization_config).
@@ -96,8 +94,7 @@ struct LoadOptions {
 
 class ModelWeights {
  public:
-  static Result<std::unique_ptr<ModelWeights>> Load(const std::string& dir,
-                                                    const LoadOptions& options);
+  static Result<std::unique_ptr<ModelWeights>> Load(const std::string& dir, const LoadOptions& options);
 
   const ModelConfig& config() const { return config_; }
   DType compute_dtype() const { return compute_dtype_; }  // kBF16 or kF32

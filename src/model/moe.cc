@@ -13,15 +13,12 @@ namespace latte {
 namespace {
 
 // True when value a ranks before value b: larger first, ties to the lower index.
-inline bool RanksBefore(const float* v, int64_t a, int64_t b) {
-  return v[a] > v[b] || (v[a] == v[b] && a < b);
-}
+inline bool RanksBefore(const float* v, int64_t a, int64_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); }
 
 // order[0, k) = indices of the k largest of values[0, n), descending; order has room for n.
 void TopK(const float* values, int64_t n, int64_t k, int64_t* order) {
   std::iota(order, order + n, 0);
-  std::partial_sort(order, order + k, order + n,
-                    [values](int64_t a, int64_t b) { return RanksBefore(values, a, b); });
+  std::partial_sort(order, order + k, order + n, [values](int64_t a, int64_t b) { return RanksBefore(values, a, b); });
 }
 
 // What a group of experts is ranked by: the sum of its top two (noaux_tc) or its max.
@@ -40,14 +37,13 @@ float GroupScore(const float* members, int64_t n, bool sum_top2) {
 
 }  // namespace
 
-void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
-                float* weights) {
+void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids, float* weights) {
   RouterScratch scratch;
   RouteToken(c, logits, score_bias, ids, weights, scratch);
 }
 
-void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
-                float* weights, RouterScratch& s) {
+void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids, float* weights,
+                RouterScratch& s) {
   const int64_t E = c.n_routed_experts, k = c.num_experts_per_tok;
   float* scores = Grow(s.scores, E);
   if (c.scoring_func == ScoringFunc::kSigmoid) {
@@ -94,8 +90,7 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
   }
 }
 
-void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
-                FfnScratch& s) {
+void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s) {
   const int64_t d = c.hidden_size, E = c.n_routed_experts, k = c.num_experts_per_tok;
   float* logits = Grow(s.logits, n * E);  // logits: [n, E]
   Matmul(x, n, WeightView{DType::kF32, E, d, d, w.router.data()}, logits);
@@ -108,8 +103,8 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
     s.expert_weights[e].clear();
   }
   for (int64_t t = 0; t < n; ++t) {
-    RouteToken(c, logits + t * E, w.score_bias.empty() ? nullptr : w.score_bias.data(), ids + t * k,
-               weights + t * k, s.router);
+    RouteToken(c, logits + t * E, w.score_bias.empty() ? nullptr : w.score_bias.data(), ids + t * k, weights + t * k,
+               s.router);
     for (int64_t i = 0; i < k; ++i) {
       s.expert_rows[ids[t * k + i]].push_back(t);
       s.expert_weights[ids[t * k + i]].push_back(weights[t * k + i]);
@@ -132,8 +127,7 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   for (int64_t e = 0; e < E; ++e) {
     const int64_t m = static_cast<int64_t>(s.expert_rows[e].size());
     if (m == 0) continue;
-    parts.push_back({&w.experts[e], e, m, w.experts[e].gate_proj.rows, nullptr, hidden_total,
-                     nullptr});
+    parts.push_back({&w.experts[e], e, m, w.experts[e].gate_proj.rows, nullptr, hidden_total, nullptr});
     hidden_total += m * w.experts[e].gate_proj.rows;
     in_rows += m;
   }

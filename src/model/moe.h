@@ -17,14 +17,12 @@ namespace latte {
 //   softmax (V2): greedy top-k, or group_limited_greedy (groups ranked by their max).
 //   weights normalised to sum 1 when norm_topk_prob, then × routed_scaling_factor.
 // logits: [n_routed_experts]; ids, weights: [num_experts_per_tok]. Ties go to the lower id.
-void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
-                float* weights);
+void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids, float* weights);
 // The same, with working space reused across calls (no allocation once warm).
-void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids,
-                float* weights, RouterScratch& scratch);
+void RouteToken(const ModelConfig& c, const float* logits, const float* score_bias, int64_t* ids, float* weights,
+                RouterScratch& scratch);
 
 // out: [n, d] = Σ_routed w_e · expert_e(x) + shared(x), each expert run once over its rows.
-void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
-                FfnScratch& s);
+void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s);
 
 }  // namespace latte

@@ -103,9 +103,7 @@ ModelConfig ShrunkMoe(ModelConfig c) {
   return c;
 }
 
-std::string UnknownPreset(const std::string& name) {
-  return "unknown preset \"" + name + "\" (" + PresetList() + ")";
-}
+std::string UnknownPreset(const std::string& name) { return "unknown preset \"" + name + "\" (" + PresetList() + ")"; }
 
 ModelConfig Tiny() {
   ModelConfig c = DeepSeekV3();

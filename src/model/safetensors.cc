@@ -27,9 +27,7 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 // A string as a JSON literal: quoted, with control characters escaped, so a
 // hostile tensor name cannot break the one-line error message.
-std::string Quote(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string Quote(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string TensorContext(const std::string& file, const std::string& tensor) {
   return file + ": tensor " + Quote(tensor);
@@ -102,23 +100,20 @@ Result<std::vector<int64_t>> ParseEntryShape(const json& entry) {
   for (size_t i = 0; i < it->size(); ++i) {
     const json& dim = (*it)[i];
     if (!dim.is_number_integer()) {
-      return Status::Error("shape dimension " + std::to_string(i) + " must be an integer, got " +
-                           dim.type_name());
+      return Status::Error("shape dimension " + std::to_string(i) + " must be an integer, got " + dim.type_name());
     }
     // nlohmann stores non-negative literals as unsigned; above INT64_MAX they
     // would wrap negative on get<int64_t>().
     if (dim.is_number_unsigned()) {
       const uint64_t v = dim.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Status::Error("shape dimension " + std::to_string(i) + " (" + std::to_string(v) +
-                             ") is too large");
+        return Status::Error("shape dimension " + std::to_string(i) + " (" + std::to_string(v) + ") is too large");
       }
       shape.push_back(static_cast<int64_t>(v));
     } else {
       const int64_t v = dim.get<int64_t>();
       if (v < 0) {
-        return Status::Error("shape dimension " + std::to_string(i) + " is negative (" +
-                             std::to_string(v) + ")");
+        return Status::Error("shape dimension " + std::to_string(i) + " is negative (" + std::to_string(v) + ")");
       }
       shape.push_back(v);
     }
@@ -131,19 +126,16 @@ Status ParseEntryOffsets(const json& entry, uint64_t* begin, uint64_t* end) {
   if (it == entry.end()) return Status::Error("missing \"data_offsets\"");
   if (!it->is_array() || it->size() != 2) {
     return Status::Error("\"data_offsets\" must be an array of two integers, got " +
-                         (it->is_array() ? "an array of " + std::to_string(it->size())
-                                         : std::string(it->type_name())));
+                         (it->is_array() ? "an array of " + std::to_string(it->size()) : std::string(it->type_name())));
   }
   for (size_t i = 0; i < 2; ++i) {
     if (!(*it)[i].is_number_integer()) {
-      return Status::Error("data_offsets[" + std::to_string(i) + "] must be an integer, got " +
-                           (*it)[i].type_name());
+      return Status::Error("data_offsets[" + std::to_string(i) + "] must be an integer, got " + (*it)[i].type_name());
     }
   }
   if (!(*it)[0].is_number_unsigned() || !(*it)[1].is_number_unsigned()) {
-    return Status::Error("\"data_offsets\" must be non-negative, got [" +
-                         std::to_string((*it)[0].get<int64_t>()) + ", " +
-                         std::to_string((*it)[1].get<int64_t>()) + "]");
+    return Status::Error("\"data_offsets\" must be non-negative, got [" + std::to_string((*it)[0].get<int64_t>()) +
+                         ", " + std::to_string((*it)[1].get<int64_t>()) + "]");
   }
   *begin = (*it)[0].get<uint64_t>();
   *end = (*it)[1].get<uint64_t>();
@@ -152,8 +144,7 @@ Status ParseEntryOffsets(const json& entry, uint64_t* begin, uint64_t* end) {
 
 // Validates one header entry against the data section; the error message leaves
 // naming the file and tensor to the caller.
-Result<ParsedEntry> ParseEntry(const std::string& name, const json& entry, const uint8_t* data,
-                               uint64_t data_size) {
+Result<ParsedEntry> ParseEntry(const std::string& name, const json& entry, const uint8_t* data, uint64_t data_size) {
   if (!entry.is_object()) {
     return Status::Error(std::string("entry must be an object, got ") + entry.type_name());
   }
@@ -173,9 +164,8 @@ Result<ParsedEntry> ParseEntry(const std::string& name, const json& entry, const
     return Status::Error("shape " + ShapeString(e.info.shape) + " has too many elements");
   }
   if (*expected != e.end - e.begin) {
-    return Status::Error("shape " + ShapeString(e.info.shape) + " of " +
-                         std::string(DTypeName(e.info.dtype)) + " needs " + std::to_string(*expected) +
-                         " bytes but data_offsets " + offsets + " hold " +
+    return Status::Error("shape " + ShapeString(e.info.shape) + " of " + std::string(DTypeName(e.info.dtype)) +
+                         " needs " + std::to_string(*expected) + " bytes but data_offsets " + offsets + " hold " +
                          std::to_string(e.end - e.begin));
   }
   e.info.data = data + e.begin;
@@ -193,8 +183,8 @@ Status CheckNoOverlap(const std::string& path, std::vector<ParsedEntry>* entries
   for (const ParsedEntry& e : *entries) {
     if (furthest != nullptr && e.begin < furthest->end && e.begin < e.end) {
       return Status::Error(path + ": tensors " + Quote(furthest->info.name) + " " +
-                           OffsetsString(furthest->begin, furthest->end) + " and " +
-                           Quote(e.info.name) + " " + OffsetsString(e.begin, e.end) + " overlap");
+                           OffsetsString(furthest->begin, furthest->end) + " and " + Quote(e.info.name) + " " +
+                           OffsetsString(e.begin, e.end) + " overlap");
     }
     if (furthest == nullptr || e.end > furthest->end) furthest = &e;
   }
@@ -203,9 +193,7 @@ Status CheckNoOverlap(const std::string& path, std::vector<ParsedEntry>* entries
 
 // ---- Opening a directory -------------------------------------------------------
 
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  return (fs::path(dir) / name).string();
-}
+std::string JoinPath(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 Result<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -239,13 +227,13 @@ Result<std::map<std::string, std::string>> ReadWeightMap(const std::string& inde
   std::map<std::string, std::string> weight_map;
   for (const auto& [tensor, shard] : it->items()) {
     if (!shard.is_string()) {
-      return Status::Error(index_path + ": weight_map: tensor " + Quote(tensor) +
-                           ": shard must be a string, got " + shard.type_name());
+      return Status::Error(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard must be a string, got " +
+                           shard.type_name());
     }
     const std::string shard_name = shard.get<std::string>();
     if (!IsPlainFileName(shard_name)) {
-      return Status::Error(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard " +
-                           Quote(shard_name) + " is not a file name in the checkpoint directory");
+      return Status::Error(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard " + Quote(shard_name) +
+                           " is not a file name in the checkpoint directory");
     }
     weight_map.emplace(tensor, shard_name);
   }
@@ -258,8 +246,7 @@ Result<std::string> FindSingleFile(const std::string& dir) {
   std::vector<std::string> names;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() > std::strlen(kSuffix) && name.ends_with(kSuffix) &&
-        it->is_regular_file(ec)) {
+    if (name.size() > std::strlen(kSuffix) && name.ends_with(kSuffix) && it->is_regular_file(ec)) {
       names.push_back(name);
     }
   }
@@ -271,8 +258,8 @@ Result<std::string> FindSingleFile(const std::string& dir) {
     std::sort(names.begin(), names.end());
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    return Status::Error(dir + ": " + std::to_string(names.size()) + " *.safetensors files (" + list +
-                         ") but no " + kIndexFileName + " to say which tensors each holds");
+    return Status::Error(dir + ": " + std::to_string(names.size()) + " *.safetensors files (" + list + ") but no " +
+                         kIndexFileName + " to say which tensors each holds");
   }
   return JoinPath(dir, names[0]);
 }
@@ -300,30 +287,26 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file) {
   return ReadSafetensorsHeader(file.path(), file.data(), file.size());
 }
 
-Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* bytes,
-                                                      size_t size) {
+Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* bytes, size_t size) {
   if (size < kLengthFieldBytes) {
-    return Status::Error(path + ": file is " + std::to_string(size) +
-                         " bytes, too short for the 8-byte header length");
+    return Status::Error(path + ": file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   }
   const uint64_t header_size = ReadLittleEndianU64(bytes);
   const uint64_t after_length = size - kLengthFieldBytes;
   if (header_size > after_length) {
-    return Status::Error(path + ": header length " + std::to_string(header_size) +
-                         " is larger than the " + std::to_string(after_length) +
-                         " bytes after the length field");
+    return Status::Error(path + ": header length " + std::to_string(header_size) + " is larger than the " +
+                         std::to_string(after_length) + " bytes after the length field");
   }
   if (header_size > kMaxHeaderBytes) {
-    return Status::Error(path + ": header length " + std::to_string(header_size) +
-                         " exceeds the " + std::to_string(kMaxHeaderBytes) + "-byte limit");
+    return Status::Error(path + ": header length " + std::to_string(header_size) + " exceeds the " +
+                         std::to_string(kMaxHeaderBytes) + "-byte limit");
   }
   const uint8_t* header_begin = bytes + kLengthFieldBytes;
   // nlohmann keeps the last of two equal keys; a tensor named twice would then
   // silently lose one entry, so the parse callback watches the top-level keys.
   std::set<std::string> keys;
   std::string duplicate;
-  const json::parser_callback_t find_duplicate = [&](int depth, json::parse_event_t event,
-                                                     json& parsed) {
+  const json::parser_callback_t find_duplicate = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth == 1 && event == json::parse_event_t::key && parsed.is_string() &&
         !keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
       duplicate = parsed.get<std::string>();
@@ -381,8 +364,8 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency reside
   for (const auto& [shard, first_tensor] : shards) {
     const std::string path = JoinPath(dir, shard);
     if (sharded && !fs::is_regular_file(path, ec)) {
-      return Status::Error(index_path + ": shard " + Quote(shard) + " (holding tensor " +
-                           Quote(first_tensor) + ") does not exist");
+      return Status::Error(index_path + ": shard " + Quote(shard) + " (holding tensor " + Quote(first_tensor) +
+                           ") does not exist");
     }
     std::function<void(size_t)> on_file_read;
     if (on_read) on_file_read = [&](size_t done) { on_read(read_before + done); };
@@ -406,8 +389,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency reside
     const TensorInfo* found = checkpoint.Find(tensor);
     if (found == nullptr || found->file != path) {
       return Status::Error(TensorContext(path, tensor) + ": listed in " + kIndexFileName +
-                           " but missing from the shard" +
-                           (found != nullptr ? " (it is in " + found->file + ")" : ""));
+                           " but missing from the shard" + (found != nullptr ? " (it is in " + found->file + ")" : ""));
     }
   }
   return checkpoint;
@@ -480,8 +462,7 @@ Result<std::string> DumpJson(const json& j, int indent, const std::string& path)
 
 }  // namespace
 
-void SafetensorsWriter::Add(std::string name, DType dtype, std::vector<int64_t> shape,
-                            std::vector<uint8_t> bytes) {
+void SafetensorsWriter::Add(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
   entries_.push_back({std::move(name), dtype, std::move(shape), std::move(bytes), nullptr});
 }
 
@@ -498,8 +479,7 @@ uint64_t SafetensorsWriter::DataBytes() const {
   return total;
 }
 
-Status SafetensorsWriter::Write(const std::string& path,
-                                const std::map<std::string, std::string>& metadata) const {
+Status SafetensorsWriter::Write(const std::string& path, const std::map<std::string, std::string>& metadata) const {
   // Validate everything before creating the file, and lay out the data section.
   json header = json::object();
   std::set<std::string> names;
@@ -514,13 +494,11 @@ Status SafetensorsWriter::Write(const std::string& path,
                            " has a negative dimension or too many elements");
     }
     if (!e.fill && e.bytes.size() != *bytes) {
-      return Status::Error(context + ": shape " + ShapeString(e.shape) + " of " +
-                           std::string(DTypeName(e.dtype)) + " needs " + std::to_string(*bytes) +
-                           " bytes, got " + std::to_string(e.bytes.size()));
+      return Status::Error(context + ": shape " + ShapeString(e.shape) + " of " + std::string(DTypeName(e.dtype)) +
+                           " needs " + std::to_string(*bytes) + " bytes, got " + std::to_string(e.bytes.size()));
     }
-    header[e.name] = {{"dtype", std::string(DTypeName(e.dtype))},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + *bytes}}};
+    header[e.name] = {
+        {"dtype", std::string(DTypeName(e.dtype))}, {"shape", e.shape}, {"data_offsets", {offset, offset + *bytes}}};
     offset += *bytes;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;

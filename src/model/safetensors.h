@@ -26,12 +26,12 @@
 namespace latte {
 
 struct TensorInfo {
-  std::string name;            // "model.layers.0.self_attn.kv_b_proj.weight"
+  std::string name;  // "model.layers.0.self_attn.kv_b_proj.weight"
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;  // outermost first
+  std::vector<int64_t> shape;     // outermost first
   const uint8_t* data = nullptr;  // into the shard's mapping; valid while the Checkpoint lives
-  size_t nbytes = 0;               // == NumElements() * DTypeSize(dtype)
-  std::string file;            // path of the shard it lives in
+  size_t nbytes = 0;              // == NumElements() * DTypeSize(dtype)
+  std::string file;               // path of the shard it lives in
 
   int64_t NumElements() const;
 };
@@ -47,8 +47,7 @@ class Checkpoint {
   // if there is none, or several without an index). Every shard is held as
   // `residency` says (base/mapped_file.h: an mmap, or a copy on huge pages); a copy
   // calls `on_read` with the bytes read so far over all shards as it reads.
-  static Result<Checkpoint> Open(const std::string& dir,
-                                 FileResidency residency = FileResidency::kMapped,
+  static Result<Checkpoint> Open(const std::string& dir, FileResidency residency = FileResidency::kMapped,
                                  const std::function<void(uint64_t)>& on_read = nullptr);
 
   const TensorInfo* Find(const std::string& name) const;  // nullptr if absent
@@ -69,8 +68,7 @@ class Checkpoint {
 Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file);
 // The same over `size` bytes at `data`, named `path` in messages; the tensors point
 // into `data`. What fuzz/safetensors_fuzz.cc feeds arbitrary bytes through.
-Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* data,
-                                                      size_t size);
+Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* data, size_t size);
 
 // Writes one safetensors file. Tensors are written in the order added. Data is
 // either moved in (one copy, owned by the writer) or produced at write time by a

@@ -46,16 +46,14 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c) {
     if (c.q_lora_rank) {
       out.push_back({a + "q_a_proj.weight", {*c.q_lora_rank, d}, TensorKind::kLinear});
       out.push_back({a + "q_a_layernorm.weight", {*c.q_lora_rank}, TensorKind::kVector});
-      out.push_back({a + "q_b_proj.weight", {heads * c.QkHeadDim(), *c.q_lora_rank},
-                     TensorKind::kLinear});
+      out.push_back({a + "q_b_proj.weight", {heads * c.QkHeadDim(), *c.q_lora_rank}, TensorKind::kLinear});
     } else {
       out.push_back({a + "q_proj.weight", {heads * c.QkHeadDim(), d}, TensorKind::kLinear});
     }
     out.push_back({a + "kv_a_proj_with_mqa.weight", {c.LatentDim(), d}, TensorKind::kLinear});
     out.push_back({a + "kv_a_layernorm.weight", {c.kv_lora_rank}, TensorKind::kVector});
-    out.push_back({a + "kv_b_proj.weight",
-                   {heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank},
-                   TensorKind::kLinear});
+    out.push_back(
+        {a + "kv_b_proj.weight", {heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}, TensorKind::kLinear});
     out.push_back({a + "o_proj.weight", {d, heads * c.v_head_dim}, TensorKind::kLinear});
     const std::string m = p + "mlp.";
     if (!c.IsMoeLayer(layer)) {

@@ -9,9 +9,7 @@ nlohmann::json ApiError::ToJson() const {
   return {{"error", e}};
 }
 
-std::string ApiError::Body() const {
-  return ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string ApiError::Body() const { return ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 ApiError BadRequest(std::string message, std::string param) {
   return {400, "invalid_request_error", std::move(message), std::move(param), {}, 0};
@@ -41,8 +39,6 @@ ApiError Unavailable(std::string message, int retry_after_s) {
   return {503, "service_unavailable", std::move(message), {}, "service_unavailable", retry_after_s};
 }
 
-ApiError InternalError(std::string message) {
-  return {500, "server_error", std::move(message), {}, {}, 0};
-}
+ApiError InternalError(std::string message) { return {500, "server_error", std::move(message), {}, {}, 0}; }
 
 }  // namespace latte::server

@@ -54,14 +54,10 @@ struct Route {
   bool json_body;
 };
 constexpr Route kRoutes[] = {
-    {"/v1/completions", "POST", true, true},
-    {"/v1/chat/completions", "POST", true, true},
-    {"/v1/models", "GET", true, false},
-    {"/health", "GET", false, false},
-    {"/metrics", "GET", false, false},
-    {"/version", "GET", false, false},
-    {"/tokenize", "POST", false, true},
-    {"/detokenize", "POST", false, true},
+    {"/v1/completions", "POST", true, true}, {"/v1/chat/completions", "POST", true, true},
+    {"/v1/models", "GET", true, false},      {"/health", "GET", false, false},
+    {"/metrics", "GET", false, false},       {"/version", "GET", false, false},
+    {"/tokenize", "POST", false, true},      {"/detokenize", "POST", false, true},
 };
 
 }  // namespace
@@ -73,7 +69,10 @@ HttpReply ErrorReply(const ApiError& error) {
 }
 
 ApiServer::ApiServer(Engine& engine, ServedModel model, std::string mla_mode, ApiOptions options)
-    : engine_(engine), model_(std::move(model)), options_(std::move(options)), metrics_(model_.name, std::move(mla_mode)) {}
+    : engine_(engine),
+      model_(std::move(model)),
+      options_(std::move(options)),
+      metrics_(model_.name, std::move(mla_mode)) {}
 
 Handled ApiServer::Handle(HttpRequest& request) {
   const Route* route = nullptr;
@@ -95,7 +94,8 @@ Handled ApiServer::Handle(HttpRequest& request) {
     if (shutting_down_) return ErrorReply(Unavailable("the server is shutting down", 1));
     return HttpReply{200, "application/json", "", {}};
   }
-  if (path == "/metrics") return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Render(engine_.Stats()), {}};
+  if (path == "/metrics")
+    return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Render(engine_.Stats()), {}};
   if (path == "/version") return JsonReply({{"version", kLatteVersion}});
   if (path == "/v1/models") return Models();
   nlohmann::json body;
@@ -142,7 +142,8 @@ Handled ApiServer::Completions(const nlohmann::json& body) {
   int64_t prompt_tokens = 0;
   for (const GenerationRequest& r : request.prompts) prompt_tokens += static_cast<int64_t>(r.prompt.size());
   auto formatter = std::make_unique<CompletionFormatter>(request, model_.tokenizer, id, UnixNow());
-  return Submit(std::move(request.prompts), std::move(id), request.stream, prompt_tokens, std::move(formatter), arrival);
+  return Submit(std::move(request.prompts), std::move(id), request.stream, prompt_tokens, std::move(formatter),
+                arrival);
 }
 
 Handled ApiServer::ChatCompletions(const nlohmann::json& body) {
@@ -179,7 +180,8 @@ HttpReply ApiServer::Tokenize(const nlohmann::json& body) const {
     nlohmann::json context;
     if (auto e = ChatTemplateContext(body, context)) return ErrorReply(*e);
     auto text = model_.chat_template->Render(context);
-    if (!text.ok()) return ErrorReply(BadRequest("the chat template refused the messages: " + text.status().message(), "messages"));
+    if (!text.ok())
+      return ErrorReply(BadRequest("the chat template refused the messages: " + text.status().message(), "messages"));
     ids = model_.tokenizer->Encode(text.value());
   } else {
     std::string prompt;
@@ -191,7 +193,8 @@ HttpReply ApiServer::Tokenize(const nlohmann::json& body) const {
     const auto encoded = model_.tokenizer->Encode(prompt);
     ids.insert(ids.end(), encoded.begin(), encoded.end());
   }
-  return JsonReply({{"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}});
+  return JsonReply(
+      {{"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}});
 }
 
 HttpReply ApiServer::Detokenize(const nlohmann::json& body) const {

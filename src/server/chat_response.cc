@@ -86,8 +86,10 @@ std::string ChatFormatter::OnOutput(size_t, const GenerationOutput& out) {
   if (!c.role_sent) {  // OpenAI's first delta of a choice: the role, empty content
     c.role_sent = true;
     nlohmann::json chunk = ChunkBase();
-    chunk["choices"] = nlohmann::json::array(
-        {{{"index", out.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    chunk["choices"] = nlohmann::json::array({{{"index", out.index},
+                                               {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                               {"logprobs", nullptr},
+                                               {"finish_reason", nullptr}}});
     events += SseEvent(chunk);
   }
   if (delta.content.empty() && delta.reasoning.empty() && lp.empty() && !out.finish) return events;

@@ -135,11 +135,12 @@ std::string CompletionFormatter::Finish() {
   }
   nlohmann::json choices = nlohmann::json::array();
   for (const auto& [index, c] : choices_) {
-    choices.push_back({{"index", index},
-                       {"text", c.text},
-                       {"logprobs", logprobs_ ? LogprobsJson(c.logprobs) : nlohmann::json(nullptr)},
-                       {"finish_reason", c.finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.finish_reason)},
-                       {"stop_reason", c.stop_reason}});
+    choices.push_back(
+        {{"index", index},
+         {"text", c.text},
+         {"logprobs", logprobs_ ? LogprobsJson(c.logprobs) : nlohmann::json(nullptr)},
+         {"finish_reason", c.finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.finish_reason)},
+         {"stop_reason", c.stop_reason}});
   }
   nlohmann::json body = {{"id", id_},       {"object", "text_completion"}, {"created", created_},
                          {"model", model_}, {"choices", choices},          {"usage", usage}};

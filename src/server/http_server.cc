@@ -320,7 +320,9 @@ class Session : public std::enable_shared_from_this<Session> {
     switch (item.kind) {
       case WriteItem::kWhole: http::async_write(stream_, *item.whole, std::move(done)); break;
       case WriteItem::kStreamHead: http::async_write_header(stream_, *item.head_serializer, std::move(done)); break;
-      case WriteItem::kChunk: net::async_write(stream_, http::make_chunk(net::buffer(*item.data)), std::move(done)); break;
+      case WriteItem::kChunk:
+        net::async_write(stream_, http::make_chunk(net::buffer(*item.data)), std::move(done));
+        break;
       case WriteItem::kLastChunk: net::async_write(stream_, http::make_chunk_last(), std::move(done)); break;
     }
   }

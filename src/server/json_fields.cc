@@ -45,8 +45,9 @@ MaybeError ReadInt(const nlohmann::json& obj, const char* name, std::optional<in
   if (!HasField(obj, name)) return std::nullopt;
   const nlohmann::json& v = obj.at(name);
   const auto i = AsInt(v);
-  if (!i) return v.is_number() ? BadRequest(std::string(name) + " must be an integer", name)
-                               : WrongType(name, "an integer", v);
+  if (!i)
+    return v.is_number() ? BadRequest(std::string(name) + " must be an integer", name)
+                         : WrongType(name, "an integer", v);
   out = *i;
   return std::nullopt;
 }
@@ -108,9 +109,9 @@ MaybeError IdsFromJson(const nlohmann::json& v, const std::string& what, const c
     const auto id = AsInt(e);
     if (!id) return BadRequest(what + " must hold integer token ids, got " + e.type_name(), param);
     if (*id < 0 || *id >= limit) {
-      return BadRequest(what + ": token id " + std::to_string(*id) + " is outside the vocabulary [0, " +
-                            std::to_string(limit) + ")",
-                        param);
+      return BadRequest(
+          what + ": token id " + std::to_string(*id) + " is outside the vocabulary [0, " + std::to_string(limit) + ")",
+          param);
     }
     out.push_back(static_cast<int32_t>(*id));
   }

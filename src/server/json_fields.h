@@ -16,11 +16,11 @@ namespace latte::server {
 
 using MaybeError = std::optional<ApiError>;
 
-#define LATTE_RETURN_IF_API_ERROR(expr)        \
-  do {                                         \
-    if (auto latte_api_error_ = (expr)) {      \
-      return std::move(*latte_api_error_);     \
-    }                                          \
+#define LATTE_RETURN_IF_API_ERROR(expr)    \
+  do {                                     \
+    if (auto latte_api_error_ = (expr)) {  \
+      return std::move(*latte_api_error_); \
+    }                                      \
   } while (0)
 
 // True when `obj` has `name` with a non-null value.

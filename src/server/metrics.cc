@@ -8,13 +8,15 @@ namespace {
 
 // vLLM's bucket bounds for these three histograms.
 std::vector<double> TtftBuckets() {
-  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 }
 std::vector<double> ItlBuckets() {
   return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
 }
 std::vector<double> E2eBuckets() {
-  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+  return {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 }
 
 // The shortest decimal that reads back as `v` (0.1, not 0.10000000000000001).
@@ -82,9 +84,12 @@ void ServerMetrics::Record(const RequestRecord& r) {
   if (r.ttft_s >= 0) ttft_.Observe(r.ttft_s);
   for (double gap : r.inter_token_s) itl_.Observe(gap);
   e2e_.Observe(r.e2e_s);
-  if (r.finish_reason == "stop") ++finished_stop_;
-  else if (r.finish_reason == "length") ++finished_length_;
-  else ++finished_abort_;
+  if (r.finish_reason == "stop")
+    ++finished_stop_;
+  else if (r.finish_reason == "length")
+    ++finished_length_;
+  else
+    ++finished_abort_;
 }
 
 std::string ServerMetrics::Render(const EngineStats& s) const {
@@ -93,25 +98,33 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   Metric(out, "latte:num_requests_running", "gauge", "Sequences in the engine's running batch.", l, s.running);
   Metric(out, "latte:num_requests_waiting", "gauge", "Sequences waiting to be scheduled.", l, s.waiting);
   const double usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0;
-  Metric(out, "latte:kv_cache_usage_perc", "gauge", "KV-cache usage: 1 means 100 percent (blocks held by sequences).", l, usage);
-  Metric(out, "latte:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", l, s.prefix_queries);
+  Metric(out, "latte:kv_cache_usage_perc", "gauge", "KV-cache usage: 1 means 100 percent (blocks held by sequences).",
+         l, usage);
+  Metric(out, "latte:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", l,
+         s.prefix_queries);
   Metric(out, "latte:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", l, s.prefix_hits);
   Metric(out, "latte:num_preemptions_total", "counter", "Cumulative number of preemptions.", l, s.preemptions);
-  Metric(out, "latte:prompt_tokens_total", "counter", "Prompt tokens computed (prefix-cache hits excluded).", l, s.prompt_tokens);
+  Metric(out, "latte:prompt_tokens_total", "counter", "Prompt tokens computed (prefix-cache hits excluded).", l,
+         s.prompt_tokens);
   Metric(out, "latte:generation_tokens_total", "counter", "Generated tokens.", l, s.generation_tokens);
   Metric(out, "latte:kv_cache_blocks_total", "gauge", "Blocks in the KV pool.", l, s.kv_blocks_total);
-  Metric(out, "latte:kv_cache_blocks_cached", "gauge", "Free KV blocks still holding a reusable prefix.", l, s.kv_blocks_cached);
+  Metric(out, "latte:kv_cache_blocks_cached", "gauge", "Free KV blocks still holding a reusable prefix.", l,
+         s.kv_blocks_cached);
   Metric(out, "latte:kv_cache_tokens_total", "gauge", "Tokens the KV pool holds (blocks times block size).", l,
          static_cast<double>(s.kv_blocks_total * s.block_size));
   Metric(out, "latte:engine_steps_total", "counter", "Engine steps run.", l, s.steps);
-  Metric(out, "latte:engine_step_seconds_total", "counter", "Time inside engine steps (scheduling, forward, sampling, outputs).", l, s.step_seconds);
-  Metric(out, "latte:engine_forward_seconds_total", "counter", "Time inside the model's forward passes.", l, s.model_seconds);
-  out += "# HELP latte:mla_mode The MLA attention mode the server runs (absorbed, materialized, naive).\n"
-         "# TYPE latte:mla_mode gauge\n";
+  Metric(out, "latte:engine_step_seconds_total", "counter",
+         "Time inside engine steps (scheduling, forward, sampling, outputs).", l, s.step_seconds);
+  Metric(out, "latte:engine_forward_seconds_total", "counter", "Time inside the model's forward passes.", l,
+         s.model_seconds);
+  out +=
+      "# HELP latte:mla_mode The MLA attention mode the server runs (absorbed, materialized, naive).\n"
+      "# TYPE latte:mla_mode gauge\n";
   out += "latte:mla_mode{" + l + ",mode=\"" + EscapeLabel(mla_mode_) + "\"} 1\n";
   std::lock_guard lock(mu_);
-  out += "# HELP latte:request_success_total Finished requests by finish reason.\n"
-         "# TYPE latte:request_success_total counter\n";
+  out +=
+      "# HELP latte:request_success_total Finished requests by finish reason.\n"
+      "# TYPE latte:request_success_total counter\n";
   out += "latte:request_success_total{" + l + ",finished_reason=\"stop\"} " + std::to_string(finished_stop_) + "\n";
   out += "latte:request_success_total{" + l + ",finished_reason=\"length\"} " + std::to_string(finished_length_) + "\n";
   out += "latte:request_success_total{" + l + ",finished_reason=\"abort\"} " + std::to_string(finished_abort_) + "\n";

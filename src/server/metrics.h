@@ -30,10 +30,10 @@ class Histogram {
 
 // What one finished request contributes.
 struct RequestRecord {
-  double ttft_s = -1;                // < 0: no token came out
-  std::vector<double> inter_token_s; // gaps between consecutive tokens of each choice
+  double ttft_s = -1;                 // < 0: no token came out
+  std::vector<double> inter_token_s;  // gaps between consecutive tokens of each choice
   double e2e_s = 0;
-  std::string finish_reason;         // "stop", "length", "abort"
+  std::string finish_reason;  // "stop", "length", "abort"
 };
 
 class ServerMetrics {

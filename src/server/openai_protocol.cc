@@ -57,7 +57,8 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
   LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "top_p", s.top_p));
   int64_t top_k = s.top_k;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "top_k", top_k));
-  if (top_k < -1) return BadRequest("top_k must be -1 (off), 0 (off) or at least 1, got " + std::to_string(top_k), "top_k");
+  if (top_k < -1)
+    return BadRequest("top_k must be -1 (off), 0 (off) or at least 1, got " + std::to_string(top_k), "top_k");
   s.top_k = static_cast<int>(std::min<int64_t>(top_k, INT32_MAX));
   LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "min_p", s.min_p));
   LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "presence_penalty", s.presence_penalty));
@@ -85,9 +86,9 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
 
   LATTE_RETURN_IF_API_ERROR(ReadStringOrList(body, "stop", r.stop));
   if (r.stop.size() > kMaxStopStrings) {
-    return BadRequest("stop takes at most " + std::to_string(kMaxStopStrings) + " strings, got " +
-                          std::to_string(r.stop.size()),
-                      "stop");
+    return BadRequest(
+        "stop takes at most " + std::to_string(kMaxStopStrings) + " strings, got " + std::to_string(r.stop.size()),
+        "stop");
   }
   for (const std::string& stop : r.stop) {
     if (stop.empty()) return BadRequest("stop strings must not be empty", "stop");
@@ -127,7 +128,8 @@ MaybeError CheckSampling(const SamplingParams& s) {
 }
 
 // prompt + max_tokens must fit the context and the KV pool. `max_tokens_param` names the field.
-MaybeError CheckLength(int64_t prompt_tokens, int64_t max_tokens, const ServedModel& model, const char* max_tokens_param) {
+MaybeError CheckLength(int64_t prompt_tokens, int64_t max_tokens, const ServedModel& model,
+                       const char* max_tokens_param) {
   const int64_t total = prompt_tokens + max_tokens;
   if (total > model.max_model_len) {
     return BadRequest("this model's maximum context length is " + std::to_string(model.max_model_len) +
@@ -186,7 +188,11 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
     return std::nullopt;
   };
   if (p.is_string()) return add_text(p.get<std::string>());
-  if (!p.is_array()) return BadRequest("prompt must be a string, a list of strings, a list of token ids or a list of token-id lists, got " + std::string(p.type_name()), "prompt");
+  if (!p.is_array())
+    return BadRequest(
+        "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists, got " +
+            std::string(p.type_name()),
+        "prompt");
   if (p.empty()) return BadRequest("prompt must not be empty", "prompt");
   if (IsIdList(p)) return add_ids(p);
   for (const nlohmann::json& e : p) {
@@ -195,7 +201,11 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
     } else if (e.is_array()) {
       LATTE_RETURN_IF_API_ERROR(add_ids(e));
     } else {
-      return BadRequest("prompt must be a string, a list of strings, a list of token ids or a list of token-id lists; an element is " + std::string(e.type_name()), "prompt");
+      return BadRequest(
+          "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists; an element "
+          "is " +
+              std::string(e.type_name()),
+          "prompt");
     }
   }
   return std::nullopt;
@@ -244,13 +254,15 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
   GenerationRequest base;
   base.max_tokens = 16;  // OpenAI's and vLLM's default for completions
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "max_tokens", base.max_tokens));
-  if (base.max_tokens < 0) return BadRequest("max_tokens must be >= 0, got " + std::to_string(base.max_tokens), "max_tokens");
+  if (base.max_tokens < 0)
+    return BadRequest("max_tokens must be >= 0, got " + std::to_string(base.max_tokens), "max_tokens");
   LATTE_RETURN_IF_API_ERROR(ReadSamplingFields(body, model, base));
   std::optional<int64_t> logprobs;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "logprobs", logprobs));
   if (logprobs && (*logprobs < 0 || *logprobs > kMaxTopLogprobs)) {
-    return BadRequest("logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(*logprobs),
-                      "logprobs");
+    return BadRequest(
+        "logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(*logprobs),
+        "logprobs");
   }
   if (logprobs) {
     out.logprobs = static_cast<int>(*logprobs);
@@ -301,7 +313,8 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
     if (role == m.end() || !role->is_string()) return BadRequest(where + ".role must be a string", where + ".role");
     const std::string r = role->get<std::string>();
     if (r != "system" && r != "user" && r != "assistant" && r != "developer") {
-      return BadRequest(where + ".role must be system, user, assistant or developer, got \"" + r + "\"", where + ".role");
+      return BadRequest(where + ".role must be system, user, assistant or developer, got \"" + r + "\"",
+                        where + ".role");
     }
     std::string content;
     LATTE_RETURN_IF_API_ERROR(MessageContent(m, i, content));
@@ -318,7 +331,8 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
   LATTE_RETURN_IF_API_ERROR(CheckModelName(body, model));
   out.model = model.name;
   if (model.tokenizer == nullptr || model.chat_template == nullptr) {
-    return BadRequest("this model has no tokenizer.json and chat template: use /v1/completions with token ids", "messages");
+    return BadRequest("this model has no tokenizer.json and chat template: use /v1/completions with token ids",
+                      "messages");
   }
   if (HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty())) {
     return BadRequest("tools are not supported", "tools");
@@ -337,8 +351,9 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "top_logprobs", top));
   if (top) {
     if (*top < 0 || *top > kMaxTopLogprobs) {
-      return BadRequest("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(*top),
-                        "top_logprobs");
+      return BadRequest(
+          "top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(*top),
+          "top_logprobs");
     }
     if (!out.logprobs && *top > 0) return BadRequest("top_logprobs needs logprobs: true", "top_logprobs");
     out.top_logprobs = static_cast<int>(*top);

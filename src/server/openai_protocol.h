@@ -21,16 +21,16 @@ namespace latte::server {
 
 // What the server serves: the figures requests are validated against.
 struct ServedModel {
-  std::string name;               // --served-model-name, else the --model path
-  std::string path;               // --model
-  int64_t max_model_len = 0;      // config.json max_position_embeddings
-  int64_t vocab_size = 0;         // config.json vocab_size: ids must be below it
-  int64_t pool_tokens = 0;        // the KV pool: prompt + max_tokens must fit in it
-  int64_t max_num_seqs = 0;       // n is at most this
-  const Tokenizer* tokenizer = nullptr;          // null: token-id prompts only
-  const ChatTemplate* chat_template = nullptr;   // null: no chat endpoint
-  bool reasoning_parser = false;                 // --reasoning-parser deepseek_r1
-  int64_t created = 0;            // unix seconds the server started (/v1/models)
+  std::string name;                             // --served-model-name, else the --model path
+  std::string path;                             // --model
+  int64_t max_model_len = 0;                    // config.json max_position_embeddings
+  int64_t vocab_size = 0;                       // config.json vocab_size: ids must be below it
+  int64_t pool_tokens = 0;                      // the KV pool: prompt + max_tokens must fit in it
+  int64_t max_num_seqs = 0;                     // n is at most this
+  const Tokenizer* tokenizer = nullptr;         // null: token-id prompts only
+  const ChatTemplate* chat_template = nullptr;  // null: no chat endpoint
+  bool reasoning_parser = false;                // --reasoning-parser deepseek_r1
+  int64_t created = 0;                          // unix seconds the server started (/v1/models)
 };
 
 // The most sequences (prompts × n) one completions request may ask for.
@@ -40,25 +40,25 @@ inline constexpr int64_t kMaxSequencesPerRequest = 1024;
 struct CompletionRequest {
   std::string model;
   std::vector<GenerationRequest> prompts;
-  std::vector<std::string> prompt_texts;   // what echo writes: the text sent, or the ids decoded
+  std::vector<std::string> prompt_texts;  // what echo writes: the text sent, or the ids decoded
   int n = 1;
   bool echo = false;
-  std::optional<int> logprobs;             // alternatives per token; nullopt: no logprobs
+  std::optional<int> logprobs;  // alternatives per token; nullopt: no logprobs
   bool stream = false;
   bool include_usage = false;
-  bool tokens_as_ids = false;              // vLLM's return_tokens_as_token_ids
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
 };
 
 // /v1/chat/completions: the conversation rendered by the chat template, one engine request.
 struct ChatRequest {
   std::string model;
   GenerationRequest request;
-  std::string prompt_text;                 // the rendered template
+  std::string prompt_text;  // the rendered template
   bool logprobs = false;
   int top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;
-  bool tokens_as_ids = false;              // vLLM's return_tokens_as_token_ids
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
 };
 
 // Body parsing (the body must already be a JSON object) and validation.

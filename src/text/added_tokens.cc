@@ -9,8 +9,7 @@ namespace {
 // Rust's char::is_whitespace: Unicode White_Space.
 bool IsWhitespace(uint32_t cp) {
   return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
-         cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
 // Rust's is_alphanumeric() || '_' on one character (what single_word tests).

@@ -28,7 +28,9 @@ std::string ByteFallbackToken(uint8_t b) {
 Result<std::unique_ptr<BpeModel>> BpeModel::FromJson(const json& model, bool byte_level_input) {
   auto bpe = std::unique_ptr<BpeModel>(new BpeModel());
   bpe->byte_level_input_ = byte_level_input;
-  const auto flag = [&](const char* key) { return model.contains(key) && model[key].is_boolean() && model[key].get<bool>(); };
+  const auto flag = [&](const char* key) {
+    return model.contains(key) && model[key].is_boolean() && model[key].get<bool>();
+  };
   bpe->byte_fallback_ = flag("byte_fallback");
   bpe->ignore_merges_ = flag("ignore_merges");
   bpe->fuse_unk_ = flag("fuse_unk");
@@ -46,7 +48,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::FromJson(const json& model, bool byt
   LATTE_RETURN_IF_ERROR(bpe->LoadMerges(model["merges"]));
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     const auto unk = bpe->TokenToId(model["unk_token"].get<std::string>());
-    if (!unk) return Status::Error("model.unk_token \"" + model["unk_token"].get<std::string>() + "\" is not in the vocab");
+    if (!unk)
+      return Status::Error("model.unk_token \"" + model["unk_token"].get<std::string>() + "\" is not in the vocab");
     bpe->unk_id_ = *unk;
   }
   for (int b = 0; b < 256; ++b) {
@@ -80,7 +83,8 @@ Status BpeModel::LoadMerges(const json& merges) {
     if (m.is_string()) {  // "a b"
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
-      if (space == std::string::npos) return Status::Error("model.merges[" + std::to_string(rank) + "] \"" + s + "\" has no space");
+      if (space == std::string::npos)
+        return Status::Error("model.merges[" + std::to_string(rank) + "] \"" + s + "\" has no space");
       left = s.substr(0, space);
       right = s.substr(space + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]

@@ -66,7 +66,7 @@ class BpeModel {
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;  // [IdLimit()], "" for unused ids
   std::unordered_map<uint64_t, Merge> merges_;
-  std::array<int32_t, 256> byte_ids_;     // byte -> id of its byte-level character, or -1
+  std::array<int32_t, 256> byte_ids_;  // byte -> id of its byte-level character, or -1
   bool byte_level_input_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

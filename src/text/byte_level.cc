@@ -5,13 +5,11 @@
 namespace latte {
 namespace {
 
-bool IsPrintableByte(uint32_t b) {
-  return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
-}
+bool IsPrintableByte(uint32_t b) { return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae; }
 
 struct ByteLevelTables {
-  std::array<std::string, 256> chars;   // byte -> UTF-8 of its character
-  std::array<int16_t, 0x144> bytes;     // code point (< U+0144) -> byte, or -1
+  std::array<std::string, 256> chars;  // byte -> UTF-8 of its character
+  std::array<int16_t, 0x144> bytes;    // code point (< U+0144) -> byte, or -1
 };
 
 const ByteLevelTables& Tables() {
@@ -54,9 +52,7 @@ size_t InvalidSubpartLength(std::string_view s, size_t i) {
 
 const std::string& ByteLevelChar(uint8_t b) { return Tables().chars[b]; }
 
-int ByteLevelByte(uint32_t code_point) {
-  return code_point < Tables().bytes.size() ? Tables().bytes[code_point] : -1;
-}
+int ByteLevelByte(uint32_t code_point) { return code_point < Tables().bytes.size() ? Tables().bytes[code_point] : -1; }
 
 std::string ToByteLevel(std::string_view raw) {
   std::string out;

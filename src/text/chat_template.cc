@@ -32,8 +32,7 @@ Result<std::string> TokenText(const nlohmann::json& config, const char* key, boo
       return content->get<std::string>();
     }
   }
-  return Status::Error(std::string("\"") + key +
-                       "\" must be a string or an object with a string \"content\"");
+  return Status::Error(std::string("\"") + key + "\" must be a string or an object with a string \"content\"");
 }
 
 }  // namespace

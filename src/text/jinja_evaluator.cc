@@ -72,9 +72,7 @@ bool LooseEqual(const Value& a, const Value& b) {
   const bool a_nil = a.is_undefined() || a.is_none(), b_nil = b.is_undefined() || b.is_none();
   if (a_nil || b_nil) return a_nil && b_nil;
   if (a.is_string() && b.is_string()) return a.string == b.string;
-  const auto numeric = [](const Value& v) {
-    return v.is_number() || v.kind == Value::Kind::kBool;
-  };
+  const auto numeric = [](const Value& v) { return v.is_number() || v.kind == Value::Kind::kBool; };
   if (numeric(a) && numeric(b)) return NumericValue(a) == NumericValue(b);
   if (numeric(a) && b.is_string()) return NumericValue(a) == JsStringToNumber(b.string);
   if (a.is_string() && numeric(b)) return JsStringToNumber(a.string) == NumericValue(b);
@@ -113,9 +111,7 @@ std::string AsciiLower(std::string s) {
 // Python's str.strip(chars) family for an explicit set of characters.
 std::string_view StripChars(std::string_view s, std::string_view chars, bool left, bool right) {
   const std::vector<std::string_view> set = CodePoints(chars);
-  const auto in_set = [&](std::string_view cp) {
-    return std::find(set.begin(), set.end(), cp) != set.end();
-  };
+  const auto in_set = [&](std::string_view cp) { return std::find(set.begin(), set.end(), cp) != set.end(); };
   std::vector<std::string_view> cps = CodePoints(s);
   size_t begin = 0, end = cps.size();
   while (left && begin < end && in_set(cps[begin])) ++begin;
@@ -155,8 +151,7 @@ class Evaluator {
 
   void CheckSize(const Node& node, size_t bytes) const {
     if (bytes > limits_.max_output_bytes) {
-      Fail(node, "output or string longer than the limit of " +
-                     std::to_string(limits_.max_output_bytes) + " bytes");
+      Fail(node, "output or string longer than the limit of " + std::to_string(limits_.max_output_bytes) + " bytes");
     }
   }
   // Charges bytes copied or produced against the render's work budget, so a
@@ -164,8 +159,7 @@ class Evaluator {
   void Charge(const Node& node, size_t bytes) {
     work_bytes_ += bytes + 1;
     if (work_bytes_ > limits_.max_work_bytes) {
-      Fail(node, "more than " + std::to_string(limits_.max_work_bytes) +
-                     " bytes of string work in one render");
+      Fail(node, "more than " + std::to_string(limits_.max_work_bytes) + " bytes of string work in one render");
     }
   }
   const Value& Charged(const Node& node, const Value& v) {
@@ -180,8 +174,7 @@ class Evaluator {
   }
   void CountIteration(const Node& node) {
     if (++iterations_ > limits_.max_loop_iterations) {
-      Fail(node, "more than " + std::to_string(limits_.max_loop_iterations) +
-                     " loop iterations in one render");
+      Fail(node, "more than " + std::to_string(limits_.max_loop_iterations) + " loop iterations in one render");
     }
   }
   Value List(const Node& node, jinja::List items) {
@@ -226,8 +219,7 @@ class Evaluator {
         }
         return Flow::kNormal;
       }
-      case NodeKind::kIf:
-        return ExecBlock(Truthy(Eval(*node.args[0])) ? node.body : node.orelse);
+      case NodeKind::kIf: return ExecBlock(Truthy(Eval(*node.args[0])) ? node.body : node.orelse);
       case NodeKind::kFor: ExecFor(node); return Flow::kNormal;
       case NodeKind::kSet: ExecSet(node); return Flow::kNormal;
       case NodeKind::kBreak: return Flow::kBreak;
@@ -256,8 +248,8 @@ class Evaluator {
     // ns.attr
     const Value object = Eval(*target.args[0]);
     if (!object.is_namespace()) {
-      Fail(*target.args[0], std::string("cannot set an attribute on ") + KindName(object) +
-                       " (only on namespace() objects)");
+      Fail(*target.args[0],
+           std::string("cannot set an attribute on ") + KindName(object) + " (only on namespace() objects)");
     }
     if (value.is_namespace() || value.holds_namespace) {
       Fail(target, "a namespace attribute cannot hold a namespace");
@@ -355,17 +347,14 @@ class Evaluator {
         Fail(node, "unary " + node.name + " needs a number, got " + KindName(v));
       }
       case NodeKind::kBinary: return EvalBinary(node);
-      case NodeKind::kAttribute:
-        return Charged(node, Member(node, Eval(*node.args[0]), Value::String(node.name)));
+      case NodeKind::kAttribute: return Charged(node, Member(node, Eval(*node.args[0]), Value::String(node.name)));
       case NodeKind::kIndex: return Charged(node, Member(node, Eval(*node.args[0]), Eval(*node.args[1])));
       case NodeKind::kSlice: return EvalSlice(node);
       case NodeKind::kCall: return EvalCall(node);
       case NodeKind::kFilter: return EvalFilter(node);
       case NodeKind::kTest: return Value::Bool(EvalTest(node) != node.negate);
-      case NodeKind::kTernary:
-        return Truthy(Eval(*node.args[0])) ? Eval(*node.args[1]) : Eval(*node.args[2]);
-      case NodeKind::kSelect:
-        return Truthy(Eval(*node.args[0])) ? Eval(*node.args[1]) : Value::Undefined();
+      case NodeKind::kTernary: return Truthy(Eval(*node.args[0])) ? Eval(*node.args[1]) : Eval(*node.args[2]);
+      case NodeKind::kSelect: return Truthy(Eval(*node.args[0])) ? Eval(*node.args[1]) : Value::Undefined();
       default: Fail(node, "internal: statement in expression position");
     }
   }
@@ -508,8 +497,7 @@ class Evaluator {
     const std::optional<int64_t> step_arg = SliceBound(node.args[3].get());
     std::vector<std::string_view> cps;
     if (object.is_string()) cps = CodePoints(object.string);
-    const int64_t n = object.is_list() ? static_cast<int64_t>(object.list->size())
-                                       : static_cast<int64_t>(cps.size());
+    const int64_t n = object.is_list() ? static_cast<int64_t>(object.list->size()) : static_cast<int64_t>(cps.size());
     const int64_t step = step_arg.value_or(1);
     std::vector<int64_t> picked;
     if (step > 0) {
@@ -616,8 +604,8 @@ class Evaluator {
     Fail(node, "unknown function '" + callee.name + "'");
   }
 
-  static const std::string& StringArg(const Node& node, const Args& args, size_t index,
-                                      std::string_view name, std::string_view method) {
+  static const std::string& StringArg(const Node& node, const Args& args, size_t index, std::string_view name,
+                                      std::string_view method) {
     const Value* v = args.Get(index, name);
     if (v == nullptr || !v->is_string()) {
       Fail(node, std::string(method) + "() needs a string argument '" + std::string(name) + "'");
@@ -743,9 +731,8 @@ class Evaluator {
   Value Split(const Node& node, const std::string& s, const Args& args) {
     const Value* sep = args.Get(0, "sep");
     const Value* maxsplit_arg = args.Get(1, "maxsplit");
-    const int64_t maxsplit = maxsplit_arg != nullptr && maxsplit_arg->kind == Value::Kind::kInt
-                                 ? maxsplit_arg->integer
-                                 : -1;
+    const int64_t maxsplit =
+        maxsplit_arg != nullptr && maxsplit_arg->kind == Value::Kind::kInt ? maxsplit_arg->integer : -1;
     jinja::List parts;
     const auto add = [&](std::string_view part) {
       if (parts.size() >= limits_.max_list_items) {
@@ -803,8 +790,8 @@ class Evaluator {
       }
       if (const Value* v = args.Get(99, "ensure_ascii")) options.ensure_ascii = Truthy(*v);
       if (const Value* v = args.Get(99, "sort_keys")) options.sort_keys = Truthy(*v);
-      if (const Value* v = args.Get(99, "separators"); v && v->is_list() && v->list->size() == 2 &&
-                                                       (*v->list)[0].is_string() && (*v->list)[1].is_string()) {
+      if (const Value* v = args.Get(99, "separators");
+          v && v->is_list() && v->list->size() == 2 && (*v->list)[0].is_string() && (*v->list)[1].is_string()) {
         options.item_separator = (*v->list)[0].string;
         options.key_separator = (*v->list)[1].string;
       }
@@ -902,9 +889,8 @@ class Evaluator {
       if (name == "replace") return StringMethod(node, s, "replace", args);
       if (name == "indent") {
         const Value* width_arg = args.Get(0, "width");
-        const int64_t width = width_arg && width_arg->kind == Value::Kind::kInt
-                                  ? std::clamp<int64_t>(width_arg->integer, 0, 1024)
-                                  : 4;
+        const int64_t width =
+            width_arg && width_arg->kind == Value::Kind::kInt ? std::clamp<int64_t>(width_arg->integer, 0, 1024) : 4;
         const Value* first_arg = args.Get(1, "first");
         const Value* blank_arg = args.Get(2, "blank");
         const bool first = first_arg && Truthy(*first_arg), blank = blank_arg && Truthy(*blank_arg);
@@ -913,7 +899,8 @@ class Evaluator {
         size_t start = 0, line = 0;
         while (true) {
           const size_t nl = s.find('\n', start);
-          const std::string_view text = std::string_view(s).substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+          const std::string_view text =
+              std::string_view(s).substr(start, nl == std::string::npos ? std::string::npos : nl - start);
           if (!((!first && line == 0) || (!blank && text.empty()))) out += pad;
           out.append(text);
           CheckSize(node, out.size());
@@ -966,9 +953,9 @@ class Evaluator {
       if (name == "string") return Value::String(operand.boolean ? "true" : "false");
     }
     static const char* const kKnown[] = {
-        "safe", "default", "d", "tojson", "list", "first", "last", "length", "count", "reverse",
-        "join", "string", "unique", "map", "selectattr", "rejectattr", "upper", "lower", "title",
-        "capitalize", "trim", "replace", "indent", "int", "float", "abs", "items", "bool"};
+        "safe", "default", "d",      "tojson", "list",       "first",      "last",  "length", "count", "reverse",
+        "join", "string",  "unique", "map",    "selectattr", "rejectattr", "upper", "lower",  "title", "capitalize",
+        "trim", "replace", "indent", "int",    "float",      "abs",        "items", "bool"};
     for (const char* known : kKnown) {
       if (name == known) Fail(node, "filter '" + name + "' cannot apply to " + KindName(operand));
     }

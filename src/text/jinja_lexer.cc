@@ -23,8 +23,7 @@ bool IsLineTerminatorAt(std::string_view s, size_t i, size_t* length) {
   // U+2028, U+2029: JavaScript's ^ in multiline mode matches after them too.
   if (i + 2 < s.size() + 0 && static_cast<unsigned char>(s[i]) == 0xe2 &&
       static_cast<unsigned char>(s[i + 1]) == 0x80 &&
-      (static_cast<unsigned char>(s[i + 2]) == 0xa8 ||
-       static_cast<unsigned char>(s[i + 2]) == 0xa9)) {
+      (static_cast<unsigned char>(s[i + 2]) == 0xa8 || static_cast<unsigned char>(s[i + 2]) == 0xa9)) {
     *length = 3;
     return true;
   }
@@ -45,8 +44,7 @@ Preprocessed Preprocess(std::string_view source) {
     if (line_start) {
       size_t j = i;
       while (j < src.size() && (src[j] == ' ' || src[j] == '\t')) ++j;
-      if (j + 1 < src.size() && src[j] == '{' &&
-          (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-')) {
+      if (j + 1 < src.size() && src[j] == '{' && (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-')) {
         i = j;
       }
       line_start = false;
@@ -67,8 +65,7 @@ Preprocessed Preprocess(std::string_view source) {
   out.text.reserve(a.size());
   out.origin.reserve(a.size());
   for (size_t i = 0; i < a.size();) {
-    if (i + 2 < a.size() && (a[i] == '#' || a[i] == '%' || a[i] == '-') && a[i + 1] == '}' &&
-        a[i + 2] == '\n') {
+    if (i + 2 < a.size() && (a[i] == '#' || a[i] == '%' || a[i] == '-') && a[i + 1] == '}' && a[i + 2] == '\n') {
       out.text.append(a, i, 2);
       out.origin.push_back(a_origin[i]);
       out.origin.push_back(a_origin[i + 1]);
@@ -84,9 +81,7 @@ Preprocessed Preprocess(std::string_view source) {
 }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsWordChar(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool IsWordChar(char c) { return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
 struct SyntaxError {
   size_t offset;
@@ -101,12 +96,11 @@ class Lexer {
     const std::string_view src = pre_.text;
     while (pos_ < src.size()) {
       const TokenType* last = tokens_.empty() ? nullptr : &tokens_.back().type;
-      if (last == nullptr || *last == TokenType::kCloseStatement ||
-          *last == TokenType::kCloseExpression || *last == TokenType::kComment) {
+      if (last == nullptr || *last == TokenType::kCloseStatement || *last == TokenType::kCloseExpression ||
+          *last == TokenType::kComment) {
         const size_t start = pos_;
-        while (pos_ < src.size() &&
-               !(src[pos_] == '{' && pos_ + 1 < src.size() &&
-                 (src[pos_ + 1] == '%' || src[pos_ + 1] == '{' || src[pos_ + 1] == '#'))) {
+        while (pos_ < src.size() && !(src[pos_] == '{' && pos_ + 1 < src.size() &&
+                                      (src[pos_ + 1] == '%' || src[pos_ + 1] == '{' || src[pos_ + 1] == '#'))) {
           ++pos_;
         }
         if (pos_ > start) {
@@ -120,9 +114,7 @@ class Lexer {
   }
 
  private:
-  size_t Origin(size_t pos) const {
-    return pos < pre_.origin.size() ? pre_.origin[pos] : pre_.end_offset;
-  }
+  size_t Origin(size_t pos) const { return pos < pre_.origin.size() ? pre_.origin[pos] : pre_.end_offset; }
   void Push(TokenType type, std::string value, size_t pos) {
     tokens_.push_back(Token{type, std::move(value), Origin(pos)});
   }
@@ -130,12 +122,8 @@ class Lexer {
     error_ = SyntaxError{Origin(pos), std::move(message)};
     return false;
   }
-  Status Error() const {
-    return Status::Error(DescribeOffset(source_, error_.offset) + ": " + error_.message);
-  }
-  bool StartsWith(std::string_view s) const {
-    return std::string_view(pre_.text).substr(pos_, s.size()) == s;
-  }
+  Status Error() const { return Status::Error(DescribeOffset(source_, error_.offset) + ": " + error_.message); }
+  bool StartsWith(std::string_view s) const { return std::string_view(pre_.text).substr(pos_, s.size()) == s; }
   void StripTrailingWhitespace() {
     if (!tokens_.empty() && tokens_.back().type == TokenType::kText) {
       std::string& v = tokens_.back().value;
@@ -204,8 +192,7 @@ class Lexer {
         case TokenType::kNumber:
         case TokenType::kString:
         case TokenType::kCloseParen:
-        case TokenType::kCloseBracket:
-          break;  // a binary operator: the table below
+        case TokenType::kCloseBracket: break;  // a binary operator: the table below
         default: {
           const size_t start = pos_++;
           std::string num = ConsumeDigits();
@@ -325,8 +312,7 @@ class Lexer {
           AppendUtf8(cp, value);
           break;
         }
-        default:
-          return Fail(pos_ - 2, std::string("unknown escape sequence \\") + e);
+        default: return Fail(pos_ - 2, std::string("unknown escape sequence \\") + e);
       }
     }
     Push(TokenType::kString, std::move(value), open);
@@ -358,8 +344,7 @@ bool IsJsWhitespaceAt(std::string_view s, size_t i, size_t* length) {
   if (i + 2 >= s.size()) return false;
   *length = 3;
   if (c == 0xe1 && b(1) == 0x9a && b(2) == 0x80) return true;  // U+1680
-  if (c == 0xe2 && b(1) == 0x80 &&
-      (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf)) {
+  if (c == 0xe2 && b(1) == 0x80 && (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf)) {
     return b(2) >= 0x80;  // U+2000..U+200A, U+2028, U+2029, U+202F
   }
   if (c == 0xe2 && b(1) == 0x81 && b(2) == 0x9f) return true;  // U+205F
@@ -406,8 +391,6 @@ std::string DescribeOffset(std::string_view source, size_t offset) {
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
-Result<std::vector<Token>> Tokenize(std::string_view source) {
-  return Lexer(source, Preprocess(source)).Run();
-}
+Result<std::vector<Token>> Tokenize(std::string_view source) { return Lexer(source, Preprocess(source)).Run(); }
 
 }  // namespace latte::jinja

@@ -26,9 +26,9 @@ enum class TokenType : uint8_t {
   kEquals,      // =
   kOpenParen,
   kCloseParen,
-  kOpenStatement,   // {%
-  kCloseStatement,  // %}
-  kOpenExpression,  // {{
+  kOpenStatement,    // {%
+  kCloseStatement,   // %}
+  kOpenExpression,   // {{
   kCloseExpression,  // }}
   kOpenBracket,
   kCloseBracket,

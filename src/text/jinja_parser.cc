@@ -27,8 +27,7 @@ std::string Describe(const Token* t) {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, size_t end_offset)
-      : tokens_(std::move(tokens)), end_offset_(end_offset) {}
+  Parser(std::vector<Token> tokens, size_t end_offset) : tokens_(std::move(tokens)), end_offset_(end_offset) {}
 
   NodeList ParseTemplate() {
     NodeList body;
@@ -52,14 +51,10 @@ class Parser {
   };
 
   bool AtEnd() const { return pos_ >= tokens_.size(); }
-  const Token* Peek(size_t ahead = 0) const {
-    return pos_ + ahead < tokens_.size() ? &tokens_[pos_ + ahead] : nullptr;
-  }
+  const Token* Peek(size_t ahead = 0) const { return pos_ + ahead < tokens_.size() ? &tokens_[pos_ + ahead] : nullptr; }
   size_t Offset() const { return AtEnd() ? end_offset_ : tokens_[pos_].offset; }
   [[noreturn]] void Fail(std::string message) const { throw ParseError{Offset(), std::move(message)}; }
-  [[noreturn]] void Expected(const std::string& what) const {
-    Fail("expected " + what + ", got " + Describe(Peek()));
-  }
+  [[noreturn]] void Expected(const std::string& what) const { Fail("expected " + what + ", got " + Describe(Peek())); }
   bool Is(TokenType type) const { return !AtEnd() && tokens_[pos_].type == type; }
   bool IsName(std::string_view name, size_t ahead = 0) const {
     const Token* t = Peek(ahead);
@@ -115,13 +110,12 @@ class Parser {
   }
 
   // Body statements until one of `enders` ("{% endfor" etc.); fails at the end.
-  NodeList ParseBody(std::initializer_list<std::string_view> enders, const char* what,
-                     size_t open_offset) {
+  NodeList ParseBody(std::initializer_list<std::string_view> enders, const char* what, size_t open_offset) {
     NodeList body;
     while (!IsStatement(enders)) {
       if (AtEnd()) {
-        throw ParseError{open_offset, std::string("unterminated '") + what + "': expected '{% end" +
-                                          what + " %}' before the end of the template"};
+        throw ParseError{open_offset, std::string("unterminated '") + what + "': expected '{% end" + what +
+                                          " %}' before the end of the template"};
       }
       body.push_back(ParseAny());
     }
@@ -145,8 +139,8 @@ class Parser {
       auto node = MakeNode(NodeKind::kSet, open);
       node->args.push_back(ParseExpressionSequence(/*primary=*/true));
       const Node& target = *node->args[0];
-      const bool ok_target = target.kind == NodeKind::kName || target.kind == NodeKind::kTuple ||
-                             (target.kind == NodeKind::kAttribute);
+      const bool ok_target =
+          target.kind == NodeKind::kName || target.kind == NodeKind::kTuple || (target.kind == NodeKind::kAttribute);
       if (!ok_target) Fail("expected a name, a tuple of names or ns.attribute to assign to");
       Expect(TokenType::kEquals, "'=' ({% set %} blocks are not supported)");
       node->args.push_back(ParseExpressionSequence(false));
@@ -249,8 +243,7 @@ class Parser {
     return a;
   }
 
-  std::unique_ptr<Node> Binary(std::string op, size_t offset, std::unique_ptr<Node> left,
-                               std::unique_ptr<Node> right) {
+  std::unique_ptr<Node> Binary(std::string op, size_t offset, std::unique_ptr<Node> left, std::unique_ptr<Node> right) {
     auto node = MakeNode(NodeKind::kBinary, offset);
     node->name = std::move(op);
     node->args.push_back(std::move(left));
@@ -431,8 +424,7 @@ class Parser {
           node->name = tokens_[pos_++].value;
           node->args.push_back(std::move(object));
           object = std::move(node);
-        } else if (Is(TokenType::kNumber) &&
-                   tokens_[pos_].value.find('.') == std::string::npos) {
+        } else if (Is(TokenType::kNumber) && tokens_[pos_].value.find('.') == std::string::npos) {
           auto node = MakeNode(NodeKind::kIndex, offset);
           auto index = MakeNode(NodeKind::kLiteral, Offset());
           index->literal = Value::Int(std::strtoll(tokens_[pos_++].value.c_str(), nullptr, 10));

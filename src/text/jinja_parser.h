@@ -21,29 +21,29 @@ namespace latte::jinja {
 
 enum class NodeKind : uint8_t {
   // Statements.
-  kText,      // name: the text
-  kOutput,    // {{ args[0] }}
-  kIf,        // args[0]: test; body; orelse
-  kFor,       // args: target, iterable, [condition]; body; orelse (runs when no item)
-  kSet,       // args: target, value
+  kText,    // name: the text
+  kOutput,  // {{ args[0] }}
+  kIf,      // args[0]: test; body; orelse
+  kFor,     // args: target, iterable, [condition]; body; orelse (runs when no item)
+  kSet,     // args: target, value
   kBreak,
   kContinue,
   // Expressions.
-  kLiteral,     // literal
-  kName,        // name
-  kList,        // args: items
-  kTuple,       // args: items
-  kDict,        // args: key0, value0, key1, value1, ...
-  kUnary,       // name: "-" / "+" / "not"; args[0]
-  kBinary,      // name: operator ("+", "==", "in", "not in", "and", "or", ...); args[0], args[1]
-  kAttribute,   // args[0].name
-  kIndex,       // args[0][args[1]]
-  kSlice,       // args[0][args[1]:args[2]:args[3]] (null children for omitted parts)
-  kCall,        // args[0](args[1..]) with keywords[i - 1] naming keyword arguments
-  kFilter,      // args[0] | name(args[1..]), keywords as for kCall
-  kTest,        // args[0] is [not] name(args[1..]); negate
-  kTernary,     // args[1] if args[0] else args[2]
-  kSelect,      // args[1] if args[0] (no else: undefined when false)
+  kLiteral,    // literal
+  kName,       // name
+  kList,       // args: items
+  kTuple,      // args: items
+  kDict,       // args: key0, value0, key1, value1, ...
+  kUnary,      // name: "-" / "+" / "not"; args[0]
+  kBinary,     // name: operator ("+", "==", "in", "not in", "and", "or", ...); args[0], args[1]
+  kAttribute,  // args[0].name
+  kIndex,      // args[0][args[1]]
+  kSlice,      // args[0][args[1]:args[2]:args[3]] (null children for omitted parts)
+  kCall,       // args[0](args[1..]) with keywords[i - 1] naming keyword arguments
+  kFilter,     // args[0] | name(args[1..]), keywords as for kCall
+  kTest,       // args[0] is [not] name(args[1..]); negate
+  kTernary,    // args[1] if args[0] else args[2]
+  kSelect,     // args[1] if args[0] (no else: undefined when false)
 };
 
 struct Node {

@@ -26,9 +26,7 @@ void Map::Set(const std::string& key, Value value) {
 
 namespace {
 
-Status TooDeep() {
-  return Status::Error("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
-}
+Status TooDeep() { return Status::Error("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels"); }
 
 }  // namespace
 
@@ -181,16 +179,13 @@ void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out) {
 
 }  // namespace
 
-void AppendJson(const Value& v, const JsonOptions& options, bool undefined_as_null, int depth,
-                std::string* out) {
+void AppendJson(const Value& v, const JsonOptions& options, bool undefined_as_null, int depth, std::string* out) {
   switch (v.kind) {
     case Value::Kind::kUndefined: out->append(undefined_as_null ? "null" : "undefined"); return;
     case Value::Kind::kNone: out->append("null"); return;
     case Value::Kind::kBool: out->append(v.boolean ? "true" : "false"); return;
     case Value::Kind::kInt: out->append(std::to_string(v.integer)); return;
-    case Value::Kind::kFloat:
-      out->append(std::isfinite(v.number) ? JsNumberToString(v.number) : "null");
-      return;
+    case Value::Kind::kFloat: out->append(std::isfinite(v.number) ? JsNumberToString(v.number) : "null"); return;
     case Value::Kind::kString: AppendJsonString(v.string, options.ensure_ascii, out); return;
     default: break;
   }
@@ -219,8 +214,7 @@ void AppendJson(const Value& v, const JsonOptions& options, bool undefined_as_nu
   std::vector<const std::pair<std::string, Value>*> entries;
   for (const auto& entry : v.map->entries()) entries.push_back(&entry);
   if (options.sort_keys) {
-    std::stable_sort(entries.begin(), entries.end(),
-                     [](const auto* a, const auto* b) { return a->first < b->first; });
+    std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
   }
   out->push_back('{');
   bool first = true;
@@ -256,11 +250,9 @@ std::string Printed(const Value& v) {
 
 namespace {
 
-template <typename Json>
-Result<Value> FromJsonImpl(const Json& j, int depth) {
+template <typename Json> Result<Value> FromJsonImpl(const Json& j, int depth) {
   if (depth > kMaxValueDepth) {
-    return Status::Error("context JSON nested deeper than " + std::to_string(kMaxValueDepth) +
-                         " levels");
+    return Status::Error("context JSON nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   }
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::None();

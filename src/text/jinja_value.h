@@ -44,10 +44,29 @@ struct Value {
   bool holds_namespace = false;
 
   static Value Undefined() { return Value(); }
-  static Value None() { Value v; v.kind = Kind::kNone; return v; }
-  static Value Bool(bool b) { Value v; v.kind = Kind::kBool; v.boolean = b; return v; }
-  static Value Int(int64_t i) { Value v; v.kind = Kind::kInt; v.integer = i; return v; }
-  static Value Float(double f) { Value v; v.kind = Kind::kFloat; v.number = f; return v; }
+  static Value None() {
+    Value v;
+    v.kind = Kind::kNone;
+    return v;
+  }
+  static Value Bool(bool b) {
+    Value v;
+    v.kind = Kind::kBool;
+    v.boolean = b;
+    return v;
+  }
+  static Value Int(int64_t i) {
+    Value v;
+    v.kind = Kind::kInt;
+    v.integer = i;
+    return v;
+  }
+  static Value Float(double f) {
+    Value v;
+    v.kind = Kind::kFloat;
+    v.number = f;
+    return v;
+  }
   static Value String(std::string s) {
     Value v;
     v.kind = Kind::kString;
@@ -105,8 +124,7 @@ struct JsonOptions {
   std::string key_separator;
 };
 // JSON as |tojson writes it (JSON.stringify string escaping, Python-style separators).
-void AppendJson(const Value& v, const JsonOptions& options, bool undefined_as_null, int depth,
-                std::string* out);
+void AppendJson(const Value& v, const JsonOptions& options, bool undefined_as_null, int depth, std::string* out);
 
 // Converts request JSON (messages, tools, ...) to values. Integral numbers become
 // ints, as JavaScript's Number.isInteger decides them. Fails past kMaxValueDepth.

@@ -6,8 +6,7 @@ namespace {
 using nlohmann::json;
 
 // GPT-2's pattern, which ByteLevel applies when use_regex is true.
-constexpr char kGpt2Pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+constexpr char kGpt2Pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 bool FlagOr(const json& j, const char* key, bool fallback) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
@@ -72,12 +71,18 @@ Status PreTokenizer::AddStep(const json& j, bool last) {
     LATTE_ASSIGN_OR_RETURN(step.regex,
                            Regex::Compile(pattern[literal ? "String" : "Regex"].get<std::string>(), literal));
     const std::string behavior = j.value("behavior", std::string("Isolated"));
-    if (behavior == "Removed") step.behavior = Behavior::kRemoved;
-    else if (behavior == "Isolated") step.behavior = Behavior::kIsolated;
-    else if (behavior == "MergedWithPrevious") step.behavior = Behavior::kMergedWithPrevious;
-    else if (behavior == "MergedWithNext") step.behavior = Behavior::kMergedWithNext;
-    else if (behavior == "Contiguous") step.behavior = Behavior::kContiguous;
-    else return Status::Error("Split behavior \"" + behavior + "\" is not supported");
+    if (behavior == "Removed")
+      step.behavior = Behavior::kRemoved;
+    else if (behavior == "Isolated")
+      step.behavior = Behavior::kIsolated;
+    else if (behavior == "MergedWithPrevious")
+      step.behavior = Behavior::kMergedWithPrevious;
+    else if (behavior == "MergedWithNext")
+      step.behavior = Behavior::kMergedWithNext;
+    else if (behavior == "Contiguous")
+      step.behavior = Behavior::kContiguous;
+    else
+      return Status::Error("Split behavior \"" + behavior + "\" is not supported");
     step.invert = FlagOr(j, "invert", false);
   } else if (type == "ByteLevel") {
     // Later steps would see byte-level characters instead of text; no known
@@ -89,7 +94,8 @@ Status PreTokenizer::AddStep(const json& j, bool last) {
     step.add_prefix_space = FlagOr(j, "add_prefix_space", true);
     byte_level_ = true;
   } else {
-    return Status::Error("pre-tokenizer type \"" + type + "\" is not supported (supported: Sequence, Split, ByteLevel)");
+    return Status::Error("pre-tokenizer type \"" + type +
+                         "\" is not supported (supported: Sequence, Split, ByteLevel)");
   }
   steps_.push_back(std::move(step));
   return Status::Ok();
@@ -121,23 +127,29 @@ void PreTokenizer::ApplyStep(const SplitStep& step, std::string_view piece, std:
       break;
     case Behavior::kMergedWithPrevious:  // a match joins the piece before it
       for (const Span& s : spans) {
-        if (s.is_match && !previous_match && !parts.empty()) parts.back().second = s.end;
-        else parts.emplace_back(s.start, s.end);
+        if (s.is_match && !previous_match && !parts.empty())
+          parts.back().second = s.end;
+        else
+          parts.emplace_back(s.start, s.end);
         previous_match = s.is_match;
       }
       break;
     case Behavior::kMergedWithNext:  // a match joins the piece after it
       for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->is_match && !previous_match && !parts.empty()) parts.back().first = it->start;
-        else parts.emplace_back(it->start, it->end);
+        if (it->is_match && !previous_match && !parts.empty())
+          parts.back().first = it->start;
+        else
+          parts.emplace_back(it->start, it->end);
         previous_match = it->is_match;
       }
       std::reverse(parts.begin(), parts.end());
       break;
     case Behavior::kContiguous:  // runs of matches, and runs of non-matches, join
       for (const Span& s : spans) {
-        if (s.is_match == previous_match && !parts.empty()) parts.back().second = s.end;
-        else parts.emplace_back(s.start, s.end);
+        if (s.is_match == previous_match && !parts.empty())
+          parts.back().second = s.end;
+        else
+          parts.emplace_back(s.start, s.end);
         previous_match = s.is_match;
       }
       break;

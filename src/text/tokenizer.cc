@@ -180,8 +180,10 @@ void Tokenizer::EncodeValid(std::string_view text, std::vector<int32_t>& out) co
     segments.clear();
     normalized_matcher_.Split(seg.text, segments);
     for (const TextSegment& s : segments) {
-      if (s.id >= 0) out.push_back(s.id);
-      else EncodeWithoutAddedTokens(s.text, out);
+      if (s.id >= 0)
+        out.push_back(s.id);
+      else
+        EncodeWithoutAddedTokens(s.text, out);
     }
   }
 }

@@ -19,9 +19,9 @@ size_t ValidCharAt(std::string_view s, size_t i) {
   for (size_t k = 1; k < n; ++k) {
     if ((b(k) & 0xc0) != 0x80) return 0;
   }
-  if (n == 3 && b(0) == 0xe0 && b(1) < 0xa0) return 0;  // overlong
+  if (n == 3 && b(0) == 0xe0 && b(1) < 0xa0) return 0;   // overlong
   if (n == 3 && b(0) == 0xed && b(1) >= 0xa0) return 0;  // surrogate
-  if (n == 4 && b(0) == 0xf0 && b(1) < 0x90) return 0;  // overlong
+  if (n == 4 && b(0) == 0xf0 && b(1) < 0x90) return 0;   // overlong
   if (n == 4 && b(0) == 0xf4 && b(1) >= 0x90) return 0;  // > U+10FFFF
   return n;
 }

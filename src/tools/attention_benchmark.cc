@@ -71,8 +71,7 @@ struct StepTiming {
 
 // Runs `step` once to warm up, then times it until `min_seconds` have passed (at
 // least one step, at most `max_steps`).
-template <typename Step>
-StepTiming TimeSteps(const Step& step, double min_seconds, int64_t max_steps) {
+template <typename Step> StepTiming TimeSteps(const Step& step, double min_seconds, int64_t max_steps) {
   step();
   StepTiming t;
   const auto t0 = Clock::now();

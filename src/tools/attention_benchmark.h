@@ -23,7 +23,7 @@ struct AttentionBenchPoint {
   int64_t weight_bytes = 0;  // weights one step reads (bf16)
   int64_t kv_bytes = 0;      // latent cache rows one step reads (bf16 rows)
   int64_t flops = 0;         // projections + attention core, whole batch
-  double achieved_gbps = 0;   // (weight_bytes + kv_bytes) / time
+  double achieved_gbps = 0;  // (weight_bytes + kv_bytes) / time
   double achieved_gflops = 0;
 };
 

@@ -11,9 +11,8 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 
 }  // namespace
 
-Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths,
-                   std::span<int32_t> tokens, int64_t max_steps, const NextTokens& next_tokens,
-                   std::vector<float>& logits) {
+Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths, std::span<int32_t> tokens,
+                   int64_t max_steps, const NextTokens& next_tokens, std::vector<float>& logits) {
   if (tokens.size() != lengths.size()) return Status::Error("decode steps need one token per sequence");
   // One step's ids and spans, rewritten in place.
   std::vector<int32_t> step_tokens(tokens.size());
@@ -35,9 +34,9 @@ Status CheckSequenceRequest(const ModelConfig& config, const std::vector<int32_t
   if (prompt.empty()) return Status::Error("the prompt is empty");
   if (max_tokens < 1) return Status::Error("max_tokens must be at least 1");
   const int64_t P = static_cast<int64_t>(prompt.size());
-  return CheckContextLength(config, P + max_tokens,
-                            "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
-                                std::to_string(max_tokens) + ")");
+  return CheckContextLength(
+      config, P + max_tokens,
+      "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" + std::to_string(max_tokens) + ")");
 }
 
 Result<SequenceTimes> RunSequence(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,

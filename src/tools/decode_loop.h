@@ -28,9 +28,8 @@ using NextTokens = std::function<bool(std::span<const float> logits, std::span<i
 // after `max_steps` steps or when next_tokens returns false. `logits` is the forward's
 // output buffer, passed in so that a warm one is reused: the steps themselves allocate
 // nothing.
-Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths,
-                   std::span<int32_t> tokens, int64_t max_steps, const NextTokens& next_tokens,
-                   std::vector<float>& logits);
+Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths, std::span<int32_t> tokens,
+                   int64_t max_steps, const NextTokens& next_tokens, std::vector<float>& logits);
 
 // Reads one forward's logits (the prefill's rows as RunSequence's `prefill_rows` says,
 // then one row per decode step) and returns the token to feed next, or nullopt to stop.

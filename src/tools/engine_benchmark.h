@@ -27,14 +27,14 @@ struct EngineBenchResult {
   int64_t requests = 0;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
-  double seconds = 0;            // first submit to last output
+  double seconds = 0;  // first submit to last output
   double requests_per_s = 0;
   double output_tok_s = 0;
-  double total_tok_s = 0;        // (input + output) tokens / seconds
-  double step_seconds = 0;       // the engine's steps, summed
-  double model_seconds = 0;      // of those, inside the forward passes
-  double overhead_share = 0;     // 1 - model_seconds / step_seconds
-  EngineStats stats;             // the engine's counters after the run
+  double total_tok_s = 0;     // (input + output) tokens / seconds
+  double step_seconds = 0;    // the engine's steps, summed
+  double model_seconds = 0;   // of those, inside the forward passes
+  double overhead_share = 0;  // 1 - model_seconds / step_seconds
+  EngineStats stats;          // the engine's counters after the run
 };
 
 // Runs the benchmark on a started engine (Engine::Start) with nothing else in it.

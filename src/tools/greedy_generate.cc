@@ -12,8 +12,8 @@ int32_t ArgMax(const float* logits, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<int32_t>& prompt,
-                                      int64_t max_tokens, bool keep_logits) {
+Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                      bool keep_logits) {
   LATTE_RETURN_IF_ERROR(CheckSequenceRequest(model.config(), prompt, max_tokens));
   const int64_t vocab = model.config().vocab_size;
   GenerateResult result;

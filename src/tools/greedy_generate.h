@@ -12,15 +12,15 @@
 namespace latte {
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;   // the generated ids (max_tokens of them)
-  std::vector<float> logits;     // [P + N - 1, vocab] when keep_logits, else empty
+  std::vector<int32_t> tokens;  // the generated ids (max_tokens of them)
+  std::vector<float> logits;    // [P + N - 1, vocab] when keep_logits, else empty
   double prefill_seconds = 0;
-  double decode_seconds = 0;     // the N - 1 decode steps
+  double decode_seconds = 0;  // the N - 1 decode steps
 };
 
 // Stops after max_tokens (EOS does not stop it: the tests want fixed lengths).
-Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<int32_t>& prompt,
-                                      int64_t max_tokens, bool keep_logits);
+Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                      bool keep_logits);
 
 int32_t ArgMax(const float* logits, int64_t n);
 

@@ -16,12 +16,12 @@ namespace latte {
 
 struct MachinePeaks {
   int threads = 0;
-  double read_gbps = 0;           // every OpenMP thread, 1e9 bytes/s
+  double read_gbps = 0;  // every OpenMP thread, 1e9 bytes/s
   double read_gbps_1thread = 0;
-  double read_gbps_small_pages = 0;  // every thread, 4 KiB pages
+  double read_gbps_small_pages = 0;   // every thread, 4 KiB pages
   std::optional<double> bf16_gflops;  // nullopt: no AVX512_BF16 (or LATTE_ISA=portable)
   double f32_gflops = 0;
-  std::string f32_kernel;         // "avx512-fma" or "portable"
+  std::string f32_kernel;  // "avx512-fma" or "portable"
 };
 
 struct MachineProbeOptions {

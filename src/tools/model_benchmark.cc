@@ -7,10 +7,10 @@
 
 #include "base/dtype.h"
 #include "base/splitmix64.h"
-#include "tools/decode_loop.h"
-#include "tools/greedy_generate.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
+#include "tools/decode_loop.h"
+#include "tools/greedy_generate.h"
 
 namespace latte {
 namespace {
@@ -47,8 +47,8 @@ struct DecodeStart {
 // its prefill spans through the latent path (MlaSettings::decompress_prefill = false):
 // for deep fills its attention is the shared-key kernel, where the decompress path
 // re-decompresses the whole context for every chunk (minutes at 8k on two cores).
-Result<DecodeStart> FillCaches(DeepSeekModel& model, int64_t prompt, int64_t chunk, int64_t steps,
-                               int64_t batch, uint64_t seed) {
+Result<DecodeStart> FillCaches(DeepSeekModel& model, int64_t prompt, int64_t chunk, int64_t steps, int64_t batch,
+                               uint64_t seed) {
   const int64_t vocab = model.config().vocab_size;
   DecodeStart start;
   start.prompt = prompt;
@@ -122,8 +122,8 @@ Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) 
   return Status::Ok();
 }
 
-Status RunModelBenchmark(const ModelBenchOptions& o,
-                         void (*report)(const ModelBenchResult&, const ModelConfig&, void*), void* user) {
+Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelBenchResult&, const ModelConfig&, void*),
+                         void* user) {
   {  // every test fits before any weight loads
     LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(o.model_dir + "/config.json"));
     LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(o, config));

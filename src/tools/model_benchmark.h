@@ -28,19 +28,19 @@ struct ModelBenchOptions {
   // Each value is a test, in order (llama-bench's lists: -p 128,512).
   std::vector<int64_t> prompts = {512};  // -p: pp test lengths (0: skip)
   std::vector<int64_t> gens = {128};     // -n: tg test lengths (0: skip)
-  int64_t tg_prompt = 16;      // the short prompt before the timed decode steps (depth 0)
+  int64_t tg_prompt = 16;                // the short prompt before the timed decode steps (depth 0)
   // -d: tg decodes after `depth` tokens already in each sequence's cache (llama-bench's
   // --n-depth), filled by prefill in chunks of `depth_chunk` outside the timed region,
   // once per depth: every run restarts from the same filled cache. 0: the tg_prompt
   // prompt. Every tg length runs at every depth.
   std::vector<int64_t> depths = {0};
   int64_t depth_chunk = 512;
-  int64_t repetitions = 5;     // -r, after one warm-up run
-  int64_t batch = 1;           // sequences decoding together in tg
+  int64_t repetitions = 5;  // -r, after one warm-up run
+  int64_t batch = 1;        // sequences decoding together in tg
   MlaMode mode = MlaMode::kAbsorbed;
-  Fp8Weights fp8 = Fp8Weights::kKeep;                      // --fp8
+  Fp8Weights fp8 = Fp8Weights::kKeep;                // --fp8
   FileResidency residency = FileResidency::kMapped;  // --huge-pages: kHugePageCopy
-  bool progress = false;       // load progress on stderr
+  bool progress = false;                             // load progress on stderr
 };
 
 struct ModelBenchResult {
@@ -50,10 +50,10 @@ struct ModelBenchResult {
   int64_t tokens_per_run = 0;
   std::vector<double> tok_s;  // one per timed run
   double tok_s_mean = 0;
-  double tok_s_sd = 0;        // sample standard deviation (0 for one run)
-  TokenCosts costs;           // per token
-  double achieved_gbps = 0;   // costs.Bytes() · tok_s_mean
-  double achieved_gflops = 0; // costs.flops · tok_s_mean
+  double tok_s_sd = 0;         // sample standard deviation (0 for one run)
+  TokenCosts costs;            // per token
+  double achieved_gbps = 0;    // costs.Bytes() · tok_s_mean
+  double achieved_gflops = 0;  // costs.flops · tok_s_mean
 };
 
 // The options on their own and against the model's config (every test fits in its

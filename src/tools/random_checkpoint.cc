@@ -58,9 +58,7 @@ ValueStream StreamFor(const TensorSpec& spec, const ModelConfig& config, uint64_
     case TensorKind::kEmbedding:
       s.half_width = kSqrt3 * (spec.name.ends_with("embed_tokens.weight") ? 1.0f : inv_sqrt_d);
       break;
-    case TensorKind::kRouter:
-      s.half_width = kSqrt3 * inv_sqrt_d;
-      break;
+    case TensorKind::kRouter: s.half_width = kSqrt3 * inv_sqrt_d; break;
     case TensorKind::kVector:
       if (spec.name.ends_with("e_score_correction_bias")) {
         s.half_width = 0.1f;
@@ -154,9 +152,7 @@ void DrawBlockRow(const ValueStream& s, Matrix m, const Fp8Quantization& q, int6
   for (float& scale : scales) scale = scale > 0 ? scale / kFp8Max : 1.0f;
 }
 
-int64_t BlockRows(Matrix m, const Fp8Quantization& q) {
-  return (m.rows + q.block_rows - 1) / q.block_rows;
-}
+int64_t BlockRows(Matrix m, const Fp8Quantization& q) { return (m.rows + q.block_rows - 1) / q.block_rows; }
 
 // The F8_E4M3 weight: each value divided by its block's scale_inv, rounded.
 void FillFp8(const ValueStream& s, Matrix m, const Fp8Quantization& q, uint8_t* dst) {
@@ -219,27 +215,23 @@ DType PlainDType(const TensorSpec& spec, CheckpointDType dtype) {
   return DType::kBF16;
 }
 
-TensorGroup PlanTensor(const TensorSpec& spec, const ModelConfig& config,
-                       const RandomCheckpointOptions& options) {
+TensorGroup PlanTensor(const TensorSpec& spec, const ModelConfig& config, const RandomCheckpointOptions& options) {
   const ValueStream stream = StreamFor(spec, config, options.seed);
   const Matrix m = AsMatrix(spec.shape);
   if (options.dtype == CheckpointDType::kFp8 && spec.kind == TensorKind::kLinear) {
     const Fp8Quantization q = *config.quantization;
-    return {{spec.name, DType::kF8E4M3, spec.shape,
-             [=](uint8_t* dst, size_t) { FillFp8(stream, m, q, dst); }},
+    return {{spec.name, DType::kF8E4M3, spec.shape, [=](uint8_t* dst, size_t) { FillFp8(stream, m, q, dst); }},
             {spec.name + "_scale_inv", DType::kF32, ScaleInvShape(spec.shape, q),
              [=](uint8_t* dst, size_t) { FillScaleInv(stream, m, q, dst); }}};
   }
   const DType dtype = PlainDType(spec, options.dtype);
-  return {{spec.name, dtype, spec.shape,
-           [=](uint8_t* dst, size_t) { FillPlain(stream, m, dtype, dst); }}};
+  return {{spec.name, dtype, spec.shape, [=](uint8_t* dst, size_t) { FillPlain(stream, m, dtype, dst); }}};
 }
 
 // Greedy, in tensor order, as transformers' save_pretrained shards: a shard closes
 // when the next group would take it past shard_bytes (a group bigger than that
 // gets a shard of its own).
-std::vector<std::vector<TensorGroup>> PlanShards(std::vector<TensorGroup> groups,
-                                                 uint64_t shard_bytes) {
+std::vector<std::vector<TensorGroup>> PlanShards(std::vector<TensorGroup> groups, uint64_t shard_bytes) {
   std::vector<std::vector<TensorGroup>> shards(1);
   uint64_t current = 0;
   for (TensorGroup& group : groups) {
@@ -307,8 +299,7 @@ std::optional<CheckpointDType> ParseCheckpointDType(const std::string& name) {
   return std::nullopt;
 }
 
-Result<ModelConfig> MakeModelConfig(const std::string& preset,
-                                    const MakeModelOverrides& overrides) {
+Result<ModelConfig> MakeModelConfig(const std::string& preset, const MakeModelOverrides& overrides) {
   LATTE_ASSIGN_OR_RETURN(ModelConfig c, MakeModelPreset(preset));
   if (overrides.num_hidden_layers) {
     if (*overrides.num_hidden_layers < 1 || *overrides.num_hidden_layers > kMaxMakeModelLayers) {
@@ -330,16 +321,14 @@ Result<ModelConfig> MakeModelConfig(const std::string& preset,
     } else if (*overrides.rope == "yarn") {
       // Every preset has YaRN already; a config without it gets a 4x extension.
       if (!c.rope_scaling) {
-        c.rope_scaling = YarnScaling{4, std::max<int64_t>(1, c.max_position_embeddings / 4),
-                                     32, 1, 1.0, 1.0};
+        c.rope_scaling = YarnScaling{4, std::max<int64_t>(1, c.max_position_embeddings / 4), 32, 1, 1.0, 1.0};
       }
     } else {
       return Status::Error("--rope must be plain or yarn, got \"" + *overrides.rope + "\"");
     }
   }
-  c.quantization = overrides.dtype == CheckpointDType::kFp8
-                       ? std::optional<Fp8Quantization>(Fp8Quantization{128, 128})
-                       : std::nullopt;
+  c.quantization = overrides.dtype == CheckpointDType::kFp8 ? std::optional<Fp8Quantization>(Fp8Quantization{128, 128})
+                                                            : std::nullopt;
   if (c.bos_token_id >= c.vocab_size || c.eos_token_id >= c.vocab_size) {
     c.bos_token_id = 0;
     c.eos_token_id = 1;
@@ -349,8 +338,8 @@ Result<ModelConfig> MakeModelConfig(const std::string& preset,
   return ModelConfig::FromJsonText(c.ToJsonText());
 }
 
-Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOptions& options,
-                             const std::string& dir, RandomCheckpointSummary* summary) {
+Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOptions& options, const std::string& dir,
+                             RandomCheckpointSummary* summary) {
   LATTE_RETURN_IF_ERROR(CheckDTypeMatchesConfig(config, options.dtype));
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -372,8 +361,7 @@ Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOp
   RandomCheckpointSummary totals;
   totals.shards = static_cast<int64_t>(shards.size());
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string file =
-        shards.size() == 1 ? "model.safetensors" : ShardName(i, shards.size());
+    const std::string file = shards.size() == 1 ? "model.safetensors" : ShardName(i, shards.size());
     SafetensorsWriter writer;
     for (const TensorGroup& group : shards[i]) {
       for (const PlannedTensor& t : group) {

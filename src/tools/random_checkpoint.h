@@ -45,10 +45,10 @@ inline constexpr int64_t kMaxMakeModelVocab = int64_t{1} << 20;
 
 // make-model's command-line changes to a preset.
 struct MakeModelOverrides {
-  std::optional<int64_t> num_hidden_layers;  // --layers
-  std::optional<int64_t> vocab_size;         // --vocab
-  bool no_q_lora = false;                    // --no-q-lora: q_lora_rank null (plain q_proj)
-  std::optional<std::string> rope;           // --rope plain|yarn
+  std::optional<int64_t> num_hidden_layers;        // --layers
+  std::optional<int64_t> vocab_size;               // --vocab
+  bool no_q_lora = false;                          // --no-q-lora: q_lora_rank null (plain q_proj)
+  std::optional<std::string> rope;                 // --rope plain|yarn
   CheckpointDType dtype = CheckpointDType::kBf16;  // fp8 sets quantization_config
 };
 
@@ -73,8 +73,8 @@ struct RandomCheckpointSummary {
 // and the index from an earlier run are removed first, so the directory always
 // reads back as this checkpoint. Holds at most one tensor in memory at a time.
 // config.quantization must be set exactly when options.dtype is kFp8.
-Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOptions& options,
-                             const std::string& dir, RandomCheckpointSummary* summary = nullptr);
+Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOptions& options, const std::string& dir,
+                             RandomCheckpointSummary* summary = nullptr);
 
 // make-model's write into `dir`: refuses a folder that already holds safetensors
 // files (or an index) unless `replace`, writes the whole checkpoint into a temporary

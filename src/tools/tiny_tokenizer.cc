@@ -18,19 +18,16 @@ using nlohmann::ordered_json;  // keeps the vocab in id order, so the file reads
 // BPE). Each part is a single byte or the result of an earlier merge, so the list is a
 // valid BPE model; the test checks that.
 constexpr std::pair<const char*, const char*> kMerges[] = {
-    {" ", "t"},   {" ", "a"},   {"h", "e"},     {"i", "n"},   {"r", "e"},    {"o", "n"},
-    {" t", "he"}, {"e", "r"},   {" ", "s"},     {"a", "t"},   {" ", "w"},    {" ", "o"},
-    {"e", "n"},   {" ", "c"},   {"i", "t"},     {"i", "s"},   {"a", "n"},    {"o", "r"},
-    {"e", "s"},   {" ", "b"},   {"e", "d"},     {" ", "f"},   {"in", "g"},   {" ", "p"},
-    {"o", "u"},   {" a", "n"},  {"a", "l"},     {"a", "r"},   {" t", "o"},   {" ", "m"},
-    {" o", "f"},  {" ", "in"},  {" ", "d"},     {" ", "h"},   {" an", "d"},  {"i", "c"},
-    {"a", "s"},   {"l", "e"},   {" t", "h"},    {"i", "on"},  {"o", "m"},    {"l", "l"},
-    {"en", "t"},  {" ", "n"},   {" ", "l"},     {"s", "t"},   {" ", "re"},   {"v", "e"},
-    {" ", "e"},   {"r", "o"},   {"l", "y"},     {" b", "e"},  {" ", "g"},    {" ", "T"},
-    {"c", "t"},   {" ", "S"},   {"i", "d"},     {"o", "t"},   {" ", "I"},    {"u", "t"},
-    {"e", "t"},   {" ", "A"},   {" ", "is"},    {" ", "on"},  {"i", "m"},    {"a", "m"},
-    {"o", "w"},   {"a", "y"},   {"a", "d"},     {"s", "e"},   {" th", "at"}, {" w", "it"},
-    {" wit", "h"}, {" T", "he"}, {" ", "y"},    {" y", "ou"}, {"\n", "\n"},  {" f", "or"},
+    {" ", "t"},    {" ", "a"},   {"h", "e"},   {"i", "n"},   {"r", "e"},   {"o", "n"},   {" t", "he"},  {"e", "r"},
+    {" ", "s"},    {"a", "t"},   {" ", "w"},   {" ", "o"},   {"e", "n"},   {" ", "c"},   {"i", "t"},    {"i", "s"},
+    {"a", "n"},    {"o", "r"},   {"e", "s"},   {" ", "b"},   {"e", "d"},   {" ", "f"},   {"in", "g"},   {" ", "p"},
+    {"o", "u"},    {" a", "n"},  {"a", "l"},   {"a", "r"},   {" t", "o"},  {" ", "m"},   {" o", "f"},   {" ", "in"},
+    {" ", "d"},    {" ", "h"},   {" an", "d"}, {"i", "c"},   {"a", "s"},   {"l", "e"},   {" t", "h"},   {"i", "on"},
+    {"o", "m"},    {"l", "l"},   {"en", "t"},  {" ", "n"},   {" ", "l"},   {"s", "t"},   {" ", "re"},   {"v", "e"},
+    {" ", "e"},    {"r", "o"},   {"l", "y"},   {" b", "e"},  {" ", "g"},   {" ", "T"},   {"c", "t"},    {" ", "S"},
+    {"i", "d"},    {"o", "t"},   {" ", "I"},   {"u", "t"},   {"e", "t"},   {" ", "A"},   {" ", "is"},   {" ", "on"},
+    {"i", "m"},    {"a", "m"},   {"o", "w"},   {"a", "y"},   {"a", "d"},   {"s", "e"},   {" th", "at"}, {" w", "it"},
+    {" wit", "h"}, {" T", "he"}, {" ", "y"},   {" y", "ou"}, {"\n", "\n"}, {" f", "or"},
 };
 
 // Special tokens after bos/eos, in DeepSeek-V3's naming.
@@ -51,19 +48,16 @@ class IdAllocator {
 };
 
 ordered_json AddedToken(int64_t id, const std::string& content) {
-  return {{"id", id},           {"content", content}, {"single_word", false},
-          {"lstrip", false},    {"rstrip", false},    {"normalized", false},
-          {"special", true}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 // DeepSeek-V3's pre-tokenizer: digits in groups of up to 3, CJK runs, then a
 // GPT-4-like word/punctuation split; ByteLevel only maps bytes (use_regex false).
 ordered_json PreTokenizer() {
   auto split = [](const char* regex) {
-    return ordered_json{{"type", "Split"},
-                        {"pattern", {{"Regex", regex}}},
-                        {"behavior", "Isolated"},
-                        {"invert", false}};
+    return ordered_json{
+        {"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
   };
   return {{"type", "Sequence"},
           {"pretokenizers",
@@ -72,10 +66,7 @@ ordered_json PreTokenizer() {
             split("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|"
                   "[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|"
                   "\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),
-            {{"type", "ByteLevel"},
-             {"add_prefix_space", false},
-             {"trim_offsets", true},
-             {"use_regex", false}}}}};
+            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
 }
 
 }  // namespace
@@ -94,9 +85,8 @@ Result<std::string> TinyTokenizerJson(const ModelConfig& config) {
     return Status::Error("bos_token_id/eos_token_id must be inside vocab_size");
   }
   if (config.vocab_size < TinyTokenizerSize()) {
-    return Status::Error("vocab_size " + std::to_string(config.vocab_size) +
-                         " is below the tokenizer's " + std::to_string(TinyTokenizerSize()) +
-                         " tokens");
+    return Status::Error("vocab_size " + std::to_string(config.vocab_size) + " is below the tokenizer's " +
+                         std::to_string(TinyTokenizerSize()) + " tokens");
   }
 
   IdAllocator ids(bos, eos);
@@ -143,10 +133,7 @@ Result<std::string> TinyTokenizerJson(const ModelConfig& config) {
   j["normalizer"] = nullptr;
   j["pre_tokenizer"] = PreTokenizer();
   j["post_processor"] = nullptr;
-  j["decoder"] = {{"type", "ByteLevel"},
-                  {"add_prefix_space", true},
-                  {"trim_offsets", true},
-                  {"use_regex", true}};
+  j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
                 {"unk_token", nullptr},
@@ -189,9 +176,8 @@ std::string TinyTokenizerConfigJson(const ModelConfig& config) {
 Status WriteTinyTokenizer(const ModelConfig& config, const std::string& dir) {
   auto tokenizer = TinyTokenizerJson(config);
   if (!tokenizer.ok()) return tokenizer.status().WithContext("tokenizer.json");
-  const std::pair<std::string, std::string> files[] = {
-      {"tokenizer.json", *tokenizer},
-      {"tokenizer_config.json", TinyTokenizerConfigJson(config)}};
+  const std::pair<std::string, std::string> files[] = {{"tokenizer.json", *tokenizer},
+                                                       {"tokenizer_config.json", TinyTokenizerConfigJson(config)}};
   for (const auto& [name, text] : files) {
     const std::string path = dir + "/" + name;
     std::ofstream out(path, std::ios::binary);
