@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/check-layering.sh
+bash scripts/check-format.sh
 # The third-party references the tests compare against, at the lockfile's versions.
 (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
 if [ "${SANITIZE:-0}" = 1 ]; then
