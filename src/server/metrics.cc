@@ -72,7 +72,7 @@ void Histogram::Render(const std::string& name, const std::string& help, const s
   out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 
-ServerMetrics::ServerMetrics(std::string model_name, std::string mla_mode)
+ServerMetrics::ServerMetrics(const std::string& model_name, std::string mla_mode)
     : labels_("model_name=\"" + EscapeLabel(model_name) + "\""),
       mla_mode_(std::move(mla_mode)),
       ttft_(TtftBuckets()),

@@ -38,7 +38,7 @@ struct RequestRecord {
 
 class ServerMetrics {
  public:
-  ServerMetrics(std::string model_name, std::string mla_mode);
+  ServerMetrics(const std::string& model_name, std::string mla_mode);
   void Record(const RequestRecord& r);
   // The whole /metrics body for this moment's engine counters.
   std::string Render(const EngineStats& stats) const;
