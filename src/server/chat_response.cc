@@ -109,11 +109,7 @@ std::string ChatFormatter::OnOutput(size_t, const GenerationOutput& out) {
 std::string ChatFormatter::Finish() {
   const nlohmann::json usage = UsageJson(prompt_tokens_, completion_tokens_);
   if (stream_) {
-    if (!include_usage_) return {};
-    nlohmann::json chunk = ChunkBase();
-    chunk["choices"] = nlohmann::json::array();
-    chunk["usage"] = usage;
-    return SseEvent(chunk);
+    return include_usage_ ? UsageChunkEvent(ChunkBase(), usage) : std::string();
   }
   nlohmann::json choices = nlohmann::json::array();
   for (const auto& [index, c] : choices_) {

@@ -127,11 +127,7 @@ std::string CompletionFormatter::Finish() {
   for (const auto& p : prompts_) prompt_tokens += static_cast<int64_t>(p.size());
   const nlohmann::json usage = UsageJson(prompt_tokens, completion_tokens_);
   if (stream_) {
-    if (!include_usage_) return {};
-    nlohmann::json chunk = ChunkBase();
-    chunk["choices"] = nlohmann::json::array();
-    chunk["usage"] = usage;
-    return SseEvent(chunk);
+    return include_usage_ ? UsageChunkEvent(ChunkBase(), usage) : std::string();
   }
   nlohmann::json choices = nlohmann::json::array();
   for (const auto& [index, c] : choices_) {

@@ -395,6 +395,12 @@ std::string SseEvent(const nlohmann::json& payload) {
   return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 
+std::string UsageChunkEvent(nlohmann::json chunk_base, const nlohmann::json& usage) {
+  chunk_base["choices"] = nlohmann::json::array();
+  chunk_base["usage"] = usage;
+  return SseEvent(chunk_base);
+}
+
 std::string NewRequestId(const char* prefix) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char hex[33];

@@ -81,6 +81,10 @@ nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
 std::string SseEvent(const nlohmann::json& payload);
 inline constexpr char kSseDone[] = "data: [DONE]\n\n";
 
+// The last chunk of a stream with stream_options.include_usage: `chunk_base` (id,
+// object, created, model) with no choices and the usage, as one event.
+std::string UsageChunkEvent(nlohmann::json chunk_base, const nlohmann::json& usage);
+
 // A random request id with the given prefix ("cmpl-", "chatcmpl-"): 32 hex digits.
 std::string NewRequestId(const char* prefix);
 
