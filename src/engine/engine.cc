@@ -374,24 +374,24 @@ bool Engine::Step() {
   draws_.resize(done.size());
   // A row with NaN or Inf (weights that overflow) ends its request with that said,
   // instead of a stream of whatever the sampler makes of it.
-  std::vector<char> not_finite(done.size(), 0);
+  not_finite_.assign(done.size(), 0);
 #pragma omp parallel for schedule(dynamic, 1) if (draws > 1)
   for (size_t i = 0; i < done.size(); ++i) {
     if (!chunk_rows_[i].sample) continue;
     const float* sample_row = chunk_rows_[i].sample;
     for (int64_t v = 0; v < V; ++v) {
       if (!std::isfinite(sample_row[v])) {
-        not_finite[i] = 1;
+        not_finite_[i] = 1;
         break;
       }
     }
-    if (!not_finite[i]) draws_[i] = Draw(*static_cast<Choice*>(done[i].seq->owner), sample_row);
+    if (!not_finite_[i]) draws_[i] = Draw(*static_cast<Choice*>(done[i].seq->owner), sample_row);
   }
   for (size_t i = 0; i < done.size(); ++i) {
     const ScheduledChunk& ch = done[i];
     Choice& c = *static_cast<Choice*>(ch.seq->owner);
     if (c.finished) continue;  // ended above with another choice of its request
-    if (not_finite[i]) {
+    if (not_finite_[i]) {
       EndRequest(*c.request, "the model's logits are not finite (NaN or Inf) at position " +
                                  std::to_string(ch.start + ch.count - 1) + ": the weights or activations overflow");
       continue;

@@ -127,6 +127,7 @@ class Engine {
   };
   std::vector<ChunkRows> chunk_rows_;               // per scheduled chunk
   std::vector<std::optional<SampledToken>> draws_;  // per scheduled chunk
+  std::vector<char> not_finite_;                    // per scheduled chunk: its sampled row has NaN or Inf
   EngineStats counters_;
 
   // Shared with client threads.
