@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -66,6 +67,19 @@ TEST(BenchModelCommand, JsonLinesAreSane) {
     EXPECT_NEAR(j["achieved_gbps"].get<double>(),
                 j["bytes_per_token"].get<double>() * j["tok_s_mean"].get<double>() / 1e9,
                 1e-9 * j["achieved_gbps"].get<double>() + 1e-12);
+  }
+}
+
+// Without -t a model under kSingleThreadModelBytes decodes on one thread (fork/join
+// costs more than a second core brings at that size); -t still sets the count.
+TEST(BenchModelCommand, SmallModelsDefaultToOneThread) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  for (const auto& [flags, threads] : std::vector<std::pair<std::string, int>>{{"", 1}, {" -t 2", 2}}) {
+    const CommandResult r = RunLatte("bench model --model " + dir + " -p 0 -n 2 -r 1 --json" + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::vector<nlohmann::json> objects = JsonLines(r.out);
+    ASSERT_EQ(objects.size(), 1u) << r.out;
+    EXPECT_EQ(objects[0]["threads"], threads) << flags;
   }
 }
 

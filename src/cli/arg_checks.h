@@ -18,7 +18,8 @@
 
 namespace latte::cli {
 
-// --threads accepts [1, kMaxThreads]; without the flag, every core.
+// --threads accepts [1, kMaxThreads]; without the flag, every core (one for a small
+// model: SetThreadsForModel).
 inline constexpr int kMaxThreads = 1024;
 
 // Validators: each checks the flag's text and, when it is wrong, says what the flag

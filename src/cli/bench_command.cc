@@ -15,6 +15,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "model/cost_model.h"
 #include "model/kv_cache.h"
 #include "model/presets.h"
 #include "tools/attention_benchmark.h"
@@ -365,7 +366,7 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   LATTE_RETURN_IF_ERROR(
       RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
-  SetThreads(args.threads);
+  SetThreadsForModel(args.threads, HeldWeightBytes(preview.config, *mode));
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();

@@ -82,6 +82,7 @@ Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bo
   load.progress = log;
   if (f.huge_pages) load.residency = FileResidency::kHugePageCopy;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(f.model, load));
+  SetThreadsForModel(f.threads, stack->weights->memory().Total());
   stack->model = std::make_unique<DeepSeekModel>(*stack->weights);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && std::filesystem::exists(std::filesystem::path(f.model) / "tokenizer.json")) {

@@ -53,6 +53,11 @@ void SetThreads(int threads) {
   omp_set_num_threads(threads);
 }
 
+void SetThreadsForModel(int threads, int64_t weight_bytes) {
+  if (threads <= 0 && weight_bytes < kSingleThreadModelBytes) threads = 1;
+  SetThreads(threads);
+}
+
 bool StdoutFailed() { return std::fflush(stdout) != 0 || std::ferror(stdout) != 0; }
 
 }  // namespace latte::cli
