@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/npy.h"
 #include "model/deepseek.h"
@@ -82,6 +84,58 @@ TEST(GenerateCli, BadArgumentsAreOneLineErrors) {
     }
     EXPECT_EQ(error_lines, 1) << err;
     EXPECT_NE(err.find("error"), std::string::npos) << err;
+  }
+}
+
+// Writes bf16 NaN (0x7fc0) over every element of `tensor` in dir/model.safetensors.
+void PoisonBf16Tensor(const std::string& dir, const std::string& tensor) {
+  const std::string path = dir + "/model.safetensors";
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file) << path;
+  uint64_t header_size = 0;
+  file.read(reinterpret_cast<char*>(&header_size), 8);
+  std::string header(header_size, '\0');
+  file.read(header.data(), static_cast<std::streamsize>(header_size));
+  const nlohmann::json entry = nlohmann::json::parse(header).at(tensor);
+  ASSERT_EQ(entry.at("dtype"), "BF16");
+  const uint64_t begin = entry.at("data_offsets")[0], end = entry.at("data_offsets")[1];
+  const std::string nans = [&] {
+    std::string bytes;
+    for (uint64_t i = begin; i < end; i += 2) bytes += std::string("\xc0\x7f", 2);
+    return bytes;
+  }();
+  file.seekp(static_cast<std::streamoff>(8 + header_size + begin));
+  file.write(nans.data(), static_cast<std::streamsize>(nans.size()));
+  ASSERT_TRUE(file.good());
+}
+
+// Weights that overflow end the request once, saying the logits are not finite and
+// naming the first sublayer whose output went NaN, instead of streaming token 0.
+TEST(GenerateCli, NonFiniteWeightsEndTheRequestNamingTheLayer) {
+  const std::string source = testing_models::MakeModel("tiny", MakeModelOverrides{});
+  const std::pair<const char*, const char*> cases[] = {
+      {"model.layers.1.self_attn.o_proj.weight", "layer 1's attention"},
+      {"model.layers.0.mlp.down_proj.weight", "layer 0's dense MLP"},
+      {"model.layers.2.mlp.shared_experts.down_proj.weight", "layer 2's MoE"}};
+  for (const auto& [tensor, site] : cases) {
+    SCOPED_TRACE(tensor);
+    const std::string dir = testing_models::TempRoot() + "/poisoned";
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(source, dir);
+    PoisonBf16Tensor(dir, tensor);
+    for (const char* mode : {"absorbed", "materialized", "naive"}) {
+      int code = 0;
+      const std::string out = RunCommand(std::string(LATTE_BINARY) + " generate --model " + dir +
+                                             " --prompt-ids 3,141,59 --max-tokens 4 --mla-mode " + mode + " 2>&1",
+                                         &code);
+      EXPECT_EQ(code, 1) << mode << ": " << out;
+      const std::string expected = std::string(
+                                       "logits are not finite (NaN or Inf) at position 2; this step's first "
+                                       "NaN/Inf came out of ") +
+                                   site;
+      EXPECT_NE(out.find(expected), std::string::npos) << mode << ": " << out;
+      EXPECT_EQ(out.find("not finite"), out.rfind("not finite")) << "reported once: " << out;
+    }
   }
 }
 

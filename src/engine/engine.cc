@@ -57,6 +57,15 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
   published_ = counters_;
 }
 
+std::string Engine::NotFiniteMessage(int64_t position) const {
+  std::string message = "the model's logits are not finite (NaN or Inf) at position " + std::to_string(position);
+  if (const auto& site = model_.first_non_finite()) {
+    message +=
+        "; this step's first NaN/Inf came out of layer " + std::to_string(site->layer) + "'s " + site->SublayerName();
+  }
+  return message + ": the weights or activations overflow";
+}
+
 Engine::~Engine() { Stop(); }
 
 void Engine::Start() {
@@ -392,8 +401,7 @@ bool Engine::Step() {
     Choice& c = *static_cast<Choice*>(ch.seq->owner);
     if (c.finished) continue;  // ended above with another choice of its request
     if (not_finite_[i]) {
-      EndRequest(*c.request, "the model's logits are not finite (NaN or Inf) at position " +
-                                 std::to_string(ch.start + ch.count - 1) + ": the weights or activations overflow");
+      EndRequest(*c.request, NotFiniteMessage(ch.start + ch.count - 1));
       continue;
     }
     GenerationOutput out;

@@ -105,6 +105,9 @@ class Engine {
   void ProcessSampled(Choice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out);
   void ProcessPromptRows(Choice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out);
   void EndRequest(RequestState& r, const std::string& error);
+  // Why a request whose logits at `position` are NaN/Inf ends, naming the layer where
+  // the step's forward pass first went non-finite.
+  std::string NotFiniteMessage(int64_t position) const;
   void PublishStats();
 
   DeepSeekModel& model_;

@@ -1,6 +1,7 @@
 #include "model/deepseek.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/matmul.h"
@@ -72,6 +73,26 @@ int64_t DeepSeekModel::ScratchBytesInUse() const {
   return bytes;
 }
 
+void DeepSeekModel::AddToResidual(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer) {
+  // x * 0 is NaN exactly when x is NaN or Inf: one more multiply-add per element, in
+  // the same vectorizable pass, finds the first sublayer whose output overflowed.
+  float poisoned = 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    hidden_[i] += delta_[i];
+    poisoned += hidden_[i] * 0.0f;
+  }
+  if (std::isnan(poisoned) && !first_non_finite_) first_non_finite_ = NonFiniteSite{layer, sublayer};
+}
+
+const char* NonFiniteSite::SublayerName() const {
+  switch (sublayer) {
+    case kAttention: return "attention";
+    case kMlp: return "dense MLP";
+    case kMoe: return "MoE";
+  }
+  return "?";
+}
+
 Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, KvCache& cache,
                               std::vector<float>& logits) {
   const ModelConfig& c = config();
@@ -101,6 +122,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     }
   }
 
+  first_non_finite_.reset();
   // hidden: [T, d], the residual stream.
   hidden_.resize(T * d);
   normed_.resize(T * d);
@@ -114,7 +136,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     const LayerWeights& lw = w_.layers()[layer];
     RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
     mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
-    for (int64_t i = 0; i < T * d; ++i) hidden_[i] += delta_[i];
+    AddToResidual(T * d, layer, NonFiniteSite::kAttention);
 
     RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
     if (lw.is_moe) {
@@ -122,7 +144,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     } else {
       MlpForward(lw.mlp, normed_.data(), T, delta_.data(), ffn_scratch_);
     }
-    for (int64_t i = 0; i < T * d; ++i) hidden_[i] += delta_[i];
+    AddToResidual(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
   }
 
   // Final norm and lm_head on the rows that need logits.

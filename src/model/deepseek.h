@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,15 @@
 #include "model/sequence_span.h"
 
 namespace latte {
+
+// Where a forward pass first produced a NaN or Inf in the residual stream: the output
+// of `layer`'s `sublayer` (weights that overflow, or bad inputs upstream of it).
+struct NonFiniteSite {
+  enum Sublayer { kAttention, kMlp, kMoe };
+  int64_t layer = 0;
+  Sublayer sublayer = kAttention;
+  const char* SublayerName() const;
+};
 
 class DeepSeekModel {
  public:
@@ -48,6 +58,10 @@ class DeepSeekModel {
   // ScratchBytes.
   int64_t ScratchBytesInUse() const;
 
+  // The last Forward's first non-finite sublayer output, over all of its tokens; none
+  // when the residual stream stayed finite.
+  const std::optional<NonFiniteSite>& first_non_finite() const { return first_non_finite_; }
+
   const ModelConfig& config() const { return w_.config(); }
   const ModelWeights& weights() const { return w_; }
 
@@ -58,6 +72,10 @@ class DeepSeekModel {
   FfnScratch ffn_scratch_;
   std::vector<float> hidden_, normed_, delta_, final_rows_;
   std::vector<int64_t> logit_rows_;
+  std::optional<NonFiniteSite> first_non_finite_;
+
+  // hidden_ += delta_ over `count` values, noting the first non-finite sublayer output.
+  void AddToResidual(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer);
 };
 
 }  // namespace latte
