@@ -103,7 +103,7 @@ nlohmann::json RunJson(const ServeBenchOptions& o, const ServeBenchResult& r) {
   }
   nlohmann::json requests = nlohmann::json::array();
   for (const RequestRecord& q : r.requests) {
-    nlohmann::json rq = {{"index", q.index}, {"ok", q.ok}, {"start_s", q.start_s}};
+    nlohmann::json rq = {{"index", q.index}, {"ok", q.ok}, {"scheduled_s", q.scheduled_s}, {"start_s", q.start_s}};
     if (!q.ok) {
       rq["error"] = q.error;
     } else {

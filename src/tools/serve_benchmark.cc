@@ -243,6 +243,7 @@ Result<ServeBenchResult> RunServeBenchmark(const ServeBenchOptions& options) {
       std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
                                                 std::chrono::duration<double>(arrivals[static_cast<size_t>(i)])));
       RequestRecord& record = result.requests[static_cast<size_t>(i)];
+      record.scheduled_s = arrivals[static_cast<size_t>(i)];
       RunOne(options, i, start, record);
       std::lock_guard<std::mutex> lock(progress_mu);
       ++finished;

@@ -46,7 +46,8 @@ struct RequestRecord {
   int64_t index = 0;
   bool ok = false;
   std::string error;           // when !ok
-  double start_s = 0;          // send time, from the run's start
+  double scheduled_s = 0;      // its arrival time in the request-rate schedule, from the run's start
+  double start_s = 0;          // send time (>= scheduled_s: a client must also be free)
   double ttft_s = 0;           // ok only
   double e2e_s = 0;            // ok only
   double tpot_s = 0;           // ok and output_tokens > 1

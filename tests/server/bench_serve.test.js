@@ -113,6 +113,44 @@ test('the model defaults to the first of /v1/models; a base URL may end in /v1',
   }
 });
 
+// src/base/splitmix64.h, in BigInt.
+function splitmix(state) {
+  const MASK = (1n << 64n) - 1n;
+  let s = BigInt(state) & MASK;
+  return () => {
+    s = (s + 0x9e3779b97f4a7c15n) & MASK;
+    let z = s;
+    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK;
+    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK;
+    return z ^ (z >> 31n);
+  };
+}
+
+test('--request-rate: Poisson arrivals (exponential gaps from the seed), no request sent before its time', async () => {
+  const server = await h.startServer(h.makeModel());
+  try {
+    const json = tmpFile('rate.json');
+    const RATE = 40, NUM = 8, SEED = 11;
+    const r = await benchServe(['--base-url', server.base, '--input-len', '4', '--output-len', '2', '--num-prompts',
+                                String(NUM), '--request-rate', String(RATE), '--seed', String(SEED), '--json', json]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.ok(r.stdout.includes('request rate 40)'), r.stdout);
+    const run = JSON.parse(fs.readFileSync(json, 'utf8')).runs[0];
+    // The schedule, recomputed: gaps -log(1 - u) / rate, u from splitmix64(seed ^ 0x5eed).
+    const next = splitmix(BigInt(SEED) ^ 0x5eedn);
+    let t = 0;
+    for (const q of run.requests) {
+      assert.ok(Math.abs(q.scheduled_s - t) < 1e-9, `request ${q.index}: scheduled ${q.scheduled_s}, expected ${t}`);
+      assert.ok(q.start_s >= q.scheduled_s, `request ${q.index} sent at ${q.start_s} before ${q.scheduled_s}`);
+      const u = Number(next() >> 11n) * 2 ** -53;
+      t += -Math.log1p(-u) / RATE;
+    }
+    assert.ok(run.duration_s >= run.requests[NUM - 1].scheduled_s);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 // A fake OpenAI server: /v1/models and /tokenize answer; the n-th completion (0-based)
 // gets a 500 with OpenAI's error object (n % 3 == 0), a stream cut before [DONE]
 // (n % 3 == 1), or a whole stream of max_tokens one-token events with usage (n % 3 == 2).
