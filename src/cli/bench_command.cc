@@ -3,6 +3,7 @@
 //   latte bench machine — this machine's measured peaks (tools/machine_probe.h)
 //   latte bench model   — whole-model pp / tg throughput against those peaks (tools/model_benchmark.h)
 //   latte bench engine  — the serving engine's offline throughput (tools/engine_benchmark.h)
+//   latte bench serve   — a server's online serving figures (bench_serve_command.cc)
 #include <omp.h>
 
 #include <algorithm>
@@ -551,6 +552,8 @@ void AddBenchCommand(CLI::App& app) {
   ecmd->add_option("--seed", engine->bench.seed, "Seed of the prompt ids and of the sampling")->capture_default_str();
   ecmd->add_flag("--json", engine->json, "One JSON object");
   ecmd->callback([engine, ecmd] { ExitOnError("bench engine", RunEngine(*engine, *ecmd)); });
+
+  AddBenchServeCommand(*bench);
 }
 
 }  // namespace latte::cli

@@ -16,6 +16,9 @@ void AddCalcCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
+void AddEvalCommand(CLI::App& app);
+// `latte bench serve` (bench_serve_command.cc), registered by AddBenchCommand.
+void AddBenchServeCommand(CLI::App& bench);
 
 // Sets the process exit code (the last non-zero one wins).
 void ExitWith(int code);

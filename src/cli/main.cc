@@ -76,6 +76,7 @@ int Run(int argc, char** argv) {
   latte::cli::AddBenchCommand(app);
   latte::cli::AddTokenizeCommand(app);
   latte::cli::AddServeCommand(app);
+  latte::cli::AddEvalCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
