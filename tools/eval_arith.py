@@ -2,7 +2,7 @@
 """Few-shot greedy exact-match on tasks/arith through `latte generate` (one process per
 problem; `latte eval` will replace this runner).
 
-    python3 tools/eval_arith.py --model models/default [--mla-mode absorbed ...] [-j 4]
+    python3 tools/eval_arith.py --model models/default [--mla-mode absorbed ...] [--quantize fp8] [-j 4]
 
 For each problem the prompt is the first --shots examples of fewshot.jsonl, each
 "Question: ...\\nAnswer: ...\\n#### N" followed by a blank line, then
@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="latte --threads per process")
     ap.add_argument("--json", default=None, help="append one JSON object per run to this file")
     ap.add_argument("--label", default=None, help="name shown instead of the model path")
+    ap.add_argument("--quantize", default="none", choices=["none", "fp8"],
+                    help="latte --quantize: fp8 quantizes the linear weights at load (DeepSeek's 128x128 blocks)")
     ap.add_argument("--patch-config", default=None,
                     help="JSON object merged into a copy of config.json (keys set to null are set to "
                          "null; a nested object replaces keys inside): runs a deliberately changed "
@@ -86,6 +88,8 @@ def main():
         models = list(zip(patched, labels))
     else:
         models = [(m, args.label or os.path.relpath(m, ROOT)) for m in args.model]
+    if args.quantize != "none":
+        models = [(m, label + " --quantize " + args.quantize) for m, label in models]
     try:
         evaluate(args, modes, test, prefix, models)
     finally:
@@ -98,7 +102,7 @@ def run(args, prefix, model, mode, item):
     prompt = prefix + f"Question: {item['question']}\nAnswer:"
     cmd = [args.latte, "generate", "--model", model, "--prompt", prompt, "--temperature", "0",
            "--max-tokens", str(args.max_tokens), "--stop", "\n\n", "--mla-mode", mode,
-           "--threads", str(args.threads), "--memory-gb", "0.5"]
+           "--threads", str(args.threads), "--memory-gb", "0.5", "--quantize", args.quantize]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])}...: exit {r.returncode}: {r.stderr.strip()[-300:]}")
@@ -121,6 +125,8 @@ def evaluate(args, modes, test, prefix, models):
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"model": label, "mla_mode": mode, "n": n, "correct": k,
                                         "exact_match": p, "stderr": se, "shots": args.shots,
+                                        "quantize": args.quantize,
+                                        "per_problem": [int(ok) for ok, _ in results],
                                         "wrong_examples": [o for ok, o in results if not ok][:3]}) + "\n")
 
 
