@@ -1,6 +1,7 @@
 // latte bench model / attn / machine end to end: JSON sanity and the cost figures
 // as printed (no speed is ever asserted). The costs themselves are checked against
 // hand counts in tests/cost_model_test.cc.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -43,6 +44,8 @@ bool PositiveFinite(const nlohmann::json& v) {
   return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
 }
 
+void ExpectRooflineConsistent(const nlohmann::json& j);
+
 TEST(BenchModelCommand, JsonLinesAreSane) {
   const std::string dir = testing_models::MakeModel("tiny", {});
   const CommandResult r =
@@ -67,6 +70,7 @@ TEST(BenchModelCommand, JsonLinesAreSane) {
     EXPECT_NEAR(j["achieved_gbps"].get<double>(),
                 j["bytes_per_token"].get<double>() * j["tok_s_mean"].get<double>() / 1e9,
                 1e-9 * j["achieved_gbps"].get<double>() + 1e-12);
+    ExpectRooflineConsistent(j);
   }
 }
 
@@ -81,6 +85,47 @@ TEST(BenchModelCommand, SmallModelsDefaultToOneThread) {
     ASSERT_EQ(objects.size(), 1u) << r.out;
     EXPECT_EQ(objects[0]["threads"], threads) << flags;
   }
+}
+
+// The probe's spread is reported and the binding roof is the one whose time at peak is
+// longer, recomputed here from the printed bytes, FLOPs and peaks; its share is the
+// one printed as fraction_of_roofline, flagged when above 1.
+void ExpectRooflineConsistent(const nlohmann::json& j) {
+  for (const char* key : {"machine_read_gbps_min", "machine_f32_gflops", "machine_f32_gflops_min",
+                          "fraction_of_read_gbps", "fraction_of_flop_peak"}) {
+    EXPECT_TRUE(PositiveFinite(j[key])) << key << " in " << j.dump();
+  }
+  EXPECT_GE(j["probe_rounds"].get<int>(), 3) << j.dump();
+  EXPECT_LE(j["machine_read_gbps_min"].get<double>(), j["machine_read_gbps"].get<double>());
+  const bool bf16 = !j["machine_bf16_gflops"].is_null();
+  const double flop_peak = bf16 ? j["machine_bf16_gflops"].get<double>() : j["machine_f32_gflops"].get<double>();
+  const double memory_s = j["bytes_per_token"].get<double>() / (j["machine_read_gbps"].get<double>() * 1e9);
+  const double compute_s = j["flops_per_token"].get<double>() / (flop_peak * 1e9);
+  const bool memory = memory_s >= compute_s;
+  EXPECT_EQ(j["roofline"], memory ? "read_gbps" : (bf16 ? "bf16_gflops" : "f32_gflops")) << j.dump();
+  const double fraction = j["fraction_of_roofline"].get<double>();
+  EXPECT_DOUBLE_EQ(fraction,
+                   memory ? j["fraction_of_read_gbps"].get<double>() : j["fraction_of_flop_peak"].get<double>());
+  EXPECT_NEAR(fraction, std::max(memory_s, compute_s) * j["tok_s_mean"].get<double>(), 1e-9 * fraction);
+  EXPECT_EQ(j["probe_below_run"].get<bool>(), fraction > 1) << j.dump();
+}
+
+// --quantize fp8 holds every projection, expert and lm_head in fp8: tg reads fewer
+// bytes per token than the bf16 load of the same model (the embedding row stays bf16).
+TEST(BenchModelCommand, QuantizeFp8ReadsFewerBytes) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult bf16 = RunLatte("bench model --model " + dir + " -p 0 -n 2 -r 1 -t 2 --json");
+  const CommandResult fp8 = RunLatte("bench model --model " + dir + " -p 0 -n 2 -r 1 -t 2 --quantize fp8 --json");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.out;
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.out;
+  const std::vector<nlohmann::json> a = JsonLines(bf16.out), b = JsonLines(fp8.out);
+  ASSERT_EQ(a.size(), 1u) << bf16.out;
+  ASSERT_EQ(b.size(), 1u) << fp8.out;
+  const double ratio = b[0]["weight_bytes_per_token"].get<double>() / a[0]["weight_bytes_per_token"].get<double>();
+  EXPECT_GT(ratio, 0.5);  // 1 byte + scales per value, f32 norms and router, bf16 kv_b
+  EXPECT_LT(ratio, 0.75);
+  EXPECT_EQ(a[0]["flops_per_token"], b[0]["flops_per_token"]);
+  ExpectRooflineConsistent(b[0]);
 }
 
 // -d D: tg decodes after D tokens prefilled into each cache (600: two chunks of the

@@ -170,6 +170,21 @@ TEST(CliFlags, FlagsWithNoEffectAreErrors) {
                      "latte bench model: error: --fp8 has no effect on a checkpoint without fp8 weights");
 }
 
+// --quantize fp8 holds weights in fp8, --fp8 bf16 dequantizes them: refused together
+// before the load (and before bench model's probe), on every command that takes both.
+TEST(CliFlags, QuantizeFp8WithFp8Bf16IsRefused) {
+  MakeModelOverrides fp8;
+  fp8.dtype = CheckpointDType::kFp8;
+  const std::string dir = testing_models::MakeModel("tiny", fp8);
+  const std::string why = " error: --quantize fp8 and --fp8 bf16 contradict each other";
+  ExpectOneLineError("generate --model " + dir + " --prompt-ids 1 --quantize fp8 --fp8 bf16", "latte generate:" + why);
+  ExpectOneLineError("bench model --model " + dir + " --quantize fp8 --fp8 bf16", "latte bench model:" + why);
+  ExpectOneLineError("bench engine --model " + dir + " --num-prompts 1 --quantize fp8 --fp8 bf16",
+                     "latte bench engine:" + why);
+  ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --quantize int8",
+                     "latte generate: error: --quantize must be none or fp8, got \"int8\"");
+}
+
 TEST(CliFlags, ChoicesListWhatIsAccepted) {
   ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1 --mla-mode fast",
                      "latte generate: error: --mla-mode must be absorbed, materialized or naive, got \"fast\"");

@@ -290,6 +290,20 @@ TEST(CostModelTiny, DecodeFp8KeptCountsEachKindAtItsWidth) {
                    DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, WeightValueBytes::Uniform(2), 2).flops);
 }
 
+// --quantize fp8: lm_head at its own width (fp8 + scales), the embedding rows still bf16.
+TEST(CostModelTiny, LmHeadCountsAtItsOwnWidth) {
+  const double context = 10;
+  const WeightValueBytes q{1.25, 2, 2, 1.5};
+  const TokenCosts t = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, q, 2);
+  const TokenCosts bf16_head = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, context, {1.25, 2, 2, 2}, 2);
+  EXPECT_DOUBLE_EQ(bf16_head.weight_bytes - t.weight_bytes, kLmHead * 0.5);
+  const TokenCosts p = PrefillCostsPerToken(Tiny(), 16, q, 2);
+  const TokenCosts p_bf16_head = PrefillCostsPerToken(Tiny(), 16, {1.25, 2, 2, 2}, 2);
+  EXPECT_DOUBLE_EQ(p_bf16_head.weight_bytes - p.weight_bytes, kLmHead * 0.5 / 16);
+  const TokenCosts rows = PrefillCostsPerToken(Tiny(), 16, {1.25, 2, 1, 1.5}, 2);  // embedding rows at 1 byte
+  EXPECT_DOUBLE_EQ(p.weight_bytes - rows.weight_bytes, kEmbedRow * 1.0);           // 16 rows of 64 values / 16 tokens
+}
+
 TEST(CostModelTiny, DecodeMaterializedReadsTheProducts) {
   const TokenCosts a = DecodeCostsPerToken(Tiny(), MlaMode::kAbsorbed, 1, 10, WeightValueBytes::Uniform(2), 2);
   const TokenCosts m = DecodeCostsPerToken(Tiny(), MlaMode::kMaterialized, 1, 10, WeightValueBytes::Uniform(2), 2);

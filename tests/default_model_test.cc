@@ -5,6 +5,7 @@
 // prompt position and the greedy continuation, in all three MLA modes.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "model/deepseek.h"
 #include "model/mla.h"
 #include "model/model_weights.h"
+#include "model/safetensors.h"
 #include "run_command.h"
 #include "test_models.h"
 
@@ -56,6 +58,11 @@ json ReadReference(const std::string& dir) {
 struct DefaultCase {
   std::string dir;  // under models/
   MlaMode mode;
+  // --quantize fp8: models/default quantized at load holds models/default-fp8's weights
+  // (see QuantizedAtLoadHoldsTheFp8Export) and lm_head in fp8, so it is held against
+  // default-fp8's reference, which has lm_head in bf16.
+  WeightQuantization quantize = WeightQuantization::kNone;
+  std::string reference = "";  // under models/; empty: dir
 };
 
 class DefaultModel : public ::testing::TestWithParam<DefaultCase> {};
@@ -64,11 +71,13 @@ TEST_P(DefaultModel, LogitsAndGreedyMatchThePyTorchReference) {
   const DefaultCase& c = GetParam();
   const std::string dir = ModelDir(c.dir);
   ASSERT_TRUE(std::filesystem::exists(dir + "/model.safetensors")) << dir;
-  auto weights = ModelWeights::Load(dir, LoadOptions{c.mode, false});
+  LoadOptions load{c.mode, false};
+  load.quantize = c.quantize;
+  auto weights = ModelWeights::Load(dir, load);
   ASSERT_TRUE(weights.ok()) << weights.status().message();
   DeepSeekModel model(**weights);
   const int64_t vocab = model.config().vocab_size;
-  const json ref = ReadReference(dir);
+  const json ref = ReadReference(c.reference.empty() ? dir : ModelDir(c.reference));
   ASSERT_GE(ref["items"].size(), 3u);
   double worst = 0;  // largest |diff| / row scale seen, for the log
   double diff_sq = 0, ref_sq = 0;
@@ -126,9 +135,10 @@ TEST_P(DefaultModel, LogitsAndGreedyMatchThePyTorchReference) {
   EXPECT_LE(loose_positions, static_cast<int64_t>(kLooseShare * positions))
       << loose_positions << " of " << positions << " positions past the tight bound";
   std::printf(
-      "[ %s %s ] relative RMS %.4f; worst position %.3f of its scale; %lld of %lld positions past "
+      "[ %s%s %s ] relative RMS %.4f; worst position %.3f of its scale; %lld of %lld positions past "
       "the tight bound; %lld greedy tokens, %lld near-tie flips\n",
-      c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms, worst, static_cast<long long>(loose_positions),
+      c.dir.c_str(), c.quantize == WeightQuantization::kFp8 ? " --quantize fp8" : "",
+      std::string(MlaModeName(c.mode)).c_str(), rel_rms, worst, static_cast<long long>(loose_positions),
       static_cast<long long>(positions), static_cast<long long>(greedy_tokens), static_cast<long long>(tie_flips));
 }
 
@@ -136,11 +146,64 @@ INSTANTIATE_TEST_SUITE_P(
     Default, DefaultModel,
     ::testing::Values(DefaultCase{"default", MlaMode::kAbsorbed}, DefaultCase{"default", MlaMode::kMaterialized},
                       DefaultCase{"default", MlaMode::kNaive}, DefaultCase{"default-fp8", MlaMode::kAbsorbed},
-                      DefaultCase{"default-fp8", MlaMode::kMaterialized}, DefaultCase{"default-fp8", MlaMode::kNaive}),
+                      DefaultCase{"default-fp8", MlaMode::kMaterialized}, DefaultCase{"default-fp8", MlaMode::kNaive},
+                      DefaultCase{"default", MlaMode::kAbsorbed, WeightQuantization::kFp8, "default-fp8"},
+                      DefaultCase{"default", MlaMode::kMaterialized, WeightQuantization::kFp8, "default-fp8"}),
     [](const auto& info) {
       std::string name = info.param.dir == "default" ? "Bf16" : "Fp8";
+      if (info.param.quantize == WeightQuantization::kFp8) name += "QuantizedFp8";
       return name + "_" + std::string(MlaModeName(info.param.mode));
     });
+
+// tools/train/export.py (numpy, an implementation of its own) wrote models/default-fp8
+// by quantizing the bf16 weights of models/default in 128x128 blocks. --quantize fp8 on
+// models/default must give the same bytes: every in-layer linear's e4m3 values and
+// scale_inv, kv_b_proj's dequantization; embed_tokens as stored in both; and with both
+// quantized at load (lm_head is bf16 in both files) the same logits, bit for bit.
+TEST(DefaultModel, QuantizedAtLoadHoldsTheFp8Export) {
+  LoadOptions load{MlaMode::kAbsorbed, false};
+  load.quantize = WeightQuantization::kFp8;
+  auto quantized = ModelWeights::Load(ModelDir("default"), load);
+  auto exported_q = ModelWeights::Load(ModelDir("default-fp8"), load);
+  auto exported = ModelWeights::Load(ModelDir("default-fp8"), LoadOptions{MlaMode::kAbsorbed, false});
+  ASSERT_TRUE(quantized.ok() && exported_q.ok() && exported.ok());
+  auto ck = Checkpoint::Open(ModelDir("default-fp8"));
+  ASSERT_TRUE(ck.ok()) << ck.status().message();
+  const auto got = testing_models::NamedMatrices(**quantized);
+  const auto want = testing_models::NamedMatrices(**exported);
+  ASSERT_EQ(got.size(), want.size());
+  int64_t fp8_matrices = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto& [name, view] = got[i];
+    SCOPED_TRACE(name);
+    ASSERT_EQ(name, want[i].first);
+    if (name == "lm_head.weight") continue;  // bf16 in the file; compared through the logits below
+    const TensorInfo* t = ck->Find(name);
+    ASSERT_NE(t, nullptr);
+    if (t->dtype != DType::kF8E4M3 || name.ends_with("kv_b_proj.weight")) {  // embed_tokens; kv_b_proj's bf16
+      ASSERT_EQ(view->dtype, want[i].second->dtype);
+      ASSERT_EQ(view->Bytes(), want[i].second->Bytes());
+      EXPECT_EQ(std::memcmp(view->data, want[i].second->data, view->Bytes()), 0);
+      continue;
+    }
+    ASSERT_EQ(view->dtype, DType::kF8E4M3);
+    ASSERT_EQ(view->Bytes(), t->nbytes);
+    EXPECT_EQ(std::memcmp(view->data, t->data, t->nbytes), 0);
+    const TensorInfo* s = ck->Find(name + "_scale_inv");
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(view->ScaleBytes(), s->nbytes);
+    EXPECT_EQ(std::memcmp(view->scale, s->data, s->nbytes), 0);
+    ++fp8_matrices;
+  }
+  EXPECT_GT(fp8_matrices, 30);
+  const json ref = ReadReference(ModelDir("default"));
+  const auto prompt = ref["items"].front()["prompt_ids"].get<std::vector<int32_t>>();
+  DeepSeekModel a(**quantized), b(**exported_q);
+  const std::vector<float> la = PrefillThenDecode(a, prompt, static_cast<int64_t>(prompt.size()) - 3);
+  const std::vector<float> lb = PrefillThenDecode(b, prompt, static_cast<int64_t>(prompt.size()) - 3);
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) ASSERT_EQ(la[i], lb[i]) << "at " << i;
+}
 
 // Through the binary: `latte generate --prompt-ids` prints the reference's greedy ids
 // (the engine, the sampler at temperature 0 and EOS handling on top of the model).

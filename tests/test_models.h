@@ -4,16 +4,21 @@
 // models go to a temp dir of the process, removed at exit.
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "model/deepseek.h"
+#include "model/model_weights.h"
+#include "model/tensor_specs.h"
 #include "tools/random_checkpoint.h"
 
 namespace latte::testing_models {
@@ -125,6 +130,53 @@ inline std::vector<float> PrefillThenDecode(DeepSeekModel& model, const std::vec
     all.insert(all.end(), logits.begin(), logits.end());
   }
   return all;
+}
+
+// The loaded model's matrices by checkpoint tensor name: every layer's projections
+// (kv_b_proj as held: bf16), dense MLP, routed and shared experts, and lm_head and
+// embed_tokens. What the fp8 quantization tests compare tensor by tensor.
+inline std::vector<std::pair<std::string, const WeightView*>> NamedMatrices(const ModelWeights& w) {
+  std::vector<std::pair<std::string, const WeightView*>> out;
+  const auto mlp = [&out](const std::string& prefix, const MlpWeights& m) {
+    out.emplace_back(prefix + "gate_proj.weight", &m.gate_proj);
+    out.emplace_back(prefix + "up_proj.weight", &m.up_proj);
+    out.emplace_back(prefix + "down_proj.weight", &m.down_proj);
+  };
+  for (size_t layer = 0; layer < w.layers().size(); ++layer) {
+    const LayerWeights& lw = w.layers()[layer];
+    const std::string p = LayerPrefix(static_cast<int64_t>(layer));
+    const MlaWeights& a = lw.attn;
+    if (a.q_a_proj) {
+      out.emplace_back(p + "self_attn.q_a_proj.weight", &*a.q_a_proj);
+      out.emplace_back(p + "self_attn.q_b_proj.weight", &a.q_b_proj);
+    } else {
+      out.emplace_back(p + "self_attn.q_proj.weight", &a.q_b_proj);
+    }
+    out.emplace_back(p + "self_attn.kv_a_proj_with_mqa.weight", &a.kv_a_proj_with_mqa);
+    out.emplace_back(p + "self_attn.kv_b_proj.weight", &a.kv_b_proj);
+    out.emplace_back(p + "self_attn.o_proj.weight", &a.o_proj);
+    if (!lw.is_moe) {
+      mlp(p + "mlp.", lw.mlp);
+      continue;
+    }
+    for (size_t e = 0; e < lw.moe.experts.size(); ++e)
+      mlp(p + "mlp.experts." + std::to_string(e) + ".", lw.moe.experts[e]);
+    if (lw.moe.shared) mlp(p + "mlp.shared_experts.", *lw.moe.shared);
+  }
+  out.emplace_back("lm_head.weight", &w.lm_head());
+  out.emplace_back("model.embed_tokens.weight", &w.embed_tokens());
+  return out;
+}
+
+// Relative RMS difference of two logit arrays of one size: |a - b| / |b|.
+inline double RelativeRms(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
 }
 
 }  // namespace latte::testing_models

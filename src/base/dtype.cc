@@ -94,25 +94,4 @@ const std::array<float, 256> kFp8Table = MakeFp8Table();
 
 float Fp8E4M3ToF32(uint8_t v) { return kFp8Table[v]; }
 
-uint8_t F32ToFp8E4M3(float f) {
-  if (std::isnan(f)) return 0x7f;
-  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-  const float a = std::fmin(std::fabs(f), 448.0f);
-  if (a < 0.015625f) {  // below 2^-6: subnormal codes, units of 2^-9 (8 rounds up to 0x08)
-    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));  // nearbyint: ties to even
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &a, sizeof bits);
-  int exponent = static_cast<int>(bits >> 23) - 127;  // in [-6, 8]
-  const uint32_t mantissa = bits & 0x7fffffu;
-  uint32_t kept = mantissa >> 20;  // 3 bits
-  const uint32_t rest = mantissa & 0xfffffu;
-  if (rest > 0x80000u || (rest == 0x80000u && (kept & 1u))) ++kept;  // round to nearest even
-  if (kept == 8) {
-    kept = 0;
-    ++exponent;
-  }
-  return sign | static_cast<uint8_t>(((exponent + 7) << 3) | kept);
-}
-
 }  // namespace latte

@@ -80,4 +80,14 @@ MappedFile::~MappedFile() {
   }
 }
 
+void ReleasePages(const void* data, size_t bytes) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page;  // the first whole page
+  const uintptr_t end = (begin + bytes) / page * page;       // past the last whole page
+  if (end <= first) return;
+  // Advisory: a failure (EINVAL on memory not mapped by MappedFile) only keeps the pages.
+  ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+}
+
 }  // namespace latte

@@ -46,4 +46,13 @@ class MappedFile {
   FileResidency residency_;
 };
 
+// Gives back the whole pages inside [data, data + bytes) of a MappedFile's memory, for
+// bytes that are never read again (a weight quantized at load: its source pages would
+// otherwise stay in the resident set beside the quantized copy). From an mmap the pages
+// leave this process's RSS (the page cache keeps them until the kernel wants the memory;
+// a read would fault them back in); from a huge-page copy they are freed (a read would
+// see zeros). Pages that also hold bytes outside the range are kept, so neighbouring
+// tensors are never touched.
+void ReleasePages(const void* data, size_t bytes);
+
 }  // namespace latte

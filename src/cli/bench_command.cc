@@ -23,6 +23,7 @@
 #include "tools/engine_benchmark.h"
 #include "tools/machine_probe.h"
 #include "tools/model_benchmark.h"
+#include "tools/roofline.h"
 
 namespace latte::cli {
 namespace {
@@ -101,9 +102,9 @@ void PrintPoint(const AttentionBenchPoint& p, void* user) {
   std::fflush(stdout);
 }
 
-// The core's roofline: it must read kv_bytes and do flops, so its time is at least
-// the larger of kv_bytes / read bandwidth and flops / bf16 peak (f32 FMA peak without
-// AVX512_BF16). Fractions of both peaks are printed, and which one binds.
+// The core's roofline (tools/roofline.h): it must read kv_bytes and do flops, so its
+// time is at least the larger of kv_bytes / read bandwidth and flops / bf16 peak (f32
+// FMA peak without AVX512_BF16). Fractions of both peaks are printed, and which one binds.
 struct CoreRoofline {
   double bytes_fraction = 0;  // achieved KV GB/s / machine read GB/s
   double flops_fraction = 0;  // achieved GFLOP/s / machine bf16 (or f32) GFLOP/s
@@ -111,12 +112,13 @@ struct CoreRoofline {
 };
 
 CoreRoofline CoreFractions(const AttentionCorePoint& p, const MachinePeaks& peaks) {
-  const double flop_peak = peaks.bf16_gflops ? *peaks.bf16_gflops : peaks.f32_gflops;
-  CoreRoofline r;
-  r.bytes_fraction = p.achieved_gbps / peaks.read_gbps;
-  r.flops_fraction = p.achieved_gflops / flop_peak;
-  r.bytes_bind = p.kv_bytes / peaks.read_gbps > p.flops / flop_peak;
-  return r;
+  RooflinePeaks roof;
+  roof.read_gbps = peaks.read_gbps;
+  roof.flop_gflops = peaks.bf16_gflops ? *peaks.bf16_gflops : peaks.f32_gflops;
+  const double steps_per_s = 1e3 / p.ms_per_step;
+  const RooflinePlace place =
+      PlaceOnRoofline(static_cast<double>(p.kv_bytes), static_cast<double>(p.flops), steps_per_s, roof);
+  return {place.memory_fraction, place.compute_fraction, place.bound == RooflineBound::kMemory};
 }
 
 void PrintCorePoint(const AttentionCorePoint& p, void* user) {
@@ -263,6 +265,7 @@ struct ModelArgs {
   std::string mla_mode = "absorbed";
   int64_t batch = 1;
   std::string fp8 = "keep";
+  std::string quantize = "none";
   bool huge_pages = false;
   bool json = false;
 };
@@ -271,8 +274,46 @@ struct ModelPrintContext {
   bool json = false;
   int threads = 0;
   std::string mla_mode;
-  MachinePeaks peaks;
+  SampledPeaks probe;  // taken once, before the model loads
+  RooflinePeaks roof;  // the largest sample of each probe
 };
+
+// The roofs of a sampled probe: each probe's largest sample (bf16 where the CPU has
+// AVX512_BF16, as the GEMMs and attention then run on it; else f32 FMA).
+RooflinePeaks RoofOf(const SampledPeaks& probe) {
+  RooflinePeaks roof;
+  roof.read_gbps = probe.read_gbps.max;
+  roof.flop_gflops = probe.bf16_gflops ? probe.bf16_gflops->max : probe.f32_gflops.max;
+  roof.flop_name = probe.bf16_gflops ? "bf16" : "f32";
+  return roof;
+}
+
+// "36.9 GB/s (min 27.7, median 35.0)": the peak, then the smallest and the median sample.
+std::string SpreadText(const ProbeSpread& s, const char* unit) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.1f %s (min %.1f, median %.1f)", s.max, unit, s.min, s.median);
+  return text;
+}
+
+// A probe whose smallest sample is this far below its largest ran beside other work.
+constexpr double kBusySpread = 0.8;
+
+void PrintProbe(const SampledPeaks& p) {
+  std::printf("machine (probed once before the tests, %d rounds, %d threads; each peak is the largest sample): ",
+              p.read_gbps.samples, p.threads);
+  std::printf("read %s, bf16 %s, f32 FMA %s\n", SpreadText(p.read_gbps, "GB/s").c_str(),
+              p.bf16_gflops ? SpreadText(*p.bf16_gflops, "GFLOP/s").c_str() : "n/a",
+              SpreadText(p.f32_gflops, "GFLOP/s").c_str());
+  double lowest = p.read_gbps.min / p.read_gbps.max;
+  if (p.bf16_gflops) lowest = std::min(lowest, p.bf16_gflops->min / p.bf16_gflops->max);
+  lowest = std::min(lowest, p.f32_gflops.min / p.f32_gflops.max);
+  if (lowest < kBusySpread) {
+    std::printf(
+        "note: some probe samples read %.0f%% below their peak: the machine is busy, so the tok/s below "
+        "may move with the load too\n",
+        100.0 * (1 - lowest));
+  }
+}
 
 std::string Fixed(double v, int decimals) {
   char buf[64];
@@ -289,7 +330,7 @@ size_t DisplayWidth(const std::string& s) {
 
 // bench model's markdown table: columns wide enough for large and noisy figures
 // (a cell wider still widens its own row, never shifts the ones after it within the row).
-constexpr size_t kModelColumns[] = {12, 7, 5, 11, 22, 10, 10, 9, 10, 11};
+constexpr size_t kModelColumns[] = {12, 7, 5, 11, 22, 10, 10, 9, 10, 20};
 
 void PrintModelRow(const std::vector<std::string>& cells, char fill = ' ') {
   std::string line = "|";
@@ -303,18 +344,10 @@ void PrintModelRow(const std::vector<std::string>& cells, char fill = ' ') {
   std::printf("%s\n", line.c_str());
 }
 
-// tg is bound by memory reads, pp by bf16 (f32 without AVX512_BF16) arithmetic.
-double Roofline(const ModelBenchResult& r, const MachinePeaks& p, bool* is_bandwidth) {
-  *is_bandwidth = r.test.rfind("tg", 0) == 0;
-  if (*is_bandwidth) return r.achieved_gbps / p.read_gbps;
-  const double peak = p.bf16_gflops ? *p.bf16_gflops : p.f32_gflops;
-  return r.achieved_gflops / peak;
-}
-
 void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, void* user) {
   auto& ctx = *static_cast<ModelPrintContext*>(user);
-  bool bandwidth = false;
-  const double fraction = Roofline(r, ctx.peaks, &bandwidth);
+  const RooflinePlace place = PlaceOnRoofline(r.costs.Bytes(), r.costs.flops, r.tok_s_mean, ctx.roof);
+  const bool memory = place.bound == RooflineBound::kMemory;
   if (ctx.json) {
     nlohmann::json j = {{"test", r.test},
                         {"batch", r.batch},
@@ -330,26 +363,35 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
                         {"flops_per_token", r.costs.flops},
                         {"achieved_gbps", r.achieved_gbps},
                         {"achieved_gflops", r.achieved_gflops},
-                        {"machine_read_gbps", ctx.peaks.read_gbps},
+                        {"machine_read_gbps", ctx.probe.read_gbps.max},
+                        {"machine_read_gbps_min", ctx.probe.read_gbps.min},
                         {"machine_bf16_gflops", nullptr},
-                        {"machine_f32_gflops", ctx.peaks.f32_gflops},
-                        {"roofline", bandwidth ? "read_gbps" : (ctx.peaks.bf16_gflops ? "bf16_gflops" : "f32_gflops")},
-                        {"fraction_of_roofline", fraction}};
-    if (ctx.peaks.bf16_gflops) j["machine_bf16_gflops"] = *ctx.peaks.bf16_gflops;
+                        {"machine_bf16_gflops_min", nullptr},
+                        {"machine_f32_gflops", ctx.probe.f32_gflops.max},
+                        {"machine_f32_gflops_min", ctx.probe.f32_gflops.min},
+                        {"probe_rounds", ctx.probe.read_gbps.samples},
+                        {"roofline", memory ? "read_gbps" : ctx.roof.flop_name + "_gflops"},
+                        {"fraction_of_roofline", place.fraction},
+                        {"fraction_of_read_gbps", place.memory_fraction},
+                        {"fraction_of_flop_peak", place.compute_fraction},
+                        {"probe_below_run", place.above_roof()}};
+    if (ctx.probe.bf16_gflops) {
+      j["machine_bf16_gflops"] = ctx.probe.bf16_gflops->max;
+      j["machine_bf16_gflops_min"] = ctx.probe.bf16_gflops->min;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
-    char roofline[32];
-    std::snprintf(roofline, sizeof roofline, "%.1f%% %s", 100.0 * fraction, bandwidth ? "BW" : "FLOP");
     PrintModelRow({ctx.mla_mode, std::to_string(ctx.threads), std::to_string(r.batch), r.test,
                    Fixed(r.tok_s_mean, 2) + " ± " + Fixed(r.tok_s_sd, 2), Fixed(r.costs.Bytes() / 1e6, 2),
-                   Fixed(r.costs.flops / 1e9, 3), Fixed(r.achieved_gbps, 1), Fixed(r.achieved_gflops, 1), roofline});
+                   Fixed(r.costs.flops / 1e9, 3), Fixed(r.achieved_gbps, 1), Fixed(r.achieved_gflops, 1),
+                   DescribeRooflinePlace(place, ctx.roof)});
   }
   std::fflush(stdout);
 }
 
 Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
-  const auto mode = ParseMlaMode(args.mla_mode);  // checked by the parser
-  const auto fp8 = ParseFp8Weights(args.fp8);
+  LATTE_ASSIGN_OR_RETURN(const LoadOptions load,
+                         LoadOptionsFromFlags(args.mla_mode, args.fp8, args.quantize, args.huge_pages));
   ModelBenchOptions options;
   options.model_dir = args.model;
   options.prompts = args.prompts;
@@ -357,9 +399,10 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   options.repetitions = args.repetitions;
   options.batch = args.batch;
   options.depths = args.depths;
-  options.mode = *mode;
-  options.fp8 = *fp8;
-  if (args.huge_pages) options.residency = FileResidency::kHugePageCopy;
+  options.mode = load.mode;
+  options.fp8 = load.fp8;
+  options.quantize = load.quantize;
+  options.residency = load.residency;
   const bool tg = std::any_of(args.gens.begin(), args.gens.end(), [](int64_t n) { return n > 0; });
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
   // Every test fits in the model's context before the probe runs or a weight loads.
@@ -367,22 +410,19 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   LATTE_RETURN_IF_ERROR(
       RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
-  SetThreadsForModel(args.threads, HeldWeightBytes(preview.config, *mode));
+  SetThreadsForModel(args.threads, HeldWeightBytes(preview.config, load.mode));
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();
-  ctx.mla_mode = std::string(MlaModeName(*mode));
-  MachineProbeOptions probe;
-  probe.read_repeats = 3;
-  probe.compute_seconds = 0.2;
-  ctx.peaks = ProbeMachine(probe);
+  ctx.mla_mode = std::string(MlaModeName(load.mode));
+  ctx.probe = SampleMachinePeaks();
+  ctx.roof = RoofOf(ctx.probe);
   if (!args.json) {
-    std::printf("model %s, %d threads, weights %s%s\n", args.model.c_str(), ctx.threads,
+    std::printf("model %s, %d threads, weights %s%s%s\n", args.model.c_str(), ctx.threads,
                 args.huge_pages ? "on 2 MiB pages" : "mmapped",
-                *fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16");
-    std::printf("machine (measured now): read %.1f GB/s (4 KiB pages: %.1f), bf16 ", ctx.peaks.read_gbps,
-                ctx.peaks.read_gbps_small_pages);
-    PrintComputePeaks(ctx.peaks);
+                load.fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16",
+                load.quantize == WeightQuantization::kFp8 ? ", quantized to fp8 at load" : "");
+    PrintProbe(ctx.probe);
     PrintModelRow(
         {"mla_mode", "threads", "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline"});
     PrintModelRow(std::vector<std::string>(10, ""), '-');
@@ -527,6 +567,7 @@ void AddBenchCommand(CLI::App& app) {
   bcmd->add_option("--fp8", model->fp8, "fp8 checkpoints: keep (e4m3 in memory) | bf16 (dequantized at load)")
       ->check(OneOf({"keep", "bf16"}))
       ->capture_default_str();
+  AddQuantizeOption(*bcmd, model->quantize);
   bcmd->add_flag("--huge-pages", model->huge_pages,
                  "Weights read into memory on 2 MiB pages instead of an mmap of the checkpoint");
   bcmd->add_flag("--json", model->json, "One JSON object per test");

@@ -18,6 +18,7 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags& f) {
                  "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)")
       ->check(OneOf({"keep", "bf16"}))
       ->capture_default_str();
+  AddQuantizeOption(cmd, f.quantize);
   cmd.add_flag("--huge-pages", f.huge_pages,
                "Read the weights into memory on 2 MiB pages instead of serving them from an mmap of the checkpoint");
   AddThreadsOption(cmd, f.threads);
@@ -43,6 +44,33 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Do not reuse the KV blocks of shared prompt prefixes");
 }
 
+void AddQuantizeOption(CLI::App& cmd, std::string& quantize) {
+  cmd.add_option("--quantize", quantize,
+                 "none | fp8: quantize the linear weights not stored in fp8 at load (bf16 checkpoints: every "
+                 "projection, expert and lm_head; fp8 checkpoints: lm_head) to e4m3 with an f32 scale per "
+                 "128x128 block, DeepSeek's fp8 format, then kept as fp8 (~1 byte per weight per token); "
+                 "embed_tokens stays as stored")
+      ->check(OneOf({"none", "fp8"}))
+      ->capture_default_str();
+}
+
+Result<LoadOptions> LoadOptionsFromFlags(const std::string& mla_mode, const std::string& fp8,
+                                         const std::string& quantize, bool huge_pages) {
+  LoadOptions load;
+  const auto mode = ParseMlaMode(mla_mode);
+  if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive, got \"" + mla_mode + "\"");
+  load.mode = *mode;
+  const auto fp8_weights = ParseFp8Weights(fp8);
+  if (!fp8_weights) return Status::Error("--fp8 must be keep or bf16, got \"" + fp8 + "\"");
+  load.fp8 = *fp8_weights;
+  const auto quantization = ParseWeightQuantization(quantize);
+  if (!quantization) return Status::Error("--quantize must be none or fp8, got \"" + quantize + "\"");
+  load.quantize = *quantization;
+  if (huge_pages) load.residency = FileResidency::kHugePageCopy;
+  LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
+  return load;
+}
+
 Result<ModelPreview> PreviewModel(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -57,10 +85,8 @@ Result<ModelPreview> PreviewModel(const std::string& dir) {
 
 Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bool log,
                                                         std::unique_ptr<Tokenizer> tokenizer) {
-  const auto mode = ParseMlaMode(f.mla_mode);
-  if (!mode) return Status::Error("--mla-mode must be absorbed, materialized or naive, got \"" + f.mla_mode + "\"");
-  const auto fp8 = ParseFp8Weights(f.fp8);
-  if (!fp8) return Status::Error("--fp8 must be keep or bf16, got \"" + f.fp8 + "\"");
+  LATTE_ASSIGN_OR_RETURN(LoadOptions load, LoadOptionsFromFlags(f.mla_mode, f.fp8, f.quantize, f.huge_pages));
+  load.progress = log;
   const auto kv_dtype = ParseKvCacheDtype(f.kv_cache_dtype);
   if (!kv_dtype) return Status::Error("--kv-cache-dtype must be auto, bf16 or fp8, got \"" + f.kv_cache_dtype + "\"");
   if (f.max_num_seqs < 1) return Status::Error("--max-num-seqs must be at least 1");
@@ -76,11 +102,6 @@ Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bo
   SetThreads(f.threads);
 
   auto stack = std::make_unique<ServingStack>();
-  LoadOptions load;
-  load.mode = *mode;
-  load.fp8 = *fp8;
-  load.progress = log;
-  if (f.huge_pages) load.residency = FileResidency::kHugePageCopy;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(f.model, load));
   SetThreadsForModel(f.threads, stack->weights->memory().Total());
   stack->model = std::make_unique<DeepSeekModel>(*stack->weights);

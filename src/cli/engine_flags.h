@@ -23,6 +23,7 @@ struct EngineFlags {
   std::string model;
   std::string mla_mode = "absorbed";
   std::string fp8 = "keep";
+  std::string quantize = "none";
   bool huge_pages = false;
   int threads = 0;  // 0: every core (no -t)
   std::optional<double> memory_gb;
@@ -35,6 +36,14 @@ struct EngineFlags {
 };
 
 void AddEngineFlags(CLI::App& cmd, EngineFlags& flags);
+
+// --quantize none|fp8 (engine commands and bench model).
+void AddQuantizeOption(CLI::App& cmd, std::string& quantize);
+
+// The load flags every command that loads weights shares (--mla-mode, --fp8,
+// --quantize, --huge-pages) as LoadOptions, checked (CheckLoadOptions) before any load.
+Result<LoadOptions> LoadOptionsFromFlags(const std::string& mla_mode, const std::string& fp8,
+                                         const std::string& quantize, bool huge_pages);
 
 // The model, its tokenizer (null when the directory has none), the memory plan and a
 // started engine over them.

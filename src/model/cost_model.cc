@@ -285,7 +285,8 @@ WeightValueBytes MeasureWeightValueBytes(const ModelWeights& weights) {
   } else {
     wb.kv_b = ValueBytes(attn.kv_b_proj);
   }
-  wb.embeddings = ValueBytes(weights.lm_head());
+  wb.embeddings = ValueBytes(weights.embed_tokens());
+  wb.lm_head = ValueBytes(weights.lm_head());
   return wb;
 }
 
@@ -307,8 +308,8 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
     step_bytes += AttentionBytes(c, mode, wb) + LayerNormValues(c) * kF32Bytes + FfnBytes(c, layer, batch, wb.matrices);
     flops += 2.0 * att + FfnFlops(c, layer) + S * per_row;
   }
-  step_bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings;  // final norm, lm_head
-  step_bytes += static_cast<double>(batch) * d * wb.embeddings;                         // embedding rows
+  step_bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.lm_head;  // final norm, lm_head
+  step_bytes += static_cast<double>(batch) * d * wb.embeddings;                      // embedding rows
   flops += 2.0 * c.vocab_size * d;
   TokenCosts t;
   t.weight_bytes = step_bytes / static_cast<double>(batch);
@@ -331,7 +332,7 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const Weig
              FfnBytes(c, layer, prompt, wb.matrices);
     flops += 2.0 * att + FfnFlops(c, layer) + keys * per_key;
   }
-  bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.embeddings + P * d * wb.embeddings;
+  bytes += d * kF32Bytes + static_cast<double>(c.vocab_size) * d * wb.lm_head + P * d * wb.embeddings;
   flops += 2.0 * c.vocab_size * d / P;  // logits for the last row only
   TokenCosts t;
   t.weight_bytes = bytes / P;

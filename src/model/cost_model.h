@@ -198,12 +198,14 @@ AttentionStepCosts ComputeAttentionCoreStepCosts(const ModelConfig& config, int6
 // Bytes per weight value as the model holds it, by kind of weight: 2 for bf16,
 // 4 for f32; kept fp8 is 1 plus its share of the f32 block scales (4 bytes per
 // 128×128 block) for the projections and MLP / expert matrices, while the
-// kv_b_proj-derived W_UK / W_UV (and materialized products) are bf16.
+// kv_b_proj-derived W_UK / W_UV (and materialized products) are bf16. lm_head is
+// bf16 in fp8 checkpoints and fp8 under --quantize fp8; the embedding stays as stored.
 struct WeightValueBytes {
   double matrices = 2;    // q_a, q_b, kv_a, o_proj, dense MLP, routed and shared experts
   double kv_b = 2;        // W_UK, W_UV (kv_b_proj in naive), or W_Q_UK, W_UV_O
-  double embeddings = 2;  // embed_tokens, lm_head
-  static WeightValueBytes Uniform(double bytes) { return {bytes, bytes, bytes}; }
+  double embeddings = 2;  // embed_tokens (a row per token)
+  double lm_head = 2;
+  static WeightValueBytes Uniform(double bytes) { return {bytes, bytes, bytes, bytes}; }
 };
 
 // What the loaded model holds (its views' dtypes, fp8 block scales included).

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "kernels/fp8_quantize.h"
 #include "model/mla_preparation.h"
 #include "model/tensor_specs.h"
 
@@ -53,6 +54,13 @@ float ElementToF32(DType dtype, const uint8_t* p, size_t i) {
 // to its compute precision, and prepares the MLA matrices of the chosen mode.
 class WeightLoader {
  public:
+  // How a matrix may be held in fp8 (stored so, or quantized at load under --quantize fp8).
+  enum class Fp8Role {
+    kKept,         // projections, MLP and expert matrices, lm_head: e4m3 views + f32 block scales
+    kDequantized,  // kv_b_proj: only its bf16 dequantization (the per-head W_UKᵀ / W_UV products run on bf16)
+    kNever,        // embed_tokens: never quantized at load (a token gathers one row of it)
+  };
+
   WeightLoader(ModelWeights& m, const LoadOptions& options, std::string source)
       : m_(m), options_(options), source_(std::move(source)), start_(std::chrono::steady_clock::now()) {}
 
@@ -79,13 +87,19 @@ class WeightLoader {
     m_.compute_dtype_ = ChooseComputeDType();
     total_bytes_ = m_.checkpoint_->TotalBytes();
 
-    LATTE_ASSIGN_OR_RETURN(m_.embed_tokens_, Matrix("model.embed_tokens.weight", &m_.memory_.embeddings));
+    LATTE_ASSIGN_OR_RETURN(m_.embed_tokens_,
+                           Matrix("model.embed_tokens.weight", &m_.memory_.embeddings, Fp8Role::kNever));
     m_.layers_.resize(c.num_hidden_layers);
     for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
       LATTE_RETURN_IF_ERROR(LoadLayer(layer, m_.layers_[layer]));
     }
     LATTE_ASSIGN_OR_RETURN(m_.final_norm_, Vector("model.norm.weight", &m_.memory_.embeddings));
-    if (c.tie_word_embeddings) {
+    if (c.tie_word_embeddings && QuantizesAtLoad(Fp8Role::kKept, "model.embed_tokens.weight")) {
+      // lm_head is embed_tokens: its fp8 copy sits beside the embedding, which stays as stored.
+      const TensorInfo& t = *m_.checkpoint_->Find("model.embed_tokens.weight");
+      m_.lm_head_ = QuantizeKept(t, /*release_source=*/false);
+      m_.memory_.embeddings += m_.lm_head_.Bytes() + m_.lm_head_.ScaleBytes();
+    } else if (c.tie_word_embeddings) {
       m_.lm_head_ = m_.embed_tokens_;
     } else {
       LATTE_ASSIGN_OR_RETURN(m_.lm_head_, Matrix("lm_head.weight", &m_.memory_.embeddings));
@@ -155,8 +169,10 @@ class WeightLoader {
   }
 
   // f32 only when every projection is stored f32 (then the three modes can be
-  // compared at f32 precision); bf16 for bf16, f16 and fp8 checkpoints.
+  // compared at f32 precision); bf16 for bf16, f16 and fp8 checkpoints, and for any
+  // checkpoint quantized to fp8 at load (as fp8 checkpoints are).
   DType ChooseComputeDType() const {
+    if (options_.quantize == WeightQuantization::kFp8) return DType::kBF16;
     for (const auto& [name, spec] : specs_) {
       if (spec.kind != TensorKind::kLinear) continue;
       if (m_.checkpoint_->Find(name)->dtype != DType::kF32) return DType::kBF16;
@@ -182,7 +198,7 @@ class WeightLoader {
     LATTE_ASSIGN_OR_RETURN(a.kv_a_proj_with_mqa, Matrix(s + "kv_a_proj_with_mqa.weight", &mem.attention));
     LATTE_ASSIGN_OR_RETURN(a.kv_a_layernorm, Vector(s + "kv_a_layernorm.weight", &mem.attention));
     // bf16 even from fp8: the per-head W_UKᵀ / W_UV batched products run on bf16.
-    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention, /*keep_fp8=*/false));
+    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention, Fp8Role::kDequantized));
     LATTE_ASSIGN_OR_RETURN(a.o_proj, Matrix(s + "o_proj.weight", &mem.attention));
     PrepareMlaWeights(c, m_.mode_, m_.compute_dtype_, a, m_.owned_, m_.memory_);
 
@@ -214,18 +230,26 @@ class WeightLoader {
 
   // A 2-D weight in the compute dtype: the mapping itself when the stored dtype is
   // already the compute dtype, else a converted (fp8: dequantized) copy. fp8 under
-  // Fp8Weights::kKeep (and keep_fp8): an e4m3 view into the mapping with f32 scales.
-  Result<WeightView> Matrix(const std::string& name, size_t* bucket, bool keep_fp8 = true) {
+  // Fp8Weights::kKeep (role kKept or kNever): an e4m3 view into the mapping with f32
+  // scales. Under --quantize fp8, a weight not stored in fp8 is quantized first (role
+  // kKept: an owned e4m3 copy; kDequantized: its bf16 dequantization).
+  Result<WeightView> Matrix(const std::string& name, size_t* bucket, Fp8Role role = Fp8Role::kKept) {
     const TensorInfo& t = *m_.checkpoint_->Find(name);
     const int64_t rows = t.shape[0];
     const int64_t cols = t.shape[1];
     const DType out = m_.compute_dtype_;
     WeightView view{out, rows, cols, cols, nullptr};
-    if (t.dtype == out) {
+    if (QuantizesAtLoad(role, name)) {
+      if (role == Fp8Role::kKept) {
+        view = QuantizeKept(t, /*release_source=*/true);
+      } else {
+        view.data = QuantizeThenDequantize(t);
+      }
+    } else if (t.dtype == out) {
       view.data = t.data;
     } else if (t.dtype == DType::kF8E4M3) {
       LATTE_ASSIGN_OR_RETURN(const TensorInfo* s, Fp8Scales(t));
-      if (keep_fp8 && options_.fp8 == Fp8Weights::kKeep) {
+      if (role != Fp8Role::kDequantized && options_.fp8 == Fp8Weights::kKeep) {
         view = Fp8View(t, *s, ScalesAsF32(*s));
         m_.fp8_kept_ = true;
       } else {
@@ -251,6 +275,58 @@ class WeightLoader {
     *bucket += v.size() * sizeof(float);
     Done(t);
     return v;
+  }
+
+  // Whether matrix `name` in `role` is quantized to fp8 here (--quantize fp8, and not
+  // already stored in fp8).
+  bool QuantizesAtLoad(Fp8Role role, const std::string& name) const {
+    return options_.quantize == WeightQuantization::kFp8 && role != Fp8Role::kNever &&
+           m_.checkpoint_->Find(name)->dtype != DType::kF8E4M3;
+  }
+
+  // The block grid of quantization at load: the checkpoint's own (fp8 checkpoints:
+  // weight_block_size), else DeepSeek's 128x128.
+  Fp8Quantization QuantizationBlock() const { return m_.config_.quantization.value_or(Fp8Quantization{}); }
+
+  // t (bf16 / f16 / f32) quantized into `e4m3` [rows, cols] and `scale_inv`
+  // [ceil(rows / block_rows), ceil(cols / block_cols)]: the view over them.
+  WeightView QuantizeInto(const TensorInfo& t, uint8_t* e4m3, float* scale_inv) {
+    const Fp8Quantization q = QuantizationBlock();
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    QuantizeToFp8({t.dtype, t.data, rows, cols, q.block_rows, q.block_cols, e4m3, scale_inv});
+    ++quantized_;
+    return Fp8WeightView(rows, cols, cols, e4m3, scale_inv, (cols + q.block_cols - 1) / q.block_cols, q.block_rows,
+                         q.block_cols);
+  }
+
+  static size_t ScaleCount(const TensorInfo& t, const Fp8Quantization& q) {
+    return static_cast<size_t>(((t.shape[0] + q.block_rows - 1) / q.block_rows) *
+                               ((t.shape[1] + q.block_cols - 1) / q.block_cols));
+  }
+
+  // t quantized into owned buffers, kept as an fp8 view. `release_source`: t's bytes
+  // are read by nothing else, so their pages leave the resident set (bf16 and fp8 copies
+  // of a matrix never both stay in memory).
+  WeightView QuantizeKept(const TensorInfo& t, bool release_source) {
+    auto* e4m3 = reinterpret_cast<uint8_t*>(NewBuffer(static_cast<size_t>(t.NumElements())));
+    auto* scales = reinterpret_cast<float*>(NewBuffer(ScaleCount(t, QuantizationBlock()) * sizeof(float)));
+    const WeightView view = QuantizeInto(t, e4m3, scales);
+    if (release_source) ReleasePages(t.data, t.nbytes);
+    m_.fp8_kept_ = true;
+    return view;
+  }
+
+  // kv_b_proj under --quantize fp8: quantized as an fp8 checkpoint stores it, then
+  // dequantized to bf16 as the loader does with those (the same values as the fp8
+  // export of the same weights); the e4m3 copy is freed.
+  const void* QuantizeThenDequantize(const TensorInfo& t) {
+    AlignedBuffer e4m3(static_cast<size_t>(t.NumElements()));
+    AlignedBuffer scales(ScaleCount(t, QuantizationBlock()) * sizeof(float));
+    const WeightView fp8 = QuantizeInto(t, e4m3.as<uint8_t>(), scales.as<float>());
+    bf16* out = reinterpret_cast<bf16*>(NewBuffer(static_cast<size_t>(fp8.rows * fp8.cols) * sizeof(bf16)));
+    DequantizeFp8ToBf16(fp8, 0, fp8.rows, out);
+    ReleasePages(t.data, t.nbytes);
+    return out;
   }
 
   std::byte* NewBuffer(size_t bytes) {
@@ -341,11 +417,22 @@ class WeightLoader {
     std::fflush(stderr);
   }
 
+  // The weights' dtypes, for the memory report.
+  std::string DescribeDtypes() const {
+    const std::string compute(DTypeName(m_.compute_dtype_));
+    if (!m_.fp8_kept_) return compute;
+    std::string s = "F8_E4M3 kept with f32 block scales";
+    if (quantized_ > 0) {
+      const Fp8Quantization q = QuantizationBlock();
+      s += " (" + std::to_string(quantized_) + (quantized_ == 1 ? " matrix" : " matrices") + " quantized at load in " +
+           std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols) + " blocks)";
+    }
+    return s + ", kv_b_proj, embed_tokens and the rest " + compute;
+  }
+
   void ReportMemory() const {
     const WeightMemory& w = m_.memory_;
-    const std::string dtype = m_.fp8_kept_ ? "F8_E4M3 kept with f32 block scales, kv_b_proj and the rest " +
-                                                 std::string(DTypeName(m_.compute_dtype_))
-                                           : std::string(DTypeName(m_.compute_dtype_));
+    const std::string dtype = DescribeDtypes();
     std::fprintf(stderr,
                  "weights (%s, mla-mode %s): attention %.3f GB, w_uk_t copies %.3f GB, "
                  "materialized W_Q_UK+W_UV_O %.3f GB, dense mlp %.3f GB, experts %.3f GB, "
@@ -360,6 +447,7 @@ class WeightLoader {
   std::string source_;
   std::map<std::string, TensorSpec> specs_;
   int64_t unexpected_ = 0;
+  int64_t quantized_ = 0;  // matrices quantized to fp8 at load
   std::string first_unexpected_;
   int64_t tensors_done_ = 0;
   size_t bytes_done_ = 0, total_bytes_ = 0, skipped_bytes_ = 0;
@@ -374,7 +462,25 @@ std::optional<Fp8Weights> ParseFp8Weights(std::string_view name) {
 
 std::string_view Fp8WeightsName(Fp8Weights fp8) { return fp8 == Fp8Weights::kKeep ? "keep" : "bf16"; }
 
+std::optional<WeightQuantization> ParseWeightQuantization(std::string_view name) {
+  if (name == "none") return WeightQuantization::kNone;
+  if (name == "fp8") return WeightQuantization::kFp8;
+  return std::nullopt;
+}
+
+std::string_view WeightQuantizationName(WeightQuantization q) { return q == WeightQuantization::kFp8 ? "fp8" : "none"; }
+
+Status CheckLoadOptions(const LoadOptions& options) {
+  if (options.quantize == WeightQuantization::kFp8 && options.fp8 == Fp8Weights::kDequantizeBf16) {
+    return Status::Error(
+        "--quantize fp8 and --fp8 bf16 contradict each other: the first holds the weights in fp8, "
+        "the second dequantizes them to bf16");
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir, const LoadOptions& options) {
+  LATTE_RETURN_IF_ERROR(CheckLoadOptions(options));
   auto m = std::make_unique<ModelWeights>();
   m->mode_ = options.mode;
   LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));

@@ -5,6 +5,9 @@
 // (the kernels convert in registers: ~1 byte per weight read per token), except
 // kv_b_proj, which is dequantized to bf16 for the per-head W_UKᵀ / W_UV products;
 // LoadOptions::fp8 = kDequantizeBf16 dequantizes every fp8 weight to bf16 instead.
+// LoadOptions::quantize = kFp8 (--quantize fp8) makes any checkpoint one of those: the
+// linear weights not stored in fp8 are quantized at load in DeepSeek's own scheme
+// (kernels/fp8_quantize.h) and held exactly as an fp8 checkpoint's are.
 #pragma once
 
 #include <cstdint>
@@ -83,14 +86,35 @@ enum class Fp8Weights {
 std::optional<Fp8Weights> ParseFp8Weights(std::string_view name);  // "keep" | "bf16"
 std::string_view Fp8WeightsName(Fp8Weights fp8);
 
+// What to do with the linear weights a checkpoint does not store in fp8 (--quantize).
+enum class WeightQuantization {
+  kNone,  // held as stored
+  // Quantized at load to e4m3 with one f32 scale per 128x128 block (an fp8 checkpoint's
+  // weight_block_size), w = q · scale_inv, then held as an fp8 checkpoint's weights:
+  // kept e4m3 views (decode reads ~1 byte per weight), kv_b_proj dequantized to bf16 for
+  // the per-head products. Every projection, dense MLP, expert and lm_head of a bf16 /
+  // f16 / f32 checkpoint; of an fp8 checkpoint, lm_head (the release ships it in bf16).
+  // embed_tokens stays as stored: a token reads one row of it, not the matrix. The
+  // router's gate stays f32. The source bytes leave the resident set (ReleasePages).
+  kFp8,
+};
+std::optional<WeightQuantization> ParseWeightQuantization(std::string_view name);  // "none" | "fp8"
+std::string_view WeightQuantizationName(WeightQuantization q);
+
 struct LoadOptions {
   MlaMode mode = MlaMode::kAbsorbed;
   bool progress = true;  // progress line and memory report on stderr
   Fp8Weights fp8 = Fp8Weights::kKeep;
+  // kFp8 with fp8 = kDequantizeBf16 is an error: one keeps fp8, the other removes it.
+  WeightQuantization quantize = WeightQuantization::kNone;
   // Checkpoint files mmapped (zero-copy), or read into memory on 2 MiB pages
   // (--huge-pages; base/mapped_file.h).
   FileResidency residency = FileResidency::kMapped;
 };
+
+// The options on their own (ModelWeights::Load checks them first; commands check
+// them before any other work): --quantize fp8 with --fp8 bf16 is an error.
+Status CheckLoadOptions(const LoadOptions& options);
 
 class ModelWeights {
  public:

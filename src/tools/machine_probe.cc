@@ -76,33 +76,76 @@ float FmaPortableLoop(int64_t iterations, float seed) {
   return sum;
 }
 
-// Runs `loop` on every thread, growing the iteration count until one pass takes
-// `seconds`; returns the best GFLOP/s of three timed passes.
-double RunComputeProbe(float (*loop)(int64_t, float), double flops_per_iteration, double seconds) {
+// A register-resident loop and how many iterations make one timed pass.
+struct ComputeProbe {
+  float (*loop)(int64_t, float) = nullptr;
+  double flops_per_iteration = 0;
+  int64_t iterations = 0;
+};
+
+// Grows the iteration count on one thread until a pass takes about `seconds`.
+ComputeProbe Calibrate(float (*loop)(int64_t, float), double flops_per_iteration, double seconds) {
   volatile float sink = 0;
   int64_t iterations = 1 << 14;
-  for (;;) {  // calibrate on one thread
+  for (;;) {
     const auto t0 = Clock::now();
     sink = sink + loop(iterations, 1.0f);
     const double s = Seconds(t0);
     if (s > seconds / 4 || iterations > (int64_t{1} << 40)) {
-      iterations = static_cast<int64_t>(iterations * std::max(1.0, seconds / 3 / std::max(s, 1e-9)));
+      iterations = static_cast<int64_t>(iterations * std::max(1.0, seconds / std::max(s, 1e-9)));
       break;
     }
     iterations *= 4;
   }
+  return {loop, flops_per_iteration, iterations};
+}
+
+// One pass on every thread: GFLOP/s. The pass ends with the slowest thread, so a core
+// another job holds for part of it lowers the figure.
+double ComputePass(const ComputeProbe& probe) {
+  volatile float sink = 0;
   const int threads = omp_get_max_threads();
-  double best = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    float total = 0;
-    const auto t0 = Clock::now();
+  float total = 0;
+  const auto t0 = Clock::now();
 #pragma omp parallel reduction(+ : total)
-    total += loop(iterations, 1.0f + static_cast<float>(omp_get_thread_num()) * 1e-3f);
-    const double s = Seconds(t0);
+  total += probe.loop(probe.iterations, 1.0f + static_cast<float>(omp_get_thread_num()) * 1e-3f);
+  const double s = Seconds(t0);
+  sink = sink + total;
+  return probe.flops_per_iteration * static_cast<double>(probe.iterations) * threads / s / 1e9;
+}
+
+// The best GFLOP/s of three passes of about seconds / 3 each.
+double RunComputeProbe(float (*loop)(int64_t, float), double flops_per_iteration, double seconds) {
+  const ComputeProbe probe = Calibrate(loop, flops_per_iteration, seconds / 3);
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) best = std::max(best, ComputePass(probe));
+  return best;
+}
+
+// The best GB/s of `repeats` reads of data [n] on `threads` threads.
+double ReadPasses(const float* data, size_t n, int repeats, int threads) {
+  double best = 0;
+  volatile float sink = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    float total = 0;
+#pragma omp parallel for simd reduction(+ : total) schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; ++i) total += data[i];
+    const double seconds = Seconds(t0);
     sink = sink + total;
-    best = std::max(best, flops_per_iteration * static_cast<double>(iterations) * threads / s / 1e9);
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds / 1e9);
   }
   return best;
+}
+
+// The loop of the f32 probe on this CPU.
+ComputeProbe CalibrateF32(double seconds, std::string* kernel) {
+  if (GetCpuFeatures().avx512f) {
+    if (kernel) *kernel = "avx512-fma";
+    return Calibrate(&FmaAvx512Loop, kAccumulators * 16.0 * 2.0, seconds);
+  }
+  if (kernel) *kernel = "portable";
+  return Calibrate(&FmaPortableLoop, kAccumulators * 4.0 * 2.0, seconds);
 }
 
 }  // namespace
@@ -121,18 +164,7 @@ double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads, b
     small.assign(n, 0.0f);
     data = small.data();
   }
-  double best = 0;
-  volatile float sink = 0;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = Clock::now();
-    float total = 0;
-#pragma omp parallel for simd reduction(+ : total) schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; ++i) total += data[i];
-    const double seconds = Seconds(t0);
-    sink = sink + total;
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds / 1e9);
-  }
-  return best;
+  return ReadPasses(data, n, repeats, threads);
 }
 
 std::optional<double> MeasureBf16DotGflops(double seconds) {
@@ -141,12 +173,45 @@ std::optional<double> MeasureBf16DotGflops(double seconds) {
 }
 
 double MeasureF32FmaGflops(double seconds, std::string* kernel) {
-  if (GetCpuFeatures().avx512f) {
-    if (kernel) *kernel = "avx512-fma";
-    return RunComputeProbe(&FmaAvx512Loop, kAccumulators * 16.0 * 2.0, seconds);
+  const ComputeProbe probe = CalibrateF32(seconds / 3, kernel);
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) best = std::max(best, ComputePass(probe));
+  return best;
+}
+
+ProbeSpread SpreadOf(const std::vector<double>& samples) {
+  ProbeSpread spread;
+  if (samples.empty()) return spread;
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  spread.min = sorted.front();
+  spread.max = sorted.back();
+  spread.median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  spread.samples = static_cast<int>(n);
+  return spread;
+}
+
+SampledPeaks SampleMachinePeaks(const PeakSamplingOptions& options) {
+  SampledPeaks s;
+  const int threads = omp_get_max_threads();
+  s.threads = threads;
+  const AlignedBuffer buffer(options.read_bytes);  // 2 MiB pages, zero-filled: every page touched
+  const size_t n = options.read_bytes / sizeof(float);
+  const bool bf16 = GetCpuFeatures().avx512_bf16;
+  ComputeProbe dot_probe;
+  if (bf16) dot_probe = Calibrate(&Bf16Loop, kAccumulators * 16.0 * 4.0, options.compute_seconds);
+  const ComputeProbe fma_probe = CalibrateF32(options.compute_seconds, &s.f32_kernel);
+  std::vector<double> read, dot, fma;  // one sample per round each
+  for (int round = 0; round < options.rounds; ++round) {
+    read.push_back(ReadPasses(buffer.as<float>(), n, options.read_passes, threads));
+    if (bf16) dot.push_back(ComputePass(dot_probe));
+    fma.push_back(ComputePass(fma_probe));
   }
-  if (kernel) *kernel = "portable";
-  return RunComputeProbe(&FmaPortableLoop, kAccumulators * 4.0 * 2.0, seconds);
+  s.read_gbps = SpreadOf(read);
+  if (bf16) s.bf16_gflops = SpreadOf(dot);
+  s.f32_gflops = SpreadOf(fma);
+  return s;
 }
 
 MachinePeaks ProbeMachine(const MachineProbeOptions& options) {

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace latte {
 
@@ -31,6 +32,39 @@ struct MachineProbeOptions {
 };
 
 MachinePeaks ProbeMachine(const MachineProbeOptions& options = {});
+
+// The samples of one probe repeated: the largest is the peak (a probe that shares the
+// cores or the memory with another job reads low; none reads above what the machine
+// can do), the smallest and the median say how much the load moved it.
+struct ProbeSpread {
+  double min = 0;
+  double median = 0;
+  double max = 0;
+  int samples = 0;
+};
+ProbeSpread SpreadOf(const std::vector<double>& samples);
+
+// `latte bench model`'s probe, taken once per process before the tests: `rounds`
+// rounds of (an all-thread read of read_bytes from 2 MiB pages, best of read_passes;
+// one all-thread pass of the bf16 dot loop; one of the f32 FMA loop), each compute
+// pass about compute_seconds long. Interleaved, so a burst of another job's load
+// lowers a round rather than every sample of one probe. About rounds · (2 ·
+// compute_seconds + read_passes · read time) plus the buffer's first touch and the
+// calibration: ~3 s with the defaults on a 2-core, 37 GB/s machine.
+struct PeakSamplingOptions {
+  int rounds = 6;
+  size_t read_bytes = size_t{1} << 30;
+  int read_passes = 2;
+  double compute_seconds = 0.15;
+};
+struct SampledPeaks {
+  int threads = 0;
+  ProbeSpread read_gbps;                   // 1e9 bytes/s, every thread, 2 MiB pages
+  std::optional<ProbeSpread> bf16_gflops;  // nullopt: no AVX512_BF16 (or LATTE_ISA=portable)
+  ProbeSpread f32_gflops;
+  std::string f32_kernel;  // "avx512-fma" or "portable"
+};
+SampledPeaks SampleMachinePeaks(const PeakSamplingOptions& options = {});
 
 // The pieces, for callers that want one.
 double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads, bool huge_pages = true);

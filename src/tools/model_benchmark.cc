@@ -132,6 +132,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   load.mode = o.mode;
   load.progress = o.progress;
   load.fp8 = o.fp8;
+  load.quantize = o.quantize;
   load.residency = o.residency;
   LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
   const ModelConfig& c = weights->config();

@@ -38,9 +38,10 @@ struct ModelBenchOptions {
   int64_t repetitions = 5;  // -r, after one warm-up run
   int64_t batch = 1;        // sequences decoding together in tg
   MlaMode mode = MlaMode::kAbsorbed;
-  Fp8Weights fp8 = Fp8Weights::kKeep;                // --fp8
-  FileResidency residency = FileResidency::kMapped;  // --huge-pages: kHugePageCopy
-  bool progress = false;                             // load progress on stderr
+  Fp8Weights fp8 = Fp8Weights::kKeep;                       // --fp8
+  WeightQuantization quantize = WeightQuantization::kNone;  // --quantize
+  FileResidency residency = FileResidency::kMapped;         // --huge-pages: kHugePageCopy
+  bool progress = false;                                    // load progress on stderr
 };
 
 struct ModelBenchResult {

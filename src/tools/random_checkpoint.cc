@@ -13,6 +13,7 @@
 
 #include "base/dtype.h"
 #include "base/splitmix64.h"
+#include "kernels/fp8_quantize.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/tensor_specs.h"
@@ -131,30 +132,23 @@ void FillPlain(const ValueStream& s, Matrix m, DType dtype, uint8_t* dst) {
   }
 }
 
-constexpr float kFp8Max = 448.0f;  // largest finite e4m3 value
-
 // The values of one block row (up to block_rows rows) and the scale_inv of each of
-// its column blocks: max|w| / 448, so the block's largest value maps to +-448.
+// its column blocks (kernels/fp8_quantize.h: max|w| / 448, so the block's largest
+// value maps to +-448).
 void DrawBlockRow(const ValueStream& s, Matrix m, const Fp8Quantization& q, int64_t block_row,
                   std::vector<float>& values, std::vector<float>& scales) {
   const int64_t r0 = block_row * q.block_rows;
   const int64_t r1 = std::min(m.rows, r0 + q.block_rows);
   values.resize((r1 - r0) * m.cols);  // values: [r1 - r0, cols]
   DrawRows(s, m, r0, r1, values.data());
-  const int64_t col_blocks = (m.cols + q.block_cols - 1) / q.block_cols;
-  scales.assign(col_blocks, 0.0f);  // scales: [col_blocks]
-  for (int64_t r = 0; r < r1 - r0; ++r) {
-    for (int64_t c = 0; c < m.cols; ++c) {
-      float& s_max = scales[c / q.block_cols];
-      s_max = std::max(s_max, std::fabs(values[r * m.cols + c]));
-    }
-  }
-  for (float& scale : scales) scale = scale > 0 ? scale / kFp8Max : 1.0f;
+  scales.resize((m.cols + q.block_cols - 1) / q.block_cols);  // scales: [col_blocks]
+  Fp8BlockRowScales(values.data(), r1 - r0, m.cols, m.cols, q.block_cols, scales.data());
 }
 
 int64_t BlockRows(Matrix m, const Fp8Quantization& q) { return (m.rows + q.block_rows - 1) / q.block_rows; }
 
-// The F8_E4M3 weight: each value divided by its block's scale_inv, rounded.
+// The F8_E4M3 weight: each value divided by its block's scale_inv, rounded
+// (kernels/fp8_quantize.h, the scheme --quantize fp8 applies at load).
 void FillFp8(const ValueStream& s, Matrix m, const Fp8Quantization& q, uint8_t* dst) {
 #pragma omp parallel if (WorthParallel(m))
   {
@@ -164,11 +158,7 @@ void FillFp8(const ValueStream& s, Matrix m, const Fp8Quantization& q, uint8_t* 
       DrawBlockRow(s, m, q, br, values, scales);
       const int64_t rows = static_cast<int64_t>(values.size()) / m.cols;
       uint8_t* out = dst + static_cast<size_t>(br * q.block_rows) * m.cols;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < m.cols; ++c) {
-          out[r * m.cols + c] = F32ToFp8E4M3(values[r * m.cols + c] / scales[c / q.block_cols]);
-        }
-      }
+      QuantizeFp8BlockRow(values.data(), rows, m.cols, m.cols, q.block_cols, scales.data(), out);
     }
   }
 }
