@@ -255,8 +255,8 @@ void AddBenchServeCommand(CLI::App& bench) {
   cmd->add_option("--num-prompts", args->num_prompts, "Requests per run")
       ->check(IntIn(1, 100000))
       ->capture_default_str();
-  cmd->add_option("--max-concurrency", args->max_concurrency, "Requests in flight at once (0: no limit)")
-      ->check(IntIn(0, 100000))
+  cmd->add_option("--max-concurrency", args->max_concurrency, "Requests in flight at once (0: no limit but 1024)")
+      ->check(IntIn(0, kMaxClientThreads))
       ->capture_default_str();
   cmd->add_option("--request-rate", args->request_rate, "Requests per second, Poisson arrivals (inf: all at once)")
       ->capture_default_str();

@@ -232,8 +232,8 @@ Result<ServeBenchResult> RunServeBenchmark(const ServeBenchOptions& options) {
   result.requests.resize(static_cast<size_t>(options.num_prompts));
   // One thread per request in flight: each blocks on its own connection, so a thread
   // costs no CPU while it waits for the server.
-  const int64_t workers =
-      options.max_concurrency > 0 ? std::min(options.max_concurrency, options.num_prompts) : options.num_prompts;
+  const int64_t limit = options.max_concurrency > 0 ? options.max_concurrency : kMaxClientThreads;
+  const int64_t workers = std::min({limit, options.num_prompts, kMaxClientThreads});
   std::atomic<int64_t> next{0};
   std::mutex progress_mu;
   int64_t finished = 0, failed = 0;

@@ -26,6 +26,10 @@
 
 namespace latte {
 
+// Requests in flight at most, whatever max_concurrency says: each is a thread blocked on
+// its connection (and far more than a CPU server runs at once).
+inline constexpr int64_t kMaxClientThreads = 1024;
+
 struct ServeBenchOptions {
   BaseUrl base;
   HttpRequestOptions http;
@@ -33,7 +37,7 @@ struct ServeBenchOptions {
   int64_t num_prompts = 64;
   int64_t input_len = 128;
   int64_t output_len = 128;
-  int64_t max_concurrency = 0;                                    // 0: no limit
+  int64_t max_concurrency = 0;                                    // 0: no limit (but kMaxClientThreads)
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
   uint64_t seed = 0;                                              // prompts and arrival times
   // Prompt ids are drawn uniformly from these (PromptTokenPool).
