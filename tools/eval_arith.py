@@ -43,7 +43,7 @@ def main():
     ap.add_argument("--task", default=os.path.join(ROOT, "tasks", "arith"))
     ap.add_argument("--shots", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="first N problems only (0: all)")
-    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("-j", "--jobs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1, help="latte --threads per process")
     ap.add_argument("--json", default=None, help="append one JSON object per run to this file")

@@ -169,7 +169,7 @@ def reference_prompts(prefix, test, tok):
     return prompts
 
 
-def write_reference(ref, tok, prefix, test, out, max_new=40):
+def write_reference(ref, tok, prefix, test, out, max_new=128):
     stop = {1, tok.encode("\n\n")[0]}
     items = []
     with torch.no_grad():
