@@ -309,7 +309,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--task-seed", type=int, default=20261201)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16",
                     help="training arithmetic: float32, or bf16 autocast (the export is bf16 either way)")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=16)
