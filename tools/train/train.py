@@ -297,7 +297,10 @@ def train(args):
         if args.out and args.export_every and step % args.export_every == 0 and step < args.steps:
             # A checkpoint of the run so far (overwritten by the final one).
             import export
-            export.write_all(model, tok, cfg, args.out, prefix, test, say)
+            # Weights only: the golden reference (float32 greedy continuations, slow on
+            # this BLAS) is written for the final export, or afterwards by
+            # `export.py --reference DIR` for a checkpoint that is to be kept.
+            export.write_all(model, tok, cfg, args.out, prefix, test, say, reference=False)
             say(f"exported step {step} elapsed {time.time() - t0:.0f}s")
     say(f"trained {args.steps} steps in {time.time() - t0:.0f}s")
     return model, tok, cfg, test, fewshot, say
