@@ -42,17 +42,27 @@ url="http://127.0.0.1:$port"
 echo "latte serve is up at $url with $model"
 
 # The default model answers gsm8k-style arithmetic questions (tasks/arith/).
-completion='{"model": "latte", "prompt": "Question: Tom has 25 apples. He buys 17 more apples. How many apples does Tom have now?\nAnswer:", "max_tokens": 48, "temperature": 0, "stop": ["\n\n"]}'
-chat='{"model": "latte", "messages": [{"role": "user", "content": "Question: Zoe has 9 books. She loses 4 of them. How many books does she have left?"}], "max_tokens": 48, "temperature": 0}'
+# (The working is done column by column, so an answer takes up to ~100 tokens.)
+completion='{"model": "latte", "prompt": "Question: Tom has 25 apples. He buys 17 more apples. How many apples does Tom have now?\nAnswer:", "max_tokens": 128, "temperature": 0, "stop": ["\n\n"]}'
+chat='{"model": "latte", "messages": [{"role": "user", "content": "Question: Zoe has 9 books. She loses 4 of them. How many books does she have left?"}], "max_tokens": 128, "temperature": 0}'
 run() {  # prints the curl command, then runs it and prints the answer
   echo
   echo "\$ curl -s $url$1 -H 'Content-Type: application/json' -d '$2'"
-  curl -sf "$url$1" -H 'Content-Type: application/json' -d "$2"
-  echo
+  reply=$(curl -sf "$url$1" -H 'Content-Type: application/json' -d "$2")
+  echo "$reply"
+}
+# The trained default must get the sums right (25 + 17 = 42, 9 - 4 = 5).
+expect() {
+  if [ "$model" = models/default ] && ! grep -q "#### $1\b" <<<"$reply"; then
+    echo "quickstart: $model answered without the expected #### $1" >&2
+    exit 1
+  fi
 }
 run /v1/completions "$completion"
+expect 42
 if grep -q '"chat_template"' "$model/tokenizer_config.json" 2>/dev/null; then
   run /v1/chat/completions "$chat"
+  expect 5
 else
   echo "($model has no chat template: the chat request is skipped)"
 fi

@@ -4,6 +4,19 @@ A problem is a start sentence (a count, or groups of a count for a product), zer
 more further operations (add, subtract; a share-out division only last) and a question.
 The answer shows one line of working per operation, then "#### <number>", as gsm8k's
 answers end. Every number (inputs, intermediate results, answer) is below 1000.
+
+The working is done on paper, one digit column at a time, so that every token the model
+writes depends on a few nearby ones (a small model cannot learn to carry across a
+whole number in one step):
+
+    385 + 47: units 5 + 7 = 12, tens 8 + 4 + 1 = 13, hundreds 3 + 0 + 1 = 4, so 385 + 47 = 432
+    385 - 47: units 15 - 7 = 8, tens 8 - 4 - 1 = 3, hundreds 3 - 0 = 3, so 385 - 47 = 338
+    86 * 4: units 6 * 4 = 24, tens 8 * 4 + 2 = 34, so 86 * 4 = 344
+    344 / 8: hundreds 3 / 8 = 0 remainder 3, tens 34 / 8 = 4 remainder 2, units 24 / 8 = 3 remainder 0, so 344 / 8 = 43
+
+Addition, subtraction and multiplication go from the units up, carrying (or borrowing,
+shown as the 1 written before the top digit) into the next column; a product always
+has its one-digit factor second; division is long division from the hundreds down.
 """
 import random
 
@@ -43,11 +56,73 @@ class Problem:
         self.answer = answer
 
     def working(self):
-        return "\n".join(f"{a} {op} {b} = {r}" for a, op, b, r in self.steps)
+        return "\n".join(step_working(a, op, b) for a, op, b, _ in self.steps)
 
     def answer_text(self):
         """gsm8k's answer field: the working, then '#### N'."""
         return f"{self.working()}\n#### {self.answer}"
+
+
+PLACES = ["units", "tens", "hundreds"]
+
+
+def digits_up(n):
+    """The digits of n from the units up."""
+    return [int(c) for c in reversed(str(n))]
+
+
+def add_columns(a, b):
+    cols, carry = [], 0
+    da, db = digits_up(a), digits_up(b)
+    for i in range(max(len(da), len(db))):
+        x, y = (da[i] if i < len(da) else 0), (db[i] if i < len(db) else 0)
+        s = x + y + carry
+        cols.append(f"{PLACES[i]} {x} + {y}{' + 1' if carry else ''} = {s}")
+        carry = s // 10
+    return cols
+
+
+def sub_columns(a, b):
+    """a >= b; a borrow shows as the 1 written before the top digit."""
+    cols, borrow = [], 0
+    da, db = digits_up(a), digits_up(b)
+    for i, x in enumerate(da):
+        y = db[i] if i < len(db) else 0
+        d = x - y - borrow
+        top = x + 10 if d < 0 else x
+        cols.append(f"{PLACES[i]} {top} - {y}{' - 1' if borrow else ''} = {d % 10}")
+        borrow = 1 if d < 0 else 0
+    return cols
+
+
+def mul_columns(a, m):
+    """m is one digit."""
+    cols, carry = [], 0
+    for i, x in enumerate(digits_up(a)):
+        p = x * m + carry
+        cols.append(f"{PLACES[i]} {x} * {m}{f' + {carry}' if carry else ''} = {p}")
+        carry = p // 10
+    return cols
+
+
+def div_columns(a, d):
+    """Long division by the one-digit d, from the top digit down."""
+    cols, rem = [], 0
+    top = len(str(a)) - 1
+    for i, c in enumerate(str(a)):
+        cur = rem * 10 + int(c)
+        q, rem = divmod(cur, d)
+        cols.append(f"{PLACES[top - i]} {cur} / {d} = {q} remainder {rem}")
+    return cols
+
+
+def step_working(a, op, b):
+    """One line of working: the operation, its columns, the result."""
+    if op == "*" and a < 10 <= b:
+        a, b = b, a  # the one-digit factor second
+    cols = {"+": add_columns, "-": sub_columns, "*": mul_columns, "/": div_columns}[op](a, b)
+    r = {"+": a + b, "-": a - b, "*": a * b, "/": a // b}[op]
+    return f"{a} {op} {b}: {', '.join(cols)}, so {a} {op} {b} = {r}"
 
 
 # How hard the products and quotients may be: the larger factor of a product and a

@@ -169,7 +169,7 @@ def reference_prompts(prefix, test, tok):
     return prompts
 
 
-def write_reference(ref, tok, prefix, test, out, max_new=40):
+def write_reference(ref, tok, prefix, test, out, max_new=128):
     stop = {1, tok.encode("\n\n")[0]}
     items = []
     with torch.no_grad():
@@ -207,9 +207,49 @@ def write_reference(ref, tok, prefix, test, out, max_new=40):
         f.write("\n")
 
 
-def write_all(model, tok, cfg, out, prefix, test, say):
+def write_all(model, tok, cfg, out, prefix, test, say, reference=True):
     for fp8, d in ((False, out), (True, out.rstrip("/") + "-fp8")):
         ref = export_dir(model, tok, cfg, d, fp8)
-        write_reference(ref, tok, prefix, test, d)
+        if reference:
+            write_reference(ref, tok, prefix, test, d)
         size = os.path.getsize(os.path.join(d, "model.safetensors"))
         say(f"wrote {d} ({size} bytes of weights{', fp8' if fp8 else ', bf16'})")
+
+
+# ---- reference for an existing export -------------------------------------------------------
+
+class _Question:
+    def __init__(self, question):
+        self.question = question
+
+
+def reference_for(d, task_dir, shots=2):
+    """Writes d/reference.json for a directory written earlier (a periodic checkpoint):
+    the model read back from d's own files, the prompts from the task files."""
+    import load
+    ref, _ = load.load_model(d)
+    with open(os.path.join(d, "tokenizer.json")) as f:
+        tj = json.load(f)
+    tok = T.Tokenizer(tj["model"]["vocab"], [tuple(m.split(" ")) for m in tj["model"]["merges"]])
+
+    def read(name):
+        with open(os.path.join(task_dir, name)) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    prefix = "".join(f"Question: {s['question']}\nAnswer: {s['answer']}\n\n"
+                     for s in read("fewshot.jsonl")[:shots])
+    test = [_Question(t["question"]) for t in read("test.jsonl")]
+    write_reference(ref, tok, prefix, test, d)
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="writes reference.json for checkpoint directories")
+    ap.add_argument("--reference", nargs="+", required=True, help="directories written by export")
+    ap.add_argument("--task", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "tasks", "arith"))
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    for d in a.reference:
+        reference_for(d, a.task)
+        print(f"wrote {d}/reference.json")

@@ -167,7 +167,15 @@ class Batcher:
 
 # ---- Evaluation ----------------------------------------------------------------------------
 
-def teacher_forced_exact(model, tok, problems, prefix):
+def autocast(args):
+    """bf16 autocast (--dtype bf16) or a no-op context (fp32 training)."""
+    import contextlib
+    if args.dtype == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def teacher_forced_exact(model, tok, problems, prefix, args):
     """Share of problems whose every answer token (the working, '#### N' and the blank
     line after it) is the argmax given the gold prefix: exactly the problems greedy
     decoding answers in full."""
@@ -186,7 +194,7 @@ def teacher_forced_exact(model, tok, problems, prefix):
             x = torch.full((len(chunk), L), 2, dtype=torch.long)
             for j, (a, b) in enumerate(chunk):
                 x[j, :len(a) + len(b)] = torch.tensor(a + b)
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with autocast(args):
                 pred = model(x).argmax(-1)
             for j, (a, b) in enumerate(chunk):
                 got = pred[j, len(a) - 1:len(a) + len(b) - 1].tolist()
@@ -242,7 +250,8 @@ def train(args):
             log.flush()
 
     say(f"# {' '.join(sys.argv)}")
-    say(f"params {n_params} vocab {tok.size} threads {args.threads} torch {torch.__version__}")
+    say(f"params {n_params} vocab {tok.size} threads {args.threads} dtype {args.dtype} "
+        f"torch {torch.__version__}")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd},
@@ -264,7 +273,7 @@ def train(args):
         for g in opt.param_groups:
             g["lr"] = lr
         x, m = batcher.next()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with autocast(args):
             logits = model(x[:, :-1])
         target = x[:, 1:].masked_fill(~m[:, 1:], -100)
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
@@ -283,12 +292,15 @@ def train(args):
         if step % args.log_every == 0:
             say(f"step {step} loss {loss_avg:.4f} lr {lr:.2e} tokens {x.numel()} elapsed {time.time() - t0:.0f}s")
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
-            acc = teacher_forced_exact(model, tok, eval_set, prefix)
+            acc = teacher_forced_exact(model, tok, eval_set, prefix, args)
             say(f"eval step {step} exact {acc:.3f} (n={len(eval_set)}, {args.shots}-shot, teacher-forced) elapsed {time.time() - t0:.0f}s")
         if args.out and args.export_every and step % args.export_every == 0 and step < args.steps:
             # A checkpoint of the run so far (overwritten by the final one).
             import export
-            export.write_all(model, tok, cfg, args.out, prefix, test, say)
+            # Weights only: the golden reference (float32 greedy continuations, slow on
+            # this BLAS) is written for the final export, or afterwards by
+            # `export.py --reference DIR` for a checkpoint that is to be kept.
+            export.write_all(model, tok, cfg, args.out, prefix, test, say, reference=False)
             say(f"exported step {step} elapsed {time.time() - t0:.0f}s")
     say(f"trained {args.steps} steps in {time.time() - t0:.0f}s")
     return model, tok, cfg, test, fewshot, say
@@ -300,6 +312,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--task-seed", type=int, default=20261201)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16",
+                    help="training arithmetic: float32, or bf16 autocast (the export is bf16 either way)")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
