@@ -189,18 +189,10 @@ TEST(DefaultModel, QuantizedAtLoadHoldsTheFp8Export) {
     const TensorInfo* t = ck->Find(name);
     ASSERT_NE(t, nullptr);
     if (t->dtype != DType::kF8E4M3 || name.ends_with("kv_b_proj.weight")) {  // embed_tokens; kv_b_proj's bf16
-      ASSERT_EQ(view->dtype, want[i].second->dtype);
-      ASSERT_EQ(view->Bytes(), want[i].second->Bytes());
-      EXPECT_EQ(std::memcmp(view->data, want[i].second->data, view->Bytes()), 0);
+      testing_models::ExpectSameBytes(*view, *want[i].second);
       continue;
     }
-    ASSERT_EQ(view->dtype, DType::kF8E4M3);
-    ASSERT_EQ(view->Bytes(), t->nbytes);
-    EXPECT_EQ(std::memcmp(view->data, t->data, t->nbytes), 0);
-    const TensorInfo* s = ck->Find(name + "_scale_inv");
-    ASSERT_NE(s, nullptr);
-    ASSERT_EQ(view->ScaleBytes(), s->nbytes);
-    EXPECT_EQ(std::memcmp(view->scale, s->data, s->nbytes), 0);
+    testing_models::ExpectHoldsFp8Tensor(*view, *ck, name);
     ++fp8_matrices;
   }
   EXPECT_GT(fp8_matrices, 30);

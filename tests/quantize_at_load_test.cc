@@ -27,6 +27,8 @@ namespace latte {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_models::ExpectHoldsFp8Tensor;
+using testing_models::ExpectSameBytes;
 using testing_models::MakeModel;
 using testing_models::NamedMatrices;
 using testing_models::RelativeRms;
@@ -94,21 +96,12 @@ TEST(QuantizeAtLoad, EqualsMakeModelsFp8ExportOfTheSameWeights) {
     SCOPED_TRACE(name);
     ASSERT_EQ(name, want[i].first);
     if (name == "lm_head.weight" || name == "model.embed_tokens.weight") continue;  // bf16 in the export
-    const TensorInfo* t = ck->Find(name);
-    ASSERT_NE(t, nullptr);
     if (name.ends_with("kv_b_proj.weight")) {
       ASSERT_EQ(view->dtype, DType::kBF16);
-      ASSERT_EQ(view->Bytes(), want[i].second->Bytes());
-      EXPECT_EQ(std::memcmp(view->data, want[i].second->data, view->Bytes()), 0);
+      ExpectSameBytes(*view, *want[i].second);
       continue;
     }
-    ASSERT_EQ(view->dtype, DType::kF8E4M3);
-    ASSERT_EQ(view->Bytes(), t->nbytes);
-    EXPECT_EQ(std::memcmp(view->data, t->data, t->nbytes), 0);
-    const TensorInfo* s = ck->Find(name + "_scale_inv");
-    ASSERT_NE(s, nullptr);
-    ASSERT_EQ(view->ScaleBytes(), s->nbytes);
-    EXPECT_EQ(std::memcmp(view->scale, s->data, s->nbytes), 0);
+    ExpectHoldsFp8Tensor(*view, *ck, name);
     ++compared;
   }
   EXPECT_GT(compared, 20);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -166,6 +167,28 @@ inline std::vector<std::pair<std::string, const WeightView*>> NamedMatrices(cons
   out.emplace_back("lm_head.weight", &w.lm_head());
   out.emplace_back("model.embed_tokens.weight", &w.embed_tokens());
   return out;
+}
+
+// Both views hold the same bytes (dtype, values; what a bf16 tensor keeps whichever
+// way it was loaded).
+inline void ExpectSameBytes(const WeightView& got, const WeightView& want) {
+  ASSERT_EQ(got.dtype, want.dtype);
+  ASSERT_EQ(got.Bytes(), want.Bytes());
+  EXPECT_EQ(std::memcmp(got.data, want.data, got.Bytes()), 0);
+}
+
+// `view` holds, byte for byte, the e4m3 values of checkpoint tensor `name` and its
+// `name`_scale_inv: what a weight quantized at load must equal in an fp8 export.
+inline void ExpectHoldsFp8Tensor(const WeightView& view, const Checkpoint& ck, const std::string& name) {
+  const TensorInfo* t = ck.Find(name);
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(view.dtype, DType::kF8E4M3);
+  ASSERT_EQ(view.Bytes(), t->nbytes);
+  EXPECT_EQ(std::memcmp(view.data, t->data, t->nbytes), 0);
+  const TensorInfo* s = ck.Find(name + "_scale_inv");
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(view.ScaleBytes(), s->nbytes);
+  EXPECT_EQ(std::memcmp(view.scale, s->data, s->nbytes), 0);
 }
 
 // Relative RMS difference of two logit arrays of one size: |a - b| / |b|.
