@@ -7,14 +7,17 @@
 # Prints one line per pair: both output tok/s, their ratio, and the engine's share of step
 # time outside the forward pass.
 #   bash bench/engine-vs-model.sh MODEL_DIR [ROUNDS=3] [OUT=128] [C=16]
+# Both read the weights from --huge-pages (anonymous memory): on a host that pages out
+# cold file pages (DAMON; docs/benchmarks.md), an mmapped model decodes far slower and
+# unevenly.
 set -euo pipefail
 model="$1"; rounds="${2:-3}"; out="${3:-128}"; conc="${4:-16}"
 latte="${LATTE:-$(dirname "$0")/../build/latte}"
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 printf '%-6s %14s %14s %8s %10s\n' round model_tok_s engine_tok_s ratio overhead
 for ((i = 1; i <= rounds; i++)); do
-  a=$("$latte" bench model --model "$model" -p 0 -n "$out" --batch "$conc" -r 3 --json 2>/dev/null | field tok_s_mean)
-  b_json=$("$latte" bench engine --model "$model" --num-prompts "$conc" --input-len 16 --output-len "$out" \
+  a=$("$latte" bench model --model "$model" --huge-pages -p 0 -n "$out" --batch "$conc" -r 3 --json 2>/dev/null | field tok_s_mean)
+  b_json=$("$latte" bench engine --model "$model" --huge-pages --num-prompts "$conc" --input-len 16 --output-len "$out" \
            --max-concurrency "$conc" --json 2>/dev/null)
   b=$(field output_tok_s <<<"$b_json")
   overhead=$(field overhead_share <<<"$b_json")
