@@ -15,6 +15,7 @@
 'use strict';
 const { spawn, execFileSync } = require('node:child_process');
 const path = require('node:path');
+const { splitmix } = require('./splitmix64');
 
 const LATTE = process.env.LATTE_BINARY || path.resolve(__dirname, '../build/latte');
 
@@ -30,19 +31,6 @@ function parseArgs(argv) {
   }
   if (!o.model) throw new Error('--model DIR is required');
   return o;
-}
-
-// src/base/splitmix64.h, in BigInt.
-const MASK = (1n << 64n) - 1n;
-function splitmix(state) {
-  let s = BigInt(state) & MASK;
-  return () => {
-    s = (s + 0x9e3779b97f4a7c15n) & MASK;
-    let z = s;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK;
-    return z ^ (z >> 31n);
-  };
 }
 
 // src/tools/engine_benchmark.cc's MakeRequest: prompt ids and seed of request `index`.

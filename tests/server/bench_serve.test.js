@@ -14,6 +14,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const h = require('./harness');
+const { splitmix } = require('../../tools/splitmix64');
 
 function benchServe(args) {
   return new Promise((resolve) => {
@@ -112,19 +113,6 @@ test('the model defaults to the first of /v1/models; a base URL may end in /v1',
     assert.equal(await server.stop(), 0);
   }
 });
-
-// src/base/splitmix64.h, in BigInt.
-function splitmix(state) {
-  const MASK = (1n << 64n) - 1n;
-  let s = BigInt(state) & MASK;
-  return () => {
-    s = (s + 0x9e3779b97f4a7c15n) & MASK;
-    let z = s;
-    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK;
-    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK;
-    return z ^ (z >> 31n);
-  };
-}
 
 test('--request-rate: Poisson arrivals (exponential gaps from the seed), no request sent before its time', async () => {
   const server = await h.startServer(h.makeModel());
