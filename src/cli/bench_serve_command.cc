@@ -141,10 +141,7 @@ Status RunServeBench(const ServeBenchArgs& args) {
   if (!args.json.empty()) LATTE_RETURN_IF_ERROR(CheckWritableFile("--json", args.json));
   ServeBenchOptions options;
   options.base = base;
-  options.http.api_key = args.api_key;
-  if (options.http.api_key.empty()) {
-    if (const char* key = std::getenv("OPENAI_API_KEY")) options.http.api_key = key;
-  }
+  options.http.api_key = ApiKeyOrEnvironment(args.api_key);
   options.model = args.model;
   if (options.model.empty()) {
     auto id = ServedModelId(base, options.http);

@@ -83,10 +83,7 @@ Status RunEval(const EvalArgs& args) {
   if (!args.json.empty()) LATTE_RETURN_IF_ERROR(CheckWritableFile("--json", args.json));
   Gsm8kEvalOptions options;
   options.base = base;
-  options.http.api_key = args.api_key;
-  if (options.http.api_key.empty()) {
-    if (const char* key = std::getenv("OPENAI_API_KEY")) options.http.api_key = key;
-  }
+  options.http.api_key = ApiKeyOrEnvironment(args.api_key);
   LATTE_ASSIGN_OR_RETURN(options.docs, LoadGsm8kJsonl(args.task));
   if (args.limit > 0 && static_cast<size_t>(args.limit) < options.docs.size()) options.docs.resize(args.limit);
   options.num_fewshot = static_cast<size_t>(args.num_fewshot);

@@ -1,5 +1,7 @@
 #include "tools/openai_client.h"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 namespace latte {
@@ -20,6 +22,12 @@ std::string ErrorMessage(const std::string& body) {
 std::string HttpErrorText(const HttpResponse& response) {
   const std::string message = ErrorMessage(response.body);
   return "HTTP " + std::to_string(response.status) + (message.empty() ? "" : ": " + message);
+}
+
+std::string ApiKeyOrEnvironment(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* key = std::getenv("OPENAI_API_KEY");
+  return key != nullptr ? key : "";
 }
 
 Result<std::string> ServedModelId(const BaseUrl& base, const HttpRequestOptions& http) {
