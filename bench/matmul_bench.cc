@@ -13,6 +13,7 @@
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
 #include "base/dtype.h"
+#include "kernels/bf16_round.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 
@@ -66,7 +67,7 @@ Operands MakeOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
   return o;
 }
 
-enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn, kGemvFp8Avx512, kFp8OneDnn };
+enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn, kGemvFp8Avx512, kFp8OneDnn, kBf16Dot };
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
   const MatmulProblem p{x, m, w.cols, w, y, w.rows};
@@ -77,12 +78,25 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
     case Path::kOneDnn: matmul_internal::MatmulOneDnn(p); break;
     case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(p); break;
     case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(p); break;
+    case Path::kBf16Dot: {
+      // x rounded to bf16 inside the timing, as the dispatch does it.
+      thread_local std::vector<bf16> xb;
+      const int64_t ldr = w.cols + 32;  // one line of padding, as the dispatch does
+      xb.resize(static_cast<size_t>(m * ldr));
+      for (int64_t i = 0; i < m; ++i) RoundToBf16(x + i * w.cols, 1, w.cols, w.cols, xb.data() + i * ldr);
+      matmul_internal::MatmulBf16DotAvx512({xb.data(), m, ldr, w, y, w.rows});
+      break;
+    }
   }
 }
 
 bool Unsupported(benchmark::State& state, Path path) {
   if ((path == Path::kGemvAvx512 || path == Path::kGemvFp8Avx512) && !GetCpuFeatures().avx512f) {
     state.SkipWithError("CPU lacks AVX-512");
+    return true;
+  }
+  if (path == Path::kBf16Dot && !(GetCpuFeatures().avx512f && GetCpuFeatures().avx512_bf16)) {
+    state.SkipWithError("CPU lacks AVX512_BF16");
     return true;
   }
   return false;
@@ -115,6 +129,7 @@ template <Path kPath, DType kDType> void BM_MatmulGemv(benchmark::State& state) 
   }
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(o.view.Bytes() + o.view.ScaleBytes()) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 template <Path kPath, DType kDType> void BM_MatmulGemm(benchmark::State& state) {
@@ -167,6 +182,25 @@ BENCHMARK(BM_MatmulGemv<Path::kOneDnn, DType::kBF16>)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+BENCHMARK(BM_MatmulGemv<Path::kBf16Dot, DType::kBF16>)
+    ->ArgsProduct({{7168}, {1536}, {1, 2, 3, 4, 5, 6, 8, 12, 16}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// A batched decode step's products at the V2 lm_head's size (419 MB, from memory):
+// the f32 GEMV, the vdpbf16ps kernel and oneDNN by m, to place kBf16DotMaxRows.
+#define LATTE_LM_HEAD_BY_M(b) \
+  b->ArgsProduct({{102400}, {2048}, {1, 4, 8, 16, 24, 32}})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_LM_HEAD_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx512, DType::kBF16>));
+LATTE_LM_HEAD_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Dot, DType::kBF16>));
+LATTE_LM_HEAD_BY_M(BENCHMARK(BM_MatmulGemv<Path::kOneDnn, DType::kBF16>));
+// The same products on a weight that stays in L2 (256 KiB): the kernels' arithmetic
+// rate without the memory.
+#define LATTE_IN_CACHE_BY_M(b) b->ArgsProduct({{64}, {2048}, {1, 4, 16}})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_IN_CACHE_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx512, DType::kBF16>));
+LATTE_IN_CACHE_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Dot, DType::kBF16>));
+LATTE_IN_CACHE_BY_M(BENCHMARK(BM_MatmulGemv<Path::kOneDnn, DType::kBF16>));
+
 // The same for fp8: the in-register GEMV against chunks dequantized for oneDNN.
 BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx512, DType::kF8E4M3>)
     ->ArgsProduct({{7168}, {1536}, {1, 2, 4, 6, 8, 12, 16}})
@@ -216,3 +250,25 @@ BENCHMARK(BM_MatmulBatched)
 }  // namespace latte
 
 BENCHMARK_MAIN();
+
+namespace latte {
+namespace {
+// The vdpbf16ps kernel alone (x rounded before the timing), x rows padded by range(3) bf16.
+void BM_Bf16DotKernel(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2), pad = state.range(3);
+  Operands o = MakeOperands(m, n, k, DType::kBF16);
+  const int64_t ldr = k + pad;
+  std::vector<bf16> xb(static_cast<size_t>(m * ldr));
+  for (int64_t i = 0; i < m; ++i) RoundToBf16(o.x.data() + i * k, 1, k, k, xb.data() + i * ldr);
+  for (auto _ : state) {
+    matmul_internal::MatmulBf16DotAvx512({xb.data(), m, ldr, o.view, o.y.data(), n});
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Bf16DotKernel)
+    ->ArgsProduct({{64, 102400}, {2048}, {4, 16}, {0, 32}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+}  // namespace
+}  // namespace latte

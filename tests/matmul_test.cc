@@ -209,7 +209,8 @@ double Fp8GemvTol() {
 // on the GEMM side; f32 weights keep f32 x.
 double DispatchTol(DType dtype, int64_t m) {
   if (dtype == DType::kF32) return kF32Tol;
-  const bool onednn = GetCpuFeatures().avx512f && m >= matmul_internal::kGemmMinRows;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  const bool onednn = cpu.avx512f && m >= matmul_internal::GemmMinRows(dtype, cpu.avx512_bf16);
   return onednn ? kBf16XTol : kBf16XGemvTol;
 }
 
@@ -226,6 +227,59 @@ TEST(MatmulGemvAvx512Test, F32) {
 TEST(MatmulGemvAvx512Test, Bf16) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
   CheckAllShapes(kGemvAvx512, DType::kBF16, kF32Tol);
+}
+
+bool HasAvx512Bf16() { return HasAvx512() && GetCpuFeatures().avx512_bf16; }
+
+// MatmulBf16DotAvx512 on x rounded to bf16 and stored with the problem's row stride.
+const Path kBf16Dot = [](const MatmulProblem& p) {
+  std::vector<bf16> xb(static_cast<size_t>(std::max<int64_t>(p.m, 1) * p.ldx), F32ToBf16(NAN));
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t c = 0; c < p.w.cols; ++c) xb[i * p.ldx + c] = F32ToBf16(p.x[i * p.ldx + c]);
+  }
+  matmul_internal::MatmulBf16DotAvx512({xb.data(), p.m, p.ldx, p.w, p.y, p.ldy});
+};
+
+TEST(MatmulBf16DotTest, Bf16) {
+  if (!HasAvx512Bf16()) GTEST_SKIP() << "CPU lacks AVX512_BF16";
+  CheckAllShapes(kBf16Dot, DType::kBF16, kBf16XGemvTol);
+  // The batch-16 shapes of a decode step (k = 2048 and an expert's 1408; 10944 rows
+  // on all threads), and every m up to kBf16DotMaxRows on row counts that leave
+  // 4-row and single-row tails of the 8-row groups.
+  for (int64_t m : {1, 4, 16}) CheckPath(kBf16Dot, MakeProblem(m, 10944, 2048, DType::kBF16, 0, 3), kBf16XGemvTol);
+  CheckPath(kBf16Dot, MakeProblem(16, 2048, 1408, DType::kBF16, 0, 4), kBf16XGemvTol);
+  for (int64_t m = 1; m <= matmul_internal::kBf16DotMaxRows; ++m) {
+    CheckPath(kBf16Dot, MakeProblem(m, 8 * 5 + 4 + 3, 100, DType::kBF16, 2, 5), kBf16XGemvTol);
+  }
+}
+
+// Every output row is the same sum whichever rows share its call: rows computed in
+// any split (a thread's share of a MatmulMany batch starts at any row) match the
+// whole product bit for bit.
+TEST(MatmulBf16DotTest, RowsDoNotDependOnTheSplit) {
+  if (!HasAvx512Bf16()) GTEST_SKIP() << "CPU lacks AVX512_BF16";
+  for (int64_t m : {1, 3, 6}) {
+    const Problem p = MakeProblem(m, 61, 300, DType::kBF16, 1, 9);
+    std::vector<bf16> xb(static_cast<size_t>(m * p.k));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < p.k; ++c) xb[i * p.k + c] = F32ToBf16(p.x[i * p.ldx + c]);
+    }
+    std::vector<float> whole(static_cast<size_t>(m * p.n)), parts(static_cast<size_t>(m * p.n));
+    matmul_internal::MatmulBf16DotAvx512({xb.data(), m, p.k, p.View(), whole.data(), p.n}, /*threaded=*/false);
+    for (int64_t first : {0, 1, 5, 13, 60}) {
+      for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, 61 - first}) {
+        if (first + count > p.n) continue;
+        matmul_internal::MatmulBf16DotAvx512(
+            {xb.data(), m, p.k, p.View().RowBlock(first, count), parts.data() + first, p.n}, /*threaded=*/false);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = first; r < first + count; ++r) {
+            ASSERT_EQ(parts[i * p.n + r], whole[i * p.n + r])
+                << "m " << m << " rows [" << first << ", " << first + count << ") row " << r << " x row " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(MatmulOneDnnTest, F32) { CheckAllShapes(kOneDnn, DType::kF32, kF32Tol); }

@@ -1,10 +1,10 @@
 // y = x · wᵀ for f32 activations and f32 / bf16 / fp8-e4m3 weights: every
-// projection in the model is one of these. Large m (prefill, batched decode) goes
-// to oneDNN's GEMM (its bf16 path uses AVX512_BF16 where the CPU has it; fp8 is
-// dequantized to bf16 a bounded chunk of rows at a time); small m (batch-1
-// decode, memory-bound) to a GEMV that streams the weight once (fp8: one byte
-// per weight, converted in registers). A portable path serves CPUs without
-// AVX-512. Threads: OpenMP, sized by the caller (omp_set_num_threads).
+// projection in the model is one of these. Large m (prefill) goes to oneDNN's
+// GEMM (its bf16 path uses AVX512_BF16 where the CPU has it; fp8 is dequantized
+// to bf16 a bounded chunk of rows at a time); small m (decode, memory-bound) to a
+// GEMV that streams the weight once (fp8: one byte per weight, converted in
+// registers; bf16 on AVX512_BF16 CPUs: vdpbf16ps up to 16 rows, a batched decode
+// step). A portable path serves CPUs without AVX-512. Threads: OpenMP, sized by the caller (omp_set_num_threads).
 #pragma once
 
 #include <cstdint>
@@ -117,7 +117,7 @@ struct BatchedMatmulParams {
 void MatmulBatched(const BatchedMatmulParams& p);
 
 // Independent products of any shapes, same results as Matmul() on each in turn.
-// The GEMV-sized ones (m < kGemmMinRows) run in ONE parallel region: the rows of
+// The GEMV-sized ones (below oneDNN's rows, matmul_internal.h) run in ONE parallel region: the rows of
 // all of them are laid end to end and split by weight bytes into one contiguous
 // range per thread, so a decode step's small projections (MoE experts' gate/up,
 // then their down) cost one fork/join instead of one each. Larger m (oneDNN) run

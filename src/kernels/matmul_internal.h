@@ -20,6 +20,18 @@ namespace latte::matmul_internal {
 // 2.10; m=8 2.96 vs 2.29; m=16 4.64 vs 3.31. Ties go to the GEMV (exact f32 x).
 inline constexpr int64_t kGemmMinRows = 6;
 
+// bf16 weights on CPUs with AVX512_BF16 take MatmulBf16DotAvx512 up to this many rows
+// of x (oneDNN from kBf16DotMaxRows + 1): a batched decode step's m = 16 products sit at
+// the ridge point (16 FLOP per weight byte against ~15 on the 2-vCPU Zen 5 VM), where
+// streaming the weight once in its own layout beats oneDNN, which packs each weight
+// block first. See GemmMinRows.
+inline constexpr int64_t kBf16DotMaxRows = 16;
+
+// The first m that goes to oneDNN for this dtype on a CPU with (or without) AVX512_BF16.
+inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16) {
+  return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
+}
+
 // Plain C++ for any m and every dtype including fp8 (GCC vectorises it at the
 // x86-64 baseline). `threaded`: spread output rows over the OpenMP team; false when
 // the caller already runs one problem per thread (MatmulBatched).
@@ -29,6 +41,23 @@ void MatmulPortable(const MatmulProblem& p, bool threaded = true);
 // for all m rows of x; x stays f32 (bf16 weights are widened in registers).
 // Call only when GetCpuFeatures().avx512f.
 void GemvAvx512(const MatmulProblem& p, bool threaded = true);
+
+// A MatmulProblem whose x is already rounded to bf16.
+struct Bf16XProblem {
+  const bf16* x = nullptr;  // x: [m, w.cols], row stride ldx
+  int64_t m = 0;
+  int64_t ldx = 0;
+  WeightView w;        // kBF16
+  float* y = nullptr;  // y: [m, w.rows], row stride ldy
+  int64_t ldy = 0;
+};
+
+// AVX512_BF16 product for bf16 weights, any m (meant for m <= kBf16DotMaxRows): each
+// weight row is streamed once in its own layout and multiplied with vdpbf16ps against
+// every row of x (matmul_bf16dot_avx512.cc). Error: x's bf16 rounding (done by the
+// caller) plus f32 accumulation. Call only when GetCpuFeatures() has avx512f and
+// avx512_bf16.
+void MatmulBf16DotAvx512(const Bf16XProblem& p, bool threaded = true);
 
 // The portable fp8 kernel MatmulPortable runs for kF8E4M3 views (matmul_fp8.cc).
 void MatmulFp8Portable(const MatmulProblem& p, bool threaded);
@@ -60,16 +89,6 @@ bool MatmulFp8OneDnn(const MatmulProblem& p);
 // nothing) when oneDNN cannot build an optimised primitive for the shape/CPU, so
 // the caller falls back; the tests treat false as a failure on AVX-512 CPUs.
 bool MatmulOneDnn(const MatmulProblem& p);
-
-// A MatmulProblem whose x is already rounded to bf16.
-struct Bf16XProblem {
-  const bf16* x = nullptr;  // x: [m, w.cols], row stride ldx
-  int64_t m = 0;
-  int64_t ldx = 0;
-  WeightView w;        // kBF16
-  float* y = nullptr;  // y: [m, w.rows], row stride ldy
-  int64_t ldy = 0;
-};
 
 // oneDNN bf16 x bf16 -> f32 with x already rounded to bf16; w.dtype must be kBF16.
 // Same contract as MatmulOneDnn.
