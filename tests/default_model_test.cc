@@ -37,15 +37,19 @@ using testing_models::PrefillThenDecode;
 // small, every position must be within a loose bound, and all but a few positions
 // within a tight one. A wrong attention path (no YaRN mscale, mis-ordered rope, a
 // missing head) moves every position by much more than any of these.
-constexpr double kRelRmsTolerance = 0.05;  // measured 0.022 (bf16), 0.013 (fp8)
-constexpr double kTightTolerance = 0.05;   // x the row's largest |logit|, + 0.05
-constexpr double kLooseTolerance = 0.35;   // x the row's largest |logit|
-constexpr double kLooseShare = 0.1;        // share of positions allowed past the tight bound
-// Positions allowed past the loose bound too: the retrained model (column working) has
-// 2 of 981 prompt positions at 0.84 and 0.5 of their row's scale in bf16, the same in
-// all three MLA modes (so not an attention path: a near-tie routing flip under latte's
-// bf16 activation rounding), every greedy token equal.
-constexpr double kOutlierShare = 0.005;
+// Measured on the step-3500 model: relative RMS 0.055 (bf16, identical to 4 digits in all
+// three MLA modes), 0.024 (fp8); 13 (bf16) and 6 (fp8) of 981 positions past the loose
+// bound, all 425 greedy tokens equal. The same test with YaRN's mscale dropped from the
+// config gives 0.32 and 256 positions, without YaRN 0.33 and 271: the bounds below sit
+// 4x and 13x inside those.
+constexpr double kRelRmsTolerance = 0.08;
+constexpr double kTightTolerance = 0.05;  // x the row's largest |logit|, + 0.05
+constexpr double kLooseTolerance = 0.35;  // x the row's largest |logit|
+constexpr double kLooseShare = 0.1;       // share of positions allowed past the tight bound
+// Positions allowed past the loose bound too: a trained model has tokens whose routing
+// sits on a near tie, and latte's bf16 activation rounding can pick the other expert
+// there; the count is the same in all three MLA modes (so not an attention path).
+constexpr double kOutlierShare = 0.02;
 // A greedy step may pick another token only where the reference itself has a near
 // tie: the reference's logit for latte's token within this of its top logit.
 constexpr double kTieMargin = 0.5;
