@@ -6,6 +6,8 @@
 #include <numeric>
 #include <string>
 
+#include "kernels/exp_sum.h"
+
 namespace latte {
 
 namespace {
@@ -96,7 +98,7 @@ size_t Sampler::Filter(float max_logit) {
   const float* l = work_.data();
   float* w = weights_.data();
   int32_t* ord = order_.data();
-  for (size_t i = 0; i < V; ++i) w[i] = std::exp(l[i] - max_logit);
+  weight_sum_ = ExpShiftedSum(l, static_cast<int64_t>(V), max_logit, w);
 
   // The total order every filter's prefix is taken in: logit descending, id ascending.
   const auto before = [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
@@ -104,7 +106,8 @@ size_t Sampler::Filter(float max_logit) {
   const bool top_p_on = params_.top_p < 1.0f;
   const float min_p = params_.min_p;
 
-  if (k == V && !top_p_on) {  // no ordering needed: min-p is a threshold on w = p / max(p)
+  if (k == V && !top_p_on) {   // no ordering needed: min-p is a threshold on w = p / max(p)
+    if (min_p <= 0) return V;  // every token kept: order_ is not needed (Draw(V))
     size_t n = 0;
     for (size_t i = 0; i < V; ++i) {
       if (w[i] >= min_p) ord[n++] = static_cast<int32_t>(i);
@@ -118,7 +121,7 @@ size_t Sampler::Filter(float max_logit) {
     std::nth_element(ord, ord + (k - 1), ord + V, before);
     for (size_t j = 0; j < k; ++j) mass_k += w[ord[j]];
   } else {
-    for (size_t i = 0; i < V; ++i) mass_k += w[i];
+    mass_k = weight_sum_;
   }
   size_t n = k;
   if (min_p > 0) {  // min-p removes a suffix of the order; top-p's prefix sums are unchanged
@@ -158,7 +161,24 @@ size_t Sampler::Filter(float max_logit) {
   return static_cast<size_t>(kept_end - ord);
 }
 
+int32_t Sampler::DrawFromAll() {
+  const float* w = weights_.data();
+  kept_weight_ = weight_sum_;
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // as in Draw
+  const double r = u * kept_weight_;
+  double acc = 0;
+  int32_t last_positive = 0;
+  for (size_t i = 0; i < vocab_; ++i) {
+    if (w[i] <= 0) continue;  // never draw a token of probability 0
+    acc += w[i];
+    last_positive = static_cast<int32_t>(i);
+    if (r < acc) return last_positive;
+  }
+  return last_positive;  // r at or past the (vectorized) total: rounding
+}
+
 int32_t Sampler::Draw(size_t n) {
+  if (n == vocab_) return DrawFromAll();
   const float* w = weights_.data();
   // The draw walks the kept tokens in id order, whatever order the filters left them
   // in: then a tiny change in the logits (another batch's rounding) moves the
@@ -218,10 +238,9 @@ SampledToken ScoreTokenWithLse(std::span<const float> x, int32_t id, int top_n, 
 }  // namespace
 
 SampledToken ScoreToken(std::span<const float> x, int32_t id, int top_n) {
-  float max_x = -std::numeric_limits<float>::infinity();
-  for (float v : x) max_x = std::max(max_x, v);
-  double sum = 0;
-  for (float v : x) sum += std::exp(v - max_x);  // f32 exp, f64 sum
+  const auto n = static_cast<int64_t>(x.size());
+  const float max_x = MaxValue(x.data(), n);
+  const double sum = ExpShiftedSum(x.data(), n, max_x, nullptr);  // f32 exp, f64 sum
   return ScoreTokenWithLse(x, id, top_n, max_x + std::log(sum));
 }
 
@@ -255,8 +274,7 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
     if (t != 1.0f) {
       for (size_t i = 0; i < V; ++i) l[i] /= t;
     }
-    float max_logit = l[0];
-    for (size_t i = 1; i < V; ++i) max_logit = std::max(max_logit, l[i]);
+    const float max_logit = MaxValue(l, static_cast<int64_t>(V));
     if (!std::isfinite(max_logit)) {  // every token masked to -inf (or +inf present): argmax
       out.id = static_cast<int32_t>(std::max_element(l, l + V) - l);
     } else {

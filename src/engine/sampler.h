@@ -109,9 +109,12 @@ class Sampler {
 
  private:
   void ApplyPenalties(std::span<const int32_t> prompt_tokens, std::span<const int32_t> output_tokens);
-  // Fills order_[0, n) with the kept tokens and weights_ with exp(l - max); returns n.
+  // Fills weights_ with exp(l - max) and order_[0, n) with the kept tokens; returns n.
+  // With no filter active it returns V and leaves order_ alone.
   size_t Filter(float max_logit);
+  // Draws from the n kept tokens (order_[0, n), or every token when n = V).
   int32_t Draw(size_t n);
+  int32_t DrawFromAll();
 
   SamplingParams params_;
   std::mt19937_64 rng_;
@@ -123,8 +126,9 @@ class Sampler {
   std::vector<uint8_t> seen_;    // [V] prompt+output marks; all zero between calls
   std::vector<uint8_t> kept_;    // [V] the filters' kept set during Draw; all zero between calls
   static constexpr int kTopPBuckets = 256, kTopPBucketsPerNat = 16;  // 16 nats, then one tail bin
-  std::array<double, kTopPBuckets> bucket_mass_{};
-  double kept_weight_ = 0;  // the last Draw's sum of the kept tokens' weights_  // top-p mass per log-probability bin
+  std::array<double, kTopPBuckets> bucket_mass_{};                   // top-p mass per log-probability bin
+  double weight_sum_ = 0;   // the last Filter's sum of weights_ over every token
+  double kept_weight_ = 0;  // the last Draw's sum of the kept tokens' weights_
 };
 
 }  // namespace latte

@@ -1,5 +1,5 @@
-// Small AVX-512 helpers shared by the *_avx512*.cc kernels: tail masks and bf16 <-> f32
-// in registers. Include only from files compiled with the AVX-512 flags (see
+// Small AVX-512 helpers shared by the *_avx512*.cc kernels: tail masks, bf16 <-> f32
+// in registers, and e^x. Include only from files compiled with the AVX-512 flags (see
 // CMakeLists.txt: -mavx512f/bw/dq/vl/bf16).
 #pragma once
 
@@ -28,6 +28,24 @@ inline __m256i RoundToBf16x16(__m512 v, bool has_bf16) {
       _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
   r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
   return _mm512_cvtepi32_epi16(r);
+}
+
+// e^x for x <= 0 (Cephes expf: range reduction by ln 2, degree-6 polynomial,
+// scalef for 2^n, which also flushes very negative x to ~0). Max rel. error ~2 ulp.
+inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
 }
 
 }  // namespace latte
