@@ -215,6 +215,28 @@ TEST(BenchAttnCommand, CoreRowsCountBytesAndFlops) {
   }
 }
 
+// --compare-block-size times each point over both layouts: every row carries both times,
+// and without it no row has the second.
+TEST(BenchAttnCommand, ComparedLayoutIsTimedBesideTheFirst) {
+  for (const bool compare : {true, false}) {
+    const CommandResult r = RunLatte(
+        "bench attn --preset v2-lite --mla-mode absorbed,materialized --batch 2 --context 70 --block-size 16 "
+        "--min-seconds 0 --no-core --threads 2 --json" +
+        std::string(compare ? " --compare-block-size 0" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::vector<nlohmann::json> objects = JsonLines(r.out);
+    ASSERT_EQ(objects.size(), 2u) << r.out;
+    for (const nlohmann::json& j : objects) {
+      EXPECT_TRUE(PositiveFinite(j["ms_per_step"])) << j.dump();
+      if (compare) {
+        EXPECT_TRUE(PositiveFinite(j["compared_ms_per_step"])) << j.dump();
+      } else {
+        EXPECT_FALSE(j.contains("compared_ms_per_step")) << j.dump();
+      }
+    }
+  }
+}
+
 TEST(BenchModelCommand, RejectsABadMode) {
   const std::string dir = testing_models::MakeModel("tiny", {});
   const CommandResult r = RunLatte("bench model --model " + dir + " -p 4 -n 2 -r 1 --mla-mode fast");

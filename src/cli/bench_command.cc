@@ -36,6 +36,7 @@ struct AttnArgs {
   std::vector<std::string> modes = {"absorbed", "materialized", "naive"};
   double min_seconds = 1.0;
   int64_t block_size = kDefaultKvBlockSize;
+  std::optional<int64_t> compare_block_size;
   int threads = 0;
   bool core = true;
   bool json = false;
@@ -93,11 +94,16 @@ void PrintPoint(const AttentionBenchPoint& p, void* user) {
                         {"achieved_gflops", p.achieved_gflops},
                         {"threads", omp_get_max_threads()},
                         {"machine_read_gbps", ctx.peaks.read_gbps}};
+    if (p.compared_ms_per_step) j["compared_ms_per_step"] = *p.compared_ms_per_step;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%-13s %6lld %8lld %11.3f %14.1f %12.1f %10.1f %10.1f\n", std::string(MlaModeName(p.mode)).c_str(),
+    std::printf("%-13s %6lld %8lld %11.3f %14.1f %12.1f %10.1f %10.1f", std::string(MlaModeName(p.mode)).c_str(),
                 static_cast<long long>(p.batch), static_cast<long long>(p.context), p.ms_per_step, p.weight_bytes / 1e6,
                 p.flops / 1e9, p.achieved_gbps, p.achieved_gflops);
+    if (p.compared_ms_per_step) {
+      std::printf(" %11.3f %8.3f", *p.compared_ms_per_step, p.ms_per_step / *p.compared_ms_per_step);
+    }
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -170,6 +176,7 @@ Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
   options.contexts = args.contexts;
   options.min_seconds = args.min_seconds;
   options.block_size = args.block_size;
+  options.compare_block_size = args.compare_block_size;
   SetThreads(args.threads);
   MachineProbeOptions probe;
   probe.read_repeats = 3;
@@ -184,8 +191,14 @@ Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
     std::printf("one MLA layer, d=%lld H=%lld d_c=%lld, bf16 weights, bf16 latent cache %s, %d threads\n",
                 static_cast<long long>(config.hidden_size), static_cast<long long>(config.num_attention_heads),
                 static_cast<long long>(config.kv_lora_rank), layout.c_str(), omp_get_max_threads());
-    std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s\n", "mode", "batch", "context", "ms/step", "weight MB/step",
-                "GFLOP/step", "GB/s", "GFLOP/s");
+    if (args.compare_block_size) {
+      std::printf("compared, step by step: the same steps over %s (\"vs ms/step\"; ratio = ms/step / vs ms/step)\n",
+                  *args.compare_block_size > 0
+                      ? ("shuffled blocks of " + std::to_string(*args.compare_block_size) + " tokens").c_str()
+                      : "a contiguous cache");
+    }
+    std::printf("%-13s %6s %8s %11s %14s %12s %10s %10s%s\n", "mode", "batch", "context", "ms/step", "weight MB/step",
+                "GFLOP/step", "GB/s", "GFLOP/s", args.compare_block_size ? "  vs ms/step    ratio" : "");
   }
   LATTE_RETURN_IF_ERROR(RunAttentionBenchmark(config, options, &PrintPoint, &ctx));
   if (!args.json) PrintRatios(ctx.points);
@@ -521,6 +534,10 @@ void AddBenchCommand(CLI::App& app) {
                   "Latent rows in paged-cache blocks of this many tokens, shuffled over the pool (0: contiguous)")
       ->check(IntIn(0, 4096))
       ->capture_default_str();
+  cmd->add_option("--compare-block-size", attn->compare_block_size,
+                  "Also time every point over a cache in blocks of this many tokens (0: contiguous), alternating "
+                  "with --block-size's step by step, and print both and their ratio")
+      ->check(IntIn(0, 4096));
   AddThreadsOption(*cmd, attn->threads);
   cmd->add_flag("--core,!--no-core", attn->core,
                 "Also time the attention core alone against the machine's peaks (mode \"core\" in JSON)")

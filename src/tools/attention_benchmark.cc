@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "base/aligned_buffer.h"
@@ -81,6 +82,32 @@ template <typename Step> StepTiming TimeSteps(const Step& step, double min_secon
     t.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   return t;
+}
+
+// Two steps timed alternately, A B B A ..., after one warm-up step each, until both have
+// run `min_seconds` (at least one step each, at most `max_steps`).
+template <typename StepA, typename StepB>
+std::pair<StepTiming, StepTiming> TimeAlternateSteps(const StepA& a, const StepB& b, double min_seconds,
+                                                     int64_t max_steps) {
+  a();
+  b();
+  StepTiming ta, tb;
+  const auto timed = [](const auto& step, StepTiming& t) {
+    const auto t0 = Clock::now();
+    step();
+    t.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++t.steps;
+  };
+  while (ta.steps < max_steps && (ta.steps == 0 || std::min(ta.seconds, tb.seconds) < min_seconds)) {
+    if (ta.steps % 2 == 0) {
+      timed(a, ta);
+      timed(b, tb);
+    } else {
+      timed(b, tb);
+      timed(a, ta);
+    }
+  }
+  return {ta, tb};
 }
 
 // A one-layer bf16 cache (as a bf16 model's) of `batch` sequences, each holding
@@ -171,14 +198,29 @@ Status RunAttentionBenchmark(const ModelConfig& c, const AttentionBenchOptions& 
     for (int64_t batch : options.batches) {
       for (int64_t context : options.contexts) {
         RandomCaches caches = MakeRandomCaches(c, batch, context, options.block_size, rng);
-        std::vector<SequenceSpan> spans;
-        for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{caches.tables[b], context, 1});
         std::vector<float> x(batch * d), out(batch * d);
         for (float& v : x) v = normal(rng);
-        const auto step = [&] { mla.Forward(layer->w, 0, x.data(), spans, *caches.cache, out.data(), scratch); };
-        const StepTiming t = TimeSteps(step, options.min_seconds, options.max_steps);
+        const auto step_over = [&](RandomCaches& over) {
+          std::vector<SequenceSpan> spans;
+          for (int64_t b = 0; b < batch; ++b) spans.push_back(SequenceSpan{over.tables[b], context, 1});
+          return [&over, spans = std::move(spans), &layer, &mla, &x, &out, &scratch] {
+            mla.Forward(layer->w, 0, x.data(), spans, *over.cache, out.data(), scratch);
+          };
+        };
+        const auto step = step_over(caches);
+        StepTiming t;
+        std::optional<double> compared_seconds_per_step;
+        if (options.compare_block_size) {
+          RandomCaches compared = MakeRandomCaches(c, batch, context, *options.compare_block_size, rng);
+          const auto [ta, tb] = TimeAlternateSteps(step, step_over(compared), options.min_seconds, options.max_steps);
+          t = ta;
+          compared_seconds_per_step = tb.seconds / tb.steps;
+        } else {
+          t = TimeSteps(step, options.min_seconds, options.max_steps);
+        }
         const double seconds_per_step = t.seconds / t.steps;
         AttentionBenchPoint p;
+        if (compared_seconds_per_step) p.compared_ms_per_step = *compared_seconds_per_step * 1e3;
         p.mode = mode;
         p.batch = batch;
         p.context = context;

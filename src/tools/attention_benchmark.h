@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct AttentionBenchPoint {
   int64_t flops = 0;         // projections + attention core, whole batch
   double achieved_gbps = 0;  // (weight_bytes + kv_bytes) / time
   double achieved_gflops = 0;
+  // With AttentionBenchOptions::compare_block_size: the same steps over the second
+  // layout, timed alternating with the first step by step.
+  std::optional<double> compared_ms_per_step;
 };
 
 struct AttentionBenchOptions {
@@ -38,6 +42,10 @@ struct AttentionBenchOptions {
   // blocks of all sequences shuffled in the pool as a busy engine leaves them; 0: each
   // sequence's rows in one contiguous block.
   int64_t block_size = 0;
+  // Also time each point over a second cache with the same rows in blocks of this size
+  // (0: contiguous), steps on the two alternating (A B B A ...), so that the host's
+  // bandwidth, which moves from second to second, cancels in their ratio.
+  std::optional<int64_t> compare_block_size;
 };
 
 // Runs every (mode, batch, context) point, calling `report` after each.
