@@ -8,12 +8,19 @@
 //     sending it to its first token event, against the engine's own time to that token
 //     for the same request (engine_ttft in the server's log line: from Engine::Submit
 //     to the token's output). The difference is what HTTP, parsing, tokenizing, queueing
-//     and the wake-up add.
+//     and the wake-up add. Three clients: fetch (undici) and node:http on a kept-alive
+//     connection, alternating (ttft_overhead_ms_*, node_http_ttft_overhead_ms_*), then
+//     latte's own C++ client, `latte bench serve` (latte_client_ttft_overhead_ms_*); and
+//     the server's own share from its log: arrival to Submit, first token to the poll
+//     that sends it (server_*_ms_median; the log has 0.1 ms resolution).
 // Usage: node tools/serve_bench.js --model DIR [--num-prompts 64] [--input-len 128]
 //          [--output-len 128] [--concurrency 16] [--ttft-requests 50] [--seed 0]
 //          [-- extra engine flags for both, e.g. --threads 2]
 'use strict';
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn, execFile, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const http = require('node:http');
 const path = require('node:path');
 const { splitmix } = require('./splitmix64');
 
@@ -55,7 +62,31 @@ async function startServer(o) {
   return { proc, base: `http://127.0.0.1:${port}`, log: () => log };
 }
 
-// One streaming request: resolves to { id, ttft (ms), tokens } once [DONE] arrives.
+// An SSE reader for a streamed /v1/completions response: feed it the body's text as it
+// arrives; it records the time of the first event (it carries the first token's text),
+// the id and the usage, and says when [DONE] has come.
+function completionStream(t0) {
+  const r = { id: null, ttft: null, tokens: 0, done: false };
+  let buffer = '';
+  r.push = (text) => {
+    buffer += text;
+    let cut;
+    while (!r.done && (cut = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (!event.startsWith('data: ')) continue;
+      if (event === 'data: [DONE]') { r.done = true; break; }
+      const chunk = JSON.parse(event.slice(6));
+      if (r.ttft === null) r.ttft = performance.now() - t0;
+      r.id = chunk.id;
+      if (chunk.usage) r.tokens = chunk.usage.completion_tokens;
+    }
+  };
+  return r;
+}
+
+// One streaming request through fetch (undici): resolves to { id, ttft (ms), tokens }
+// once [DONE] arrives.
 async function streamOne(base, body) {
   const t0 = performance.now();
   const res = await fetch(base + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -63,24 +94,35 @@ async function streamOne(base, body) {
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
-  let buffer = '', ttft = null, tokens = 0, done = false, id = null;
-  while (!done) {
+  const stream = completionStream(t0);
+  while (!stream.done) {
     const { value, done: end } = await reader.read();
     if (end) break;
-    buffer += decoder.decode(value, { stream: true });
-    let cut;
-    while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      if (!event.startsWith('data: ')) continue;
-      if (event === 'data: [DONE]') { done = true; break; }
-      const chunk = JSON.parse(event.slice(6));
-      if (ttft === null) ttft = performance.now() - t0;  // the first event carries the first token's text
-      id = chunk.id;
-      if (chunk.usage) tokens = chunk.usage.completion_tokens;
-    }
+    stream.push(decoder.decode(value, { stream: true }));
   }
-  return { id, ttft, tokens };
+  return { id: stream.id, ttft: stream.ttft, tokens: stream.tokens };
+}
+
+// The same request through Node's own http module on a kept-alive connection: the
+// second client of the TTFT measurement, to tell the client's cost from the server's.
+const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
+function streamOneHttp(base, body) {
+  const t0 = performance.now();
+  const data = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(base + '/v1/completions', { method: 'POST', agent: keepAlive,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } }, (res) => {
+      if (res.statusCode !== 200) { reject(new Error(`HTTP ${res.statusCode}`)); res.resume(); return; }
+      res.setEncoding('utf8');
+      const stream = completionStream(t0);
+      res.on('data', (text) => stream.push(text));
+      res.on('end', () => resolve({ id: stream.id, ttft: stream.ttft, tokens: stream.tokens }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.setNoDelay(true);
+    req.end(data);
+  });
 }
 
 // latte:engine_steps_total, _step_seconds_total, _forward_seconds_total from /metrics.
@@ -126,14 +168,55 @@ async function main() {
     if (tokens !== o.numPrompts * o.outputLen) throw new Error(`got ${tokens} tokens`);
     const httpTokS = tokens / seconds;
 
-    // 2. TTFT at idle, one request at a time, paired with the engine's own time.
-    const runs = [];
-    for (let i = 0; i < o.ttftRequests; i++) runs.push(await streamOne(server.base, benchRequest(o, vocab, i, 1)));
+    // 2. TTFT at idle, one request at a time, paired with the engine's own time; the two
+    // clients (fetch, node:http) alternate, each on requests of its own.
+    const runs = [], httpRuns = [];
+    for (let i = 0; i < o.ttftRequests; i++) {
+      const viaFetch = () => streamOne(server.base, benchRequest(o, vocab, 2000 + 2 * i, 1));
+      const viaHttp = () => streamOneHttp(server.base, benchRequest(o, vocab, 2001 + 2 * i, 1));
+      if (i % 2) { httpRuns.push(await viaHttp()); runs.push(await viaFetch()); }
+      else { runs.push(await viaFetch()); httpRuns.push(await viaHttp()); }
+    }
+    // A third client, latte's own (C++, `latte bench serve`): the same number of
+    // requests of input-len tokens (text, sized with /tokenize), max_tokens 1, one at a
+    // time; its requests' log lines follow the Node clients' in the log, in order.
+    await new Promise((r) => setTimeout(r, 200));  // the Node clients' last log lines
+    const nodeLogLength = server.log().length;
+    const jsonFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'serve-bench-')), 'ttft.json');
+    await new Promise((resolve, reject) => execFile(LATTE, ['bench', 'serve', '--base-url', server.base,
+      '--input-len', String(o.inputLen), '--output-len', '1', '--num-prompts', String(o.ttftRequests),
+      '--max-concurrency', '1', '--seed', String(o.seed), '--json', jsonFile], (e) => (e ? reject(e) : resolve())));
+    const latteClient = JSON.parse(fs.readFileSync(jsonFile, 'utf8')).runs[0].requests.sort((a, b) => a.index - b.index);
+    await new Promise((r) => setTimeout(r, 200));  // its last log lines
+    const latteClientLog = server.log().slice(nodeLogLength);
+    // 3. Throughput again with latte's C++ client (one process, a thread per stream):
+    // the same shapes (input-len text tokens, output-len tokens, EOS ignored, C
+    // streams), so the clients take less of the 2 cores than 16 Node streams do.
+    await new Promise((resolve, reject) => execFile(LATTE, ['bench', 'serve', '--base-url', server.base,
+      '--input-len', String(o.inputLen), '--output-len', String(o.outputLen), '--num-prompts', String(o.numPrompts),
+      '--max-concurrency', String(o.concurrency), '--seed', String(o.seed + 1), '--json', jsonFile],
+      (e) => (e ? reject(e) : resolve())));
+    const latteClientTokS = JSON.parse(fs.readFileSync(jsonFile, 'utf8')).runs[0].output_throughput;
     await new Promise((r) => setTimeout(r, 200));  // the last log lines
+    // The server's log line per request: ttft from the body's arrival, engine_ttft from
+    // Engine::Submit, total to the reply's end (with max_tokens 1, the poll that took the
+    // first token): the server's own share before Submit and after the token.
+    const logged = {};
+    for (const m of server.log().matchAll(/latte serve: (\S+) .* ttft=([\d.]+)s engine_ttft=([\d.]+)s total=([\d.]+)s/g)) {
+      logged[m[1]] = { ttft: 1000 * Number(m[2]), engine: 1000 * Number(m[3]), total: 1000 * Number(m[4]) };
+    }
     const engineMs = {};
-    for (const m of server.log().matchAll(/latte serve: (\S+) .* engine_ttft=([\d.]+)s/g)) engineMs[m[1]] = 1000 * Number(m[2]);
+    for (const [id, l] of Object.entries(logged)) engineMs[id] = l.engine;
+    const latteLogged = [...latteClientLog.matchAll(/latte serve: \S+ .* ttft=[\d.]+s engine_ttft=([\d.]+)s/g)]
+      .map((m) => 1000 * Number(m[1]));
+    if (latteLogged.length !== latteClient.length) throw new Error(`latte client: ${latteClient.length} requests, ${latteLogged.length} log lines`);
+    const latteOverheads = latteClient.map((r, i) => r.ttft_ms - latteLogged[i]).sort((a, b) => a - b);
+    const both = [...runs, ...httpRuns].map((r) => logged[r.id]);
+    const beforeSubmit = both.map((l) => l.ttft - l.engine).sort((a, b) => a - b);
+    const afterToken = both.map((l) => l.total - l.ttft).sort((a, b) => a - b);
     const ttfts = runs.map((r) => r.ttft).sort((a, b) => a - b);
-    const overheads = runs.map((r) => r.ttft - engineMs[r.id]).sort((a, b) => a - b);
+    const overheadsOf = (rs) => rs.map((r) => r.ttft - engineMs[r.id]).sort((a, b) => a - b);
+    const overheads = overheadsOf(runs), httpOverheads = overheadsOf(httpRuns);
     const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     server.proc.kill('SIGTERM');
 
@@ -148,6 +231,8 @@ async function main() {
       http_output_tok_s: +httpTokS.toFixed(1), engine_output_tok_s: +engine.output_tok_s.toFixed(1),
       engine_output_tok_s_before: +engineBefore.output_tok_s.toFixed(1), engine_output_tok_s_after: +engineAfter.output_tok_s.toFixed(1),
       http_vs_engine: +(httpTokS / engine.output_tok_s).toFixed(3),
+      latte_client_output_tok_s: +latteClientTokS.toFixed(1),
+      latte_client_vs_engine: +(latteClientTokS / engine.output_tok_s).toFixed(3),
       http_seconds: +seconds.toFixed(3), http_engine_steps: after.steps - before.steps,
       http_step_seconds: +(after.step - before.step).toFixed(3), http_forward_seconds: +(after.forward - before.forward).toFixed(3),
       engine_seconds: +engine.seconds.toFixed(3), engine_steps: engine.steps,
@@ -155,6 +240,12 @@ async function main() {
       http_ttft_ms_mean: +mean(ttfts).toFixed(3), http_ttft_ms_median: +ttfts[ttfts.length >> 1].toFixed(3),
       engine_ttft_ms_mean: +mean(runs.map((r) => engineMs[r.id])).toFixed(3),
       ttft_overhead_ms_mean: +mean(overheads).toFixed(3), ttft_overhead_ms_median: +overheads[overheads.length >> 1].toFixed(3),
+      node_http_ttft_overhead_ms_mean: +mean(httpOverheads).toFixed(3),
+      node_http_ttft_overhead_ms_median: +httpOverheads[httpOverheads.length >> 1].toFixed(3),
+      latte_client_ttft_overhead_ms_mean: +mean(latteOverheads).toFixed(3),
+      latte_client_ttft_overhead_ms_median: +latteOverheads[latteOverheads.length >> 1].toFixed(3),
+      server_arrival_to_submit_ms_median: +beforeSubmit[beforeSubmit.length >> 1].toFixed(3),
+      server_token_to_poll_ms_median: +afterToken[afterToken.length >> 1].toFixed(3),
     };
     console.log(JSON.stringify(result));
   } finally {
