@@ -1,5 +1,6 @@
 #include "kernels/exp_sum.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

@@ -20,7 +20,7 @@ float MaxValueAvx512(const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-    nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+    nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);  // unordered: a or b is NaN
     m0 = _mm512_max_ps(m0, a);
     m1 = _mm512_max_ps(m1, b);
   }
