@@ -125,6 +125,12 @@ function streamOneHttp(base, body) {
   });
 }
 
+// The server's log line per finished request, in log order, times in ms.
+function serverLogLines(text) {
+  return [...text.matchAll(/latte serve: (\S+) .* ttft=([\d.]+)s engine_ttft=([\d.]+)s total=([\d.]+)s/g)].map((m) => (
+    { id: m[1], ttft: 1000 * Number(m[2]), engine: 1000 * Number(m[3]), total: 1000 * Number(m[4]) }));
+}
+
 // latte:engine_steps_total, _step_seconds_total, _forward_seconds_total from /metrics.
 async function engineCounters(base) {
   const text = await (await fetch(base + '/metrics')).text();
@@ -202,20 +208,15 @@ async function main() {
     // Engine::Submit, total to the reply's end (with max_tokens 1, the poll that took the
     // first token): the server's own share before Submit and after the token.
     const logged = {};
-    for (const m of server.log().matchAll(/latte serve: (\S+) .* ttft=([\d.]+)s engine_ttft=([\d.]+)s total=([\d.]+)s/g)) {
-      logged[m[1]] = { ttft: 1000 * Number(m[2]), engine: 1000 * Number(m[3]), total: 1000 * Number(m[4]) };
-    }
-    const engineMs = {};
-    for (const [id, l] of Object.entries(logged)) engineMs[id] = l.engine;
-    const latteLogged = [...latteClientLog.matchAll(/latte serve: \S+ .* ttft=[\d.]+s engine_ttft=([\d.]+)s/g)]
-      .map((m) => 1000 * Number(m[1]));
+    for (const l of serverLogLines(server.log())) logged[l.id] = l;
+    const latteLogged = serverLogLines(latteClientLog);
     if (latteLogged.length !== latteClient.length) throw new Error(`latte client: ${latteClient.length} requests, ${latteLogged.length} log lines`);
-    const latteOverheads = latteClient.map((r, i) => r.ttft_ms - latteLogged[i]).sort((a, b) => a - b);
+    const latteOverheads = latteClient.map((r, i) => r.ttft_ms - latteLogged[i].engine).sort((a, b) => a - b);
     const both = [...runs, ...httpRuns].map((r) => logged[r.id]);
     const beforeSubmit = both.map((l) => l.ttft - l.engine).sort((a, b) => a - b);
     const afterToken = both.map((l) => l.total - l.ttft).sort((a, b) => a - b);
     const ttfts = runs.map((r) => r.ttft).sort((a, b) => a - b);
-    const overheadsOf = (rs) => rs.map((r) => r.ttft - engineMs[r.id]).sort((a, b) => a - b);
+    const overheadsOf = (rs) => rs.map((r) => r.ttft - logged[r.id].engine).sort((a, b) => a - b);
     const overheads = overheadsOf(runs), httpOverheads = overheadsOf(httpRuns);
     const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     server.proc.kill('SIGTERM');
@@ -238,7 +239,7 @@ async function main() {
       engine_seconds: +engine.seconds.toFixed(3), engine_steps: engine.steps,
       engine_step_seconds: +engine.step_seconds.toFixed(3), engine_forward_seconds: +engine.model_seconds.toFixed(3),
       http_ttft_ms_mean: +mean(ttfts).toFixed(3), http_ttft_ms_median: +ttfts[ttfts.length >> 1].toFixed(3),
-      engine_ttft_ms_mean: +mean(runs.map((r) => engineMs[r.id])).toFixed(3),
+      engine_ttft_ms_mean: +mean(runs.map((r) => logged[r.id].engine)).toFixed(3),
       ttft_overhead_ms_mean: +mean(overheads).toFixed(3), ttft_overhead_ms_median: +overheads[overheads.length >> 1].toFixed(3),
       node_http_ttft_overhead_ms_mean: +mean(httpOverheads).toFixed(3),
       node_http_ttft_overhead_ms_median: +httpOverheads[httpOverheads.length >> 1].toFixed(3),

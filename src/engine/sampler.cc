@@ -161,11 +161,16 @@ size_t Sampler::Filter(float max_logit) {
   return static_cast<size_t>(kept_end - ord);
 }
 
+double Sampler::NextUniform() {
+  // 53 random bits → u in [0, 1), the same on every standard library (unlike
+  // std::uniform_real_distribution, whose algorithm is unspecified).
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
 int32_t Sampler::DrawFromAll() {
   const float* w = weights_.data();
   kept_weight_ = weight_sum_;
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // as in Draw
-  const double r = u * kept_weight_;
+  const double r = NextUniform() * kept_weight_;
   double acc = 0;
   int32_t last_positive = 0;
   for (size_t i = 0; i < vocab_; ++i) {
@@ -191,10 +196,7 @@ int32_t Sampler::Draw(size_t n) {
     if (kept[i]) total += w[i];
   }
   kept_weight_ = total;
-  // 53 random bits → u in [0, 1), the same on every standard library (unlike
-  // std::uniform_real_distribution, whose algorithm is unspecified).
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-  const double r = u * total;
+  const double r = NextUniform() * total;
   double acc = 0;
   int32_t chosen = -1, last_positive = order_[0];
   for (size_t i = 0; i < vocab_; ++i) {

@@ -115,6 +115,7 @@ class Sampler {
   // Draws from the n kept tokens (order_[0, n), or every token when n = V).
   int32_t Draw(size_t n);
   int32_t DrawFromAll();
+  double NextUniform();  // the next draw's u in [0, 1)
 
   SamplingParams params_;
   std::mt19937_64 rng_;
