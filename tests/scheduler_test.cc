@@ -2,7 +2,9 @@
 // model: the token budget and max_num_seqs hold every step, a chunk starts where the
 // sequence's cached rows end and is backed by blocks no other sequence uses, decodes
 // come before prefill chunks, every sequence finishes with the tokens it would get
-// alone, and a small pool preempts instead of failing.
+// alone, and a small pool preempts instead of failing. Prefill bursts: a decoding
+// sequence waits for at most max_prefill_burst_tokens prompt tokens between two of its
+// tokens, and sits out only steps that prompts fill.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -69,6 +71,10 @@ RunStats RunWorkload(Workload& w, int64_t num_blocks, int64_t block_size, const 
   for (size_t i = 0; i < w.seqs.size(); ++i) expected.push_back(AloneOutput(w.seqs[i]->tokens, w.max_tokens[i]));
   size_t finished = 0;
   RunStats stats;
+  // Prompt tokens run since each sequence's last token, while it was decoding.
+  std::vector<int64_t> stalled(w.seqs.size(), 0);
+  // Every decoding sequence fits a step's budget, so only a burst keeps one out.
+  const bool decodes_fit = config.max_num_seqs <= config.max_num_batched_tokens;
   for (int64_t step = 0; finished < w.seqs.size(); ++step) {
     if (step >= 100000) {
       ADD_FAILURE() << "no progress after 100000 steps";
@@ -77,7 +83,33 @@ RunStats RunWorkload(Workload& w, int64_t num_blocks, int64_t block_size, const 
     for (size_t i = 0; i < w.seqs.size(); ++i) {
       if (w.arrival_step[i] == step) scheduler.Add(w.seqs[i].get());
     }
+    std::vector<Sequence*> decoding;
+    for (const auto& s : w.seqs) {
+      if (s->state == SequenceState::kRunning && s->prompt_computed()) decoding.push_back(s.get());
+    }
     const std::vector<ScheduledChunk>& chunks = scheduler.Schedule();
+    int64_t prompt_tokens = 0;
+    for (const ScheduledChunk& c : chunks) {
+      if (c.start < c.seq->prompt_len) prompt_tokens += c.count;
+    }
+    for (Sequence* s : decoding) {
+      const size_t i = static_cast<size_t>(s->id);
+      if (s->state != SequenceState::kRunning) {  // preempted
+        stalled[i] = 0;
+        continue;
+      }
+      const bool takes_token =
+          std::any_of(chunks.begin(), chunks.end(), [&](const ScheduledChunk& c) { return c.seq == s && c.samples; });
+      stalled[i] += prompt_tokens;
+      if (!decodes_fit) continue;
+      if (takes_token) {
+        EXPECT_LE(stalled[i], config.max_prefill_burst_tokens) << "step " << step << ": a decode waited too long";
+        stalled[i] = 0;
+      } else {
+        EXPECT_EQ(prompt_tokens, config.max_num_batched_tokens)
+            << "step " << step << ": a decode sat out a step that prompts did not fill";
+      }
+    }
     int64_t tokens = 0;
     bool seen_prefill = false;
     for (const ScheduledChunk& c : chunks) {
@@ -130,11 +162,19 @@ RunStats RunWorkload(Workload& w, int64_t num_blocks, int64_t block_size, const 
 }
 
 TEST(Scheduler, AmplePoolRunsEverythingWithoutPreemption) {
-  std::mt19937 rng(1);
-  Workload w = MakeWorkload(rng, 32, 300, 40);
-  const RunStats s = RunWorkload(w, 1000, 16, {8, 64}, true);
-  EXPECT_EQ(s.preemptions, 0);
-  EXPECT_GT(s.prefix_hits, 0);
+  for (int64_t burst : {64, 100, 256}) {
+    std::mt19937 rng(1);
+    Workload w = MakeWorkload(rng, 32, 300, 40);
+    const RunStats s = RunWorkload(w, 1000, 16, {8, 64, burst}, true);
+    EXPECT_EQ(s.preemptions, 0) << "burst " << burst;
+    EXPECT_GT(s.prefix_hits, 0) << "burst " << burst;
+  }
+}
+
+TEST(Scheduler, BurstsBelowTheStepCapPromptTokensWhileDecoding) {
+  std::mt19937 rng(4);
+  Workload w = MakeWorkload(rng, 24, 200, 30);
+  RunWorkload(w, 1000, 16, {8, 64, 20}, true);
 }
 
 TEST(Scheduler, SmallPoolPreemptsAndStillFinishesEverything) {
@@ -143,7 +183,7 @@ TEST(Scheduler, SmallPoolPreemptsAndStillFinishesEverything) {
     Workload w = MakeWorkload(rng, 32, 60, 60);
     // Every sequence fits alone (prompt + output <= 120 tokens = 8 blocks of 16), but
     // not many at once.
-    const RunStats s = RunWorkload(w, 12, 16, {16, 96}, prefix);
+    const RunStats s = RunWorkload(w, 12, 16, {16, 96, 384}, prefix);
     EXPECT_GT(s.preemptions, 0) << "prefix caching " << prefix;
   }
 }
@@ -152,6 +192,52 @@ TEST(Scheduler, BudgetOfOneTokenStillProgresses) {
   std::mt19937 rng(3);
   Workload w = MakeWorkload(rng, 6, 10, 5);
   RunWorkload(w, 50, 4, {4, 1}, true);
+}
+
+// The steps in which `decoder` takes a token while `prompt` prefills, from a start where
+// the decoder's 4-token prompt and the long prompt arrive together.
+std::vector<int> DecodeStepsDuringPrefill(int64_t burst) {
+  BlockPool pool(64, 8, false);
+  KvCacheManager kv(pool);
+  Scheduler scheduler({4, 8, burst}, kv);
+  Sequence decoder, prompt;
+  decoder.tokens = {1, 2, 3, 4};
+  decoder.prompt_len = 4;
+  prompt.id = 1;
+  prompt.tokens.assign(100, 5);
+  prompt.prompt_len = 100;
+  scheduler.Add(&decoder);
+  scheduler.Add(&prompt);
+  std::vector<int> steps;
+  for (int step = 0; !prompt.prompt_computed(); ++step) {
+    const std::vector<ScheduledChunk> chunks = scheduler.Schedule();
+    EXPECT_FALSE(chunks.empty());
+    if (chunks.empty()) break;
+    scheduler.Completed();
+    for (const ScheduledChunk& c : chunks) {
+      if (c.seq == &decoder && c.samples) {
+        decoder.tokens.push_back(7);
+        steps.push_back(step);
+      }
+    }
+  }
+  scheduler.Remove(&decoder);
+  scheduler.Remove(&prompt);
+  EXPECT_EQ(pool.NumAvailable(), 64);
+  return steps;
+}
+
+TEST(Scheduler, DecodesTakeATokenOncePerBurst) {
+  // Steps of 8 tokens: the first runs the decoder's prompt and 4 of the long one's; with
+  // a 32-token burst, the decoder then sits out three steps of 8 prompt tokens and takes
+  // its token in the fourth (with 7 prompt tokens), and so on. In step 13 the 3 prompt
+  // tokens left do not fill a step, so the decoder does not wait for them.
+  EXPECT_EQ(DecodeStepsDuringPrefill(32), (std::vector<int>{0, 4, 8, 12, 13}));
+  // A burst of one step's tokens: vLLM's schedule, a decode in every step.
+  const std::vector<int> every_step = DecodeStepsDuringPrefill(8);
+  ASSERT_FALSE(every_step.empty());
+  for (size_t i = 0; i < every_step.size(); ++i) EXPECT_EQ(every_step[i], static_cast<int>(i));
+  EXPECT_EQ(every_step.size(), 15u) << "4 prompt tokens, 13 steps of 7, then the last 5";
 }
 
 TEST(Scheduler, FollowersWaitForTheirLeadersPrompt) {

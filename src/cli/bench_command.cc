@@ -470,6 +470,7 @@ Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
                         {"mla_mode", args.engine.mla_mode},
                         {"max_num_seqs", e.scheduler.max_num_seqs},
                         {"max_num_batched_tokens", e.scheduler.max_num_batched_tokens},
+                        {"max_prefill_burst_tokens", e.scheduler.max_prefill_burst_tokens},
                         {"seconds", r.seconds},
                         {"input_tokens", r.input_tokens},
                         {"output_tokens", r.output_tokens},

@@ -41,6 +41,12 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags& f) {
                  "Tokens in one engine step (decodes + prefill chunks)")
       ->check(IntIn(1, 1 << 24))
       ->capture_default_str();
+  cmd.add_option("--max-prefill-burst-tokens", f.max_prefill_burst_tokens,
+                 "Prompt tokens run between two tokens of a decoding sequence: while prompts wait, decodes sit "
+                 "out steps until this many have run (llama.cpp's n_batch); --max-num-batched-tokens' value gives "
+                 "vLLM's schedule, a decode token in every step")
+      ->check(IntIn(1, 1 << 30))
+      ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Do not reuse the KV blocks of shared prompt prefixes");
 }
 
@@ -96,7 +102,8 @@ Result<std::unique_ptr<ServingStack>> StartServingStack(const EngineFlags& f, bo
   memory.num_kv_blocks = f.num_kv_blocks;
   memory.block_size = f.block_size;
   memory.kv_cache_dtype = *kv_dtype;
-  memory.scheduler = {f.max_num_seqs, f.max_num_batched_tokens};
+  if (f.max_prefill_burst_tokens < 1) return Status::Error("--max-prefill-burst-tokens must be at least 1");
+  memory.scheduler = {f.max_num_seqs, f.max_num_batched_tokens, f.max_prefill_burst_tokens};
   const int64_t available = AvailableMemoryBytes();
   LATTE_RETURN_IF_ERROR(CheckMemoryBudget(memory, available));
   SetThreads(f.threads);

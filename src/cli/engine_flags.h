@@ -32,6 +32,7 @@ struct EngineFlags {
   std::string kv_cache_dtype = "auto";
   int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
   int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
+  int64_t max_prefill_burst_tokens = SchedulerConfig{}.max_prefill_burst_tokens;
   bool no_prefix_cache = false;
 };
 

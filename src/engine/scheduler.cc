@@ -27,49 +27,54 @@ void Scheduler::Preempt(Sequence* seq) {
   waiting_.push_front(seq);
 }
 
+namespace {
+
+bool IsPromptChunk(const ScheduledChunk& c) { return c.start < c.seq->prompt_len; }
+
+}  // namespace
+
+int64_t Scheduler::PendingPromptTokens(int64_t enough) const {
+  int64_t pending = 0;
+  for (const Sequence* s : running_) {
+    if (!s->prompt_computed()) pending += s->num_tokens() - s->num_computed;
+    if (pending > enough) return pending;
+  }
+  if (num_running() >= config_.max_num_seqs) return pending;
+  for (const Sequence* s : waiting_) {
+    pending += s->num_tokens() - s->num_computed;
+    if (pending > enough) break;
+  }
+  return pending;
+}
+
 const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   chunks_.clear();
-  int64_t budget = config_.max_num_batched_tokens;
-  bool preempted = false;
+  preempted_ = false;
+  const int64_t step_tokens = config_.max_num_batched_tokens;
+  const int64_t burst = config_.max_prefill_burst_tokens;
+  std::vector<Sequence*> decoding, prefilling;  // running order
+  for (Sequence* s : running_) (s->prompt_computed() ? decoding : prefilling).push_back(s);
 
-  // Decodes before prefill chunks, so a long prompt never starves running decodes.
-  std::vector<Sequence*> order;
-  order.reserve(running_.size());
-  for (Sequence* s : running_) {
-    if (s->prompt_computed()) order.push_back(s);
-  }
-  for (Sequence* s : running_) {
-    if (!s->prompt_computed()) order.push_back(s);
-  }
-  for (Sequence* seq : order) {
-    if (budget == 0) break;
-    if (seq->state != SequenceState::kRunning) continue;  // preempted below, this step
-    const int64_t count = std::min(seq->num_tokens() - seq->num_computed, budget);
-    bool fits = true;
-    while (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
-      Sequence* victim = running_.back();  // the most recently admitted
-      Preempt(victim);
-      preempted = true;
-      if (victim == seq) {
-        fits = false;
-        break;
-      }
-      // A victim scheduled earlier in this step gives back its chunk.
-      for (auto it = chunks_.begin(); it != chunks_.end(); ++it) {
-        if (it->seq == victim) {
-          budget += it->count;
-          chunks_.erase(it);
-          break;
-        }
-      }
+  // Decodes sit out a step that prompts fill, unless it is the burst's last.
+  const bool decodes_wait =
+      !decoding.empty() && burst_tokens_ + step_tokens < burst && PendingPromptTokens(step_tokens) > step_tokens;
+  const int64_t prompt_tokens =
+      decoding.empty() || decodes_wait ? step_tokens : std::max<int64_t>(0, burst - burst_tokens_);
+  StepBudget budget{step_tokens, prompt_tokens};
+  const auto schedule_decodes = [&] {
+    for (Sequence* seq : decoding) {
+      if (budget.tokens == 0) break;
+      if (seq->state == SequenceState::kRunning) ScheduleRunning(seq, budget);  // else preempted, this step
     }
-    if (!fits) continue;
-    chunks_.push_back({seq, seq->num_computed, count, seq->num_computed + count == seq->num_tokens()});
-    budget -= count;
+  };
+  // Decodes before prefill chunks, so a long prompt never starves running decodes.
+  if (!decodes_wait) schedule_decodes();
+  for (Sequence* seq : prefilling) {
+    if (budget.tokens == 0 || budget.prompt == 0) break;
+    if (seq->state == SequenceState::kRunning) ScheduleRunning(seq, budget);
   }
-
-  if (!preempted) {
-    for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
+  if (!preempted_) {
+    for (auto it = waiting_.begin(); it != waiting_.end() && budget.tokens > 0 && budget.prompt > 0;) {
       if (num_running() >= config_.max_num_seqs) break;
       Sequence* seq = *it;
       if (seq->leader != nullptr && seq->leader->state != SequenceState::kFinished && !seq->leader->prompt_computed()) {
@@ -80,12 +85,51 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
       it = waiting_.erase(it);
     }
   }
+
+  int64_t prompt_run = 0;
+  for (const ScheduledChunk& c : chunks_) {
+    if (IsPromptChunk(c)) prompt_run += c.count;
+  }
+  bool decoded = !decodes_wait;
+  if (decodes_wait && prompt_run < step_tokens) {
+    // Prompts did not fill the step after all (prefix hits, a full pool): the burst
+    // ends here, and the decodes go first as always.
+    schedule_decodes();
+    std::sort(decoding.begin(), decoding.end());
+    std::stable_partition(chunks_.begin(), chunks_.end(), [&](const ScheduledChunk& c) {
+      return std::binary_search(decoding.begin(), decoding.end(), c.seq);
+    });
+    decoded = true;
+  }
+  burst_tokens_ = decoding.empty() || decoded ? 0 : burst_tokens_ + prompt_run;
   return chunks_;
 }
 
-bool Scheduler::TryAdmit(Sequence* seq, int64_t& budget) {
+void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {
+  const int64_t left = seq->num_tokens() - seq->num_computed;
+  const int64_t count = std::min({left, budget.tokens, seq->prompt_computed() ? left : budget.prompt});
+  while (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
+    Sequence* victim = running_.back();  // the most recently admitted
+    Preempt(victim);
+    preempted_ = true;
+    if (victim == seq) return;
+    // A victim scheduled earlier in this step gives back its chunk.
+    for (auto it = chunks_.begin(); it != chunks_.end(); ++it) {
+      if (it->seq == victim) {
+        budget.tokens += it->count;
+        if (IsPromptChunk(*it)) budget.prompt += it->count;
+        chunks_.erase(it);
+        break;
+      }
+    }
+  }
+  AddChunk(seq, count, budget);
+}
+
+bool Scheduler::TryAdmit(Sequence* seq, StepBudget& budget) {
   if (!seq->needs_prompt_logits) seq->num_computed = kv_.MatchPrefix(seq->tokens, seq->blocks);
-  const int64_t count = std::min(seq->num_tokens() - seq->num_computed, budget);
+  const int64_t left = seq->num_tokens() - seq->num_computed;
+  const int64_t count = std::min({left, budget.tokens, seq->prompt_computed() ? left : budget.prompt});
   if (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
     kv_.Free(seq->blocks);
     seq->num_computed = 0;
@@ -96,9 +140,15 @@ bool Scheduler::TryAdmit(Sequence* seq, int64_t& budget) {
   }
   seq->state = SequenceState::kRunning;
   running_.push_back(seq);
-  chunks_.push_back({seq, seq->num_computed, count, seq->num_computed + count == seq->num_tokens()});
-  budget -= count;
+  AddChunk(seq, count, budget);
   return true;
+}
+
+void Scheduler::AddChunk(Sequence* seq, int64_t count, StepBudget& budget) {
+  const ScheduledChunk chunk{seq, seq->num_computed, count, seq->num_computed + count == seq->num_tokens()};
+  budget.tokens -= count;
+  if (IsPromptChunk(chunk)) budget.prompt -= count;
+  chunks_.push_back(chunk);
 }
 
 void Scheduler::Completed() {

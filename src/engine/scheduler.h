@@ -10,6 +10,13 @@
 //   2. if nothing was preempted, waiting sequences are admitted first come, first
 //      served while the budget (max_num_batched_tokens) and max_num_seqs allow: each
 //      takes its cached prefix, then a chunk of the rest of its prompt.
+// Prefill bursts: while more prompt tokens wait than one step holds, decoding sequences
+// sit out steps, so that a step's whole budget goes to prompts, until
+// max_prefill_burst_tokens prompt tokens have run since their last token; the step that
+// ends the burst carries their next token. So a decode waits for a burst of prompt
+// tokens a few times, instead of for a chunk in every step: llama.cpp's server decodes
+// with each n_batch (2048) of prompt tokens the same way. A burst equal to
+// max_num_batched_tokens gives vLLM's schedule, a decode token in every step.
 // A sequence is only ever admitted when it can fit alone (Engine refuses the rest),
 // so preemption always makes progress.
 #pragma once
@@ -26,6 +33,8 @@ namespace latte {
 struct SchedulerConfig {
   int64_t max_num_seqs = 64;             // running sequences at once
   int64_t max_num_batched_tokens = 512;  // tokens in one forward pass
+  // At most this many prompt tokens run between two tokens of a decoding sequence.
+  int64_t max_prefill_burst_tokens = 2048;
 };
 
 // One sequence's share of a step: positions [start, start + count).
@@ -43,7 +52,8 @@ class Scheduler {
   void Add(Sequence* seq);
   // Takes seq out of whichever queue holds it and frees its blocks.
   void Remove(Sequence* seq);
-  // This step's chunks: decodes first (running order), then prefill chunks.
+  // This step's chunks: decodes first (running order), then prefill chunks. Decodes are
+  // left out of a step that is not the last of a prefill burst.
   const std::vector<ScheduledChunk>& Schedule();
   // After the forward pass: every scheduled chunk's rows are written.
   void Completed();
@@ -55,14 +65,29 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
+  // What is left of this step's tokens, and of them, for prompt tokens.
+  struct StepBudget {
+    int64_t tokens = 0;
+    int64_t prompt = 0;
+  };
+
   void Preempt(Sequence* seq);
-  bool TryAdmit(Sequence* seq, int64_t& budget);
+  // Prompt tokens still to run: the rest of the running prompts, and the waiting ones
+  // while a sequence could be admitted; counting stops once it passes `enough`.
+  int64_t PendingPromptTokens(int64_t enough) const;
+  // Schedules the next chunk of a running sequence, preempting the most recently
+  // admitted ones while the pool cannot hold it (seq itself, at worst).
+  void ScheduleRunning(Sequence* seq, StepBudget& budget);
+  bool TryAdmit(Sequence* seq, StepBudget& budget);
+  void AddChunk(Sequence* seq, int64_t count, StepBudget& budget);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> waiting_;
   std::vector<ScheduledChunk> chunks_;
+  bool preempted_ = false;    // in this step
+  int64_t burst_tokens_ = 0;  // prompt tokens run since decoding sequences last took a token
   int64_t preemptions_ = 0;
 };
 
