@@ -105,9 +105,13 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   return chunks_;
 }
 
+int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) {
+  const int64_t left = seq.num_tokens() - seq.num_computed;
+  return std::min({left, budget.tokens, seq.prompt_computed() ? left : budget.prompt});
+}
+
 void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {
-  const int64_t left = seq->num_tokens() - seq->num_computed;
-  const int64_t count = std::min({left, budget.tokens, seq->prompt_computed() ? left : budget.prompt});
+  const int64_t count = ChunkTokens(*seq, budget);
   while (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
     Sequence* victim = running_.back();  // the most recently admitted
     Preempt(victim);
@@ -128,8 +132,7 @@ void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {
 
 bool Scheduler::TryAdmit(Sequence* seq, StepBudget& budget) {
   if (!seq->needs_prompt_logits) seq->num_computed = kv_.MatchPrefix(seq->tokens, seq->blocks);
-  const int64_t left = seq->num_tokens() - seq->num_computed;
-  const int64_t count = std::min({left, budget.tokens, seq->prompt_computed() ? left : budget.prompt});
+  const int64_t count = ChunkTokens(*seq, budget);
   if (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
     kv_.Free(seq->blocks);
     seq->num_computed = 0;

@@ -75,6 +75,9 @@ class Scheduler {
   // Prompt tokens still to run: the rest of the running prompts, and the waiting ones
   // while a sequence could be admitted; counting stops once it passes `enough`.
   int64_t PendingPromptTokens(int64_t enough) const;
+  // The tokens seq's next chunk takes: what it lacks rows for, within the step's tokens
+  // and, while in its prompt, the step's prompt tokens.
+  static int64_t ChunkTokens(const Sequence& seq, const StepBudget& budget);
   // Schedules the next chunk of a running sequence, preempting the most recently
   // admitted ones while the pool cannot hold it (seq itself, at worst).
   void ScheduleRunning(Sequence* seq, StepBudget& budget);
