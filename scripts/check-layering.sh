@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when an #include in src/ points up the layering (docs/architecture.md):
-#   base -> kernels -> model -> engine -> tools -> cli, with text (base only) beside
-#   them, engine above text, and server above engine (not tools).
+#   base -> kernels -> model -> engine -> server, bench -> cli, with text (base only)
+#   beside them and engine above text; client (an HTTP/OpenAI client) on base and
+#   text only; synth (random checkpoints) on model and text.
 # A layer may include itself and the layers it names below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +12,11 @@ declare -A allowed=(
   [kernels]="base kernels"
   [model]="base kernels model"
   [engine]="base kernels model text engine"
-  [tools]="base kernels model text engine tools"
   [server]="base kernels model text engine server"
-  [cli]="base kernels model text engine tools server cli"
+  [bench]="base kernels model text engine bench"
+  [client]="base text client"
+  [synth]="base kernels model text synth"
+  [cli]="base kernels model text engine server bench client synth cli"
 )
 status=0
 for dir in src/*/; do

@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include "greedy_generate.h"
 #include "model/deepseek.h"
 #include "test_models.h"
-#include "tools/greedy_generate.h"
 
 namespace {
 

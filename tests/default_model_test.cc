@@ -1,6 +1,6 @@
 // The embedded default model (models/default, bf16, and models/default-fp8, the same
 // weights as F8_E4M3 with 128x128 block scales) against the golden reference its
-// trainer wrote (tools/train: an independent PyTorch implementation of DeepSeek-V3,
+// trainer wrote (train: an independent PyTorch implementation of DeepSeek-V3,
 // run in float32 on exactly the weights in each directory): top-k logits at every
 // prompt position and the greedy continuation, in all three MLA modes.
 #include <algorithm>
@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
       return name + "_" + std::string(MlaModeName(info.param.mode));
     });
 
-// tools/train/export.py (numpy, an implementation of its own) wrote models/default-fp8
+// train/export.py (numpy, an implementation of its own) wrote models/default-fp8
 // by quantizing the bf16 weights of models/default in 128x128 blocks. --quantize fp8 on
 // models/default must give the same bytes: every in-layer linear's e4m3 values and
 // scale_inv, kv_b_proj's dequantization; embed_tokens as stored in both; and with both

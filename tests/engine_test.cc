@@ -412,7 +412,7 @@ namespace {
 // The fp8 KV cache (e4m3 + a scale per row) against the bf16 one on the same prompt:
 // logits of every prompt row (the later chunks read the earlier ones back from the
 // cache) within a few percent relative RMS. Measured on this tiny bf16 model: 3.3e-2
-// (tools/kv_fp8_logits.py; v2-lite and r1 shapes: 0.9e-2 and 3.5e-2). Rows read from a
+// (bench/kv_fp8_logits.py; v2-lite and r1 shapes: 0.9e-2 and 3.5e-2). Rows read from a
 // wrong scale or a wrong block are off by ~1.
 constexpr double kFp8KvLogitsRelRms = 0.1;
 

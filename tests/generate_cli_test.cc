@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "greedy_generate.h"
 #include "model/deepseek.h"
 #include "run_command.h"
 #include "test_models.h"
-#include "tools/greedy_generate.h"
 
 namespace latte {
 namespace {

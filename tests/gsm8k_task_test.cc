@@ -1,9 +1,9 @@
-// lm-eval's gsm8k filters and metric (tools/gsm8k_task.h) on hand-written completions.
+// lm-eval's gsm8k filters and metric (client/gsm8k_task.h) on hand-written completions.
 // Each expected value is what lm-eval's own code gives (RegexFilter.apply and
 // exact_match_hf_evaluate with gsm8k.yaml's settings, run under Python's re on these
 // strings), including the cases where Python's and PCRE2's defaults could part: `$`
 // before a final newline, greedy (?s).*, tuples of groups, group_select -1.
-#include "tools/gsm8k_task.h"
+#include "client/gsm8k_task.h"
 
 #include <cmath>
 #include <cstdio>

@@ -2,7 +2,7 @@
 // ExpectedTensors in each dtype, fp8 blocks that dequantize to the bf16 export,
 // sharding the reader opens, a tokenizer.json that is a valid BPE model, and the
 // command-line errors.
-#include "tools/random_checkpoint.h"
+#include "synth/random_checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@
 #include "base/dtype.h"
 #include "model/safetensors.h"
 #include "model/tensor_specs.h"
-#include "tools/tiny_tokenizer.h"
+#include "synth/tiny_tokenizer.h"
 
 namespace latte {
 namespace {

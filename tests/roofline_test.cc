@@ -1,7 +1,7 @@
-// Which roof binds a run, and its share of it (tools/roofline.h): from the bytes and
+// Which roof binds a run, and its share of it (bench/roofline.h): from the bytes and
 // FLOPs per token and the probed peaks, never from the test's name. No timing here:
 // the figures are made up to sit on either side of the ridge point.
-#include "tools/roofline.h"
+#include "bench/roofline.h"
 
 #include <gtest/gtest.h>
 

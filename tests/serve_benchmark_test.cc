@@ -1,7 +1,7 @@
 // The serving benchmark's pieces that need no server: base URLs, the latency summary
 // (numpy's mean, median and linear-interpolation p99, recomputed here), the prompts.
 // End to end against servers: tests/server/bench_serve.test.js.
-#include "tools/serve_benchmark.h"
+#include "client/serve_benchmark.h"
 
 #include <algorithm>
 #include <cmath>

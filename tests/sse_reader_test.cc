@@ -1,5 +1,5 @@
 // SseReader against the events a stream was made of, fed in random pieces.
-#include "tools/sse_reader.h"
+#include "client/sse_reader.h"
 
 #include <string>
 #include <vector>

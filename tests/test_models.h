@@ -20,7 +20,7 @@
 #include "model/deepseek.h"
 #include "model/model_weights.h"
 #include "model/tensor_specs.h"
-#include "tools/random_checkpoint.h"
+#include "synth/random_checkpoint.h"
 
 namespace latte::testing_models {
 

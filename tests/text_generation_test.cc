@@ -9,11 +9,11 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "greedy_generate.h"
 #include "model/deepseek.h"
 #include "run_command.h"
 #include "test_models.h"
 #include "text/tokenizer.h"
-#include "tools/greedy_generate.h"
 
 namespace latte {
 namespace {

@@ -15,13 +15,13 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
+#include "synth/random_checkpoint.h"
+#include "synth/tiny_tokenizer.h"
 #include "test_models.h"
 #include "text/byte_level.h"
 #include "text/detokenizer.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
-#include "tools/random_checkpoint.h"
-#include "tools/tiny_tokenizer.h"
 
 namespace latte {
 namespace {

@@ -1,8 +1,8 @@
 // latte bench: measurements the project reports in docs/benchmarks.md.
-//   latte bench attn    — one MLA layer's decode step in each mode (tools/attention_benchmark.h)
-//   latte bench machine — this machine's measured peaks (tools/machine_probe.h)
-//   latte bench model   — whole-model pp / tg throughput against those peaks (tools/model_benchmark.h)
-//   latte bench engine  — the serving engine's offline throughput (tools/engine_benchmark.h)
+//   latte bench attn    — one MLA layer's decode step in each mode (bench/attention_benchmark.h)
+//   latte bench machine — this machine's measured peaks (bench/machine_probe.h)
+//   latte bench model   — whole-model pp / tg throughput against those peaks (bench/model_benchmark.h)
+//   latte bench engine  — the serving engine's offline throughput (bench/engine_benchmark.h)
 //   latte bench serve   — a server's online serving figures (bench_serve_command.cc)
 #include <omp.h>
 
@@ -13,17 +13,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/attention_benchmark.h"
+#include "bench/engine_benchmark.h"
+#include "bench/machine_probe.h"
+#include "bench/model_benchmark.h"
+#include "bench/roofline.h"
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "model/cost_model.h"
 #include "model/kv_cache.h"
 #include "model/presets.h"
-#include "tools/attention_benchmark.h"
-#include "tools/engine_benchmark.h"
-#include "tools/machine_probe.h"
-#include "tools/model_benchmark.h"
-#include "tools/roofline.h"
 
 namespace latte::cli {
 namespace {
@@ -108,7 +108,7 @@ void PrintPoint(const AttentionBenchPoint& p, void* user) {
   std::fflush(stdout);
 }
 
-// The core's roofline (tools/roofline.h): it must read kv_bytes and do flops, so its
+// The core's roofline (bench/roofline.h): it must read kv_bytes and do flops, so its
 // time is at least the larger of kv_bytes / read bandwidth and flops / bf16 peak (f32
 // FMA peak without AVX512_BF16). Fractions of both peaks are printed, and which one binds.
 struct CoreRoofline {

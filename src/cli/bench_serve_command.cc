@@ -1,5 +1,5 @@
 // latte bench serve: the online serving benchmark against any OpenAI-compatible server
-// (tools/serve_benchmark.h), printed in the columns of the seed's A/B tables (vLLM's
+// (client/serve_benchmark.h), printed in the columns of the seed's A/B tables (vLLM's
 // benchmark_serving summary: backend, input_tokens, output_tokens, output_toks/s,
 // req/s, median_itl_ms, median_ttft_ms), one row per input length.
 #include <algorithm>
@@ -16,8 +16,8 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
-#include "tools/openai_client.h"
-#include "tools/serve_benchmark.h"
+#include "client/openai_client.h"
+#include "client/serve_benchmark.h"
 
 namespace latte::cli {
 namespace {

@@ -1,5 +1,5 @@
 // latte eval: a gsm8k-format task against an OpenAI-compatible server, scored as
-// lm-eval scores gsm8k (tools/gsm8k_task.h, tools/gsm8k_eval.h), printed as lm-eval's
+// lm-eval scores gsm8k (client/gsm8k_task.h, client/gsm8k_eval.h), printed as lm-eval's
 // results table.
 #include <cmath>
 #include <cstdio>
@@ -13,8 +13,8 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
-#include "tools/gsm8k_eval.h"
-#include "tools/openai_client.h"
+#include "client/gsm8k_eval.h"
+#include "client/openai_client.h"
 
 namespace latte::cli {
 namespace {

@@ -1,5 +1,5 @@
 // latte make-model: writes a random-weight model directory in the Hugging Face
-// DeepSeek layout (see tools/random_checkpoint.h), for tests and benchmarks.
+// DeepSeek layout (see synth/random_checkpoint.h), for tests and benchmarks.
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -11,8 +11,8 @@
 #include "cli/commands.h"
 #include "model/presets.h"
 #include "model/tensor_specs.h"
-#include "tools/random_checkpoint.h"
-#include "tools/tiny_tokenizer.h"
+#include "synth/random_checkpoint.h"
+#include "synth/tiny_tokenizer.h"
 
 namespace latte::cli {
 namespace {

@@ -56,7 +56,7 @@ void QuantizeFp8BlockRow(const float* values, int64_t rows, int64_t cols, int64_
       const int64_t c1 = std::min(cols, c0 + block_cols);
       const float scale = scale_inv[b];
       // Divided, not multiplied by a reciprocal: w / scale_inv rounded once, as
-      // DeepSeek's weight quantization (and tools/train/export.py) computes it.
+      // DeepSeek's weight quantization (and train/export.py) computes it.
       for (int64_t c = c0; c < c1; ++c) q[c] = F32ToFp8E4M3(row[c] / scale);
     }
   }

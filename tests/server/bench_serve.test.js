@@ -14,7 +14,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const h = require('./harness');
-const { splitmix } = require('../../tools/splitmix64');
+const { splitmix } = require('../../bench/splitmix64');
 
 function benchServe(args) {
   return new Promise((resolve) => {

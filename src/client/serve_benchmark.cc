@@ -1,4 +1,4 @@
-#include "tools/serve_benchmark.h"
+#include "client/serve_benchmark.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/splitmix64.h"
-#include "tools/openai_client.h"
-#include "tools/sse_reader.h"
+#include "client/openai_client.h"
+#include "client/sse_reader.h"
 
 namespace latte {
 namespace {

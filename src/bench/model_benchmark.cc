@@ -1,4 +1,4 @@
-#include "tools/model_benchmark.h"
+#include "bench/model_benchmark.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,10 +7,9 @@
 
 #include "base/dtype.h"
 #include "base/splitmix64.h"
+#include "bench/decode_loop.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
-#include "tools/decode_loop.h"
-#include "tools/greedy_generate.h"
 
 namespace latte {
 namespace {

@@ -4,11 +4,11 @@
 # bf16 and fp8 weights in each MLA mode, then three deliberately broken variants
 # (patched copies of config.json) in absorbed mode. One lm-eval table per run, and one
 # JSON file per run in OUT_DIR.
-#   [SHOTS=2] bash tools/train/eval_default.sh [OUT_DIR] [extra latte eval flags, e.g. --limit 500]
+#   [SHOTS=2] bash train/eval_default.sh [OUT_DIR] [extra latte eval flags, e.g. --limit 500]
 # 2-shot by default: the model was trained on sequences of 192 tokens, which hold two
 # examples and a question; lm-eval's 5-shot prompt is twice that long.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 latte=${LATTE:-build/latte}
 shots=${SHOTS:-2}
 out=${1:-/tmp/eval_default}

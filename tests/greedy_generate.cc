@@ -1,4 +1,4 @@
-#include "tools/decode_loop.h"
+#include "greedy_generate.h"
 
 #include <chrono>
 
@@ -10,25 +10,6 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
-
-Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths, std::span<int32_t> tokens,
-                   int64_t max_steps, const NextTokens& next_tokens, std::vector<float>& logits) {
-  if (tokens.size() != lengths.size()) return Status::Error("decode steps need one token per sequence");
-  // One step's ids and spans, rewritten in place.
-  std::vector<int32_t> step_tokens(tokens.size());
-  std::vector<SequenceSpan> spans(lengths.size());
-  for (int64_t step = 0; step < max_steps; ++step) {
-    for (size_t b = 0; b < lengths.size(); ++b) {
-      if (lengths[b] >= caches.capacity()) return Status::Error("a sequence ran past its cache's capacity");
-      step_tokens[b] = tokens[b];
-      spans[b] = SequenceSpan{caches.table(static_cast<int64_t>(b)), lengths[b], 1, SpanLogits::kLast};
-    }
-    LATTE_RETURN_IF_ERROR(model.Forward(step_tokens, spans, caches.cache(), logits));
-    for (int64_t& length : lengths) ++length;
-    if (!next_tokens(logits, tokens)) break;
-  }
-  return Status::Ok();
-}
 
 Status CheckSequenceRequest(const ModelConfig& config, const std::vector<int32_t>& prompt, int64_t max_tokens) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
@@ -67,6 +48,28 @@ Result<SequenceTimes> RunSequence(DeepSeekModel& model, const std::vector<int32_
   }
   times.decode_seconds = SecondsSince(t0);
   return times;
+}
+
+Result<GenerateResult> GreedyGenerate(DeepSeekModel& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                      bool keep_logits) {
+  LATTE_RETURN_IF_ERROR(CheckSequenceRequest(model.config(), prompt, max_tokens));
+  const int64_t vocab = model.config().vocab_size;
+  GenerateResult result;
+  result.tokens.reserve(max_tokens);
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  if (keep_logits) result.logits.reserve((P + max_tokens - 1) * vocab);
+  // The prefill's rows (all P of them when keep_logits), then one row per step.
+  const auto next_token = [&](std::span<const float> logits) -> std::optional<int32_t> {
+    if (keep_logits) result.logits.insert(result.logits.end(), logits.begin(), logits.end());
+    result.tokens.push_back(ArgMax(logits.last(vocab).data(), vocab));
+    return result.tokens.back();
+  };
+  LATTE_ASSIGN_OR_RETURN(
+      const SequenceTimes times,
+      RunSequence(model, prompt, max_tokens, keep_logits ? SpanLogits::kAll : SpanLogits::kLast, next_token));
+  result.prefill_seconds = times.prefill_seconds;
+  result.decode_seconds = times.decode_seconds;
+  return result;
 }
 
 }  // namespace latte

@@ -200,7 +200,7 @@ def write_reference(ref, tok, prefix, test, out, max_new=128):
                 "greedy_top_logits": [[round(v, 5) for v in g.values.tolist()] for g in gtop],
             })
     with open(os.path.join(out, "reference.json"), "w") as f:
-        json.dump({"note": "PyTorch (tools/train) float32 forward of the weights in this directory: "
+        json.dump({"note": "PyTorch (train) float32 forward of the weights in this directory: "
                            "top-k logits at every prompt position and the greedy continuation "
                            "with its top-k logits at each step (stops at EOS or a blank line)",
                    "top_k": TOPK, "items": items}, f)
@@ -245,8 +245,8 @@ if __name__ == "__main__":
     import argparse
     ap = argparse.ArgumentParser(description="writes reference.json for checkpoint directories")
     ap.add_argument("--reference", nargs="+", required=True, help="directories written by export")
-    ap.add_argument("--task", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "tasks", "arith"))
+    ap.add_argument("--task", default=os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "tasks", "arith"))
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)

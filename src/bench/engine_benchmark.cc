@@ -1,4 +1,4 @@
-#include "tools/engine_benchmark.h"
+#include "bench/engine_benchmark.h"
 
 #include <chrono>
 #include <condition_variable>

@@ -1,4 +1,4 @@
-#include "tools/gsm8k_eval.h"
+#include "client/gsm8k_eval.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/openai_client.h"
+#include "client/openai_client.h"
 
 namespace latte {
 namespace {

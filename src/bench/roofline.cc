@@ -1,4 +1,4 @@
-#include "tools/roofline.h"
+#include "bench/roofline.h"
 
 #include <cstdio>
 

@@ -1,7 +1,7 @@
 """Trains the embedded default model (DeepSeek-V3 architecture) on arithmetic word
 problems, on CPU, deterministically for a seed, and writes the checkpoint.
 
-    /usr/bin/python3 tools/train/train.py --out models/default --steps 2000
+    /usr/bin/python3 train/train.py --out models/default --steps 2000
 
 Writes: OUT/config.json, model.safetensors (bf16), tokenizer.json,
 tokenizer_config.json, generation_config.json, reference.json (golden logits and
@@ -24,7 +24,7 @@ import data as D  # noqa: E402
 import model as M  # noqa: E402
 import tokenizer as T  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK_DIR = os.path.join(ROOT, "tasks", "arith")
 
 

@@ -1,4 +1,4 @@
-#include "tools/random_checkpoint.h"
+#include "synth/random_checkpoint.h"
 
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/tensor_specs.h"
-#include "tools/tiny_tokenizer.h"
+#include "synth/tiny_tokenizer.h"
 
 namespace latte {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/gsm8k_task.h"
+#include "client/gsm8k_task.h"
 
 #include <cmath>
 #include <fstream>

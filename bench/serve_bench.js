@@ -13,7 +13,7 @@
 //     latte's own C++ client, `latte bench serve` (latte_client_ttft_overhead_ms_*); and
 //     the server's own share from its log: arrival to Submit, first token to the poll
 //     that sends it (server_*_ms_median; the log has 0.1 ms resolution).
-// Usage: node tools/serve_bench.js --model DIR [--num-prompts 64] [--input-len 128]
+// Usage: node bench/serve_bench.js --model DIR [--num-prompts 64] [--input-len 128]
 //          [--output-len 128] [--concurrency 16] [--ttft-requests 50] [--seed 0]
 //          [-- extra engine flags for both, e.g. --threads 2]
 'use strict';
@@ -40,7 +40,7 @@ function parseArgs(argv) {
   return o;
 }
 
-// src/tools/engine_benchmark.cc's MakeRequest: prompt ids and seed of request `index`.
+// src/bench/engine_benchmark.cc's MakeRequest: prompt ids and seed of request `index`.
 function benchRequest(o, vocab, index, outputLen) {
   const next = splitmix(BigInt(o.seed) * 1000003n + BigInt(index));
   const prompt = Array.from({ length: o.inputLen }, () => Number(next() % BigInt(vocab)));

@@ -1,4 +1,4 @@
-#include "tools/attention_benchmark.h"
+#include "bench/attention_benchmark.h"
 
 #include <algorithm>
 #include <chrono>

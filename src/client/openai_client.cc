@@ -1,4 +1,4 @@
-#include "tools/openai_client.h"
+#include "client/openai_client.h"
 
 #include <cstdlib>
 

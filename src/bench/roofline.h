@@ -15,7 +15,7 @@
 
 namespace latte {
 
-// The roofs, as measured (tools/machine_probe.h).
+// The roofs, as measured (bench/machine_probe.h).
 struct RooflinePeaks {
   double read_gbps = 0;    // 1e9 bytes/s
   double flop_gflops = 0;  // the arithmetic roof the kernels run on

@@ -3,7 +3,7 @@
 // (lm_eval/models/openai_completions.py and api_models.py): one non-streamed request
 // per problem with {"model", "prompt", "max_tokens": 256, "temperature": 0, "stop":
 // ["Question:", "</s>", "<|im_end|>"], "seed": 1234}, at most C at once, each tried up
-// to 3 times (lm-eval's max_retries); scored with tools/gsm8k_task.h. lm-eval also
+// to 3 times (lm-eval's max_retries); scored with client/gsm8k_task.h. lm-eval also
 // appends the tokenizer's EOS text to "stop"; a server stops at EOS by itself, so the
 // text is the same without it (and latte eval needs no tokenizer).
 #pragma once
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tools/gsm8k_task.h"
-#include "tools/http_client.h"
+#include "client/gsm8k_task.h"
+#include "client/http_client.h"
 
 namespace latte {
 

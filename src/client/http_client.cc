@@ -1,4 +1,4 @@
-#include "tools/http_client.h"
+#include "client/http_client.h"
 
 #include <utility>
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tools/http_client.h"
+#include "client/http_client.h"
 
 namespace latte {
 

@@ -1,4 +1,4 @@
-#include "tools/machine_probe.h"
+#include "bench/machine_probe.h"
 
 #include <immintrin.h>
 #include <omp.h>

@@ -6,7 +6,7 @@ bf16, then fp8) with the same random prompt and greedy decoding, and compares th
 rows both runs computed on the same tokens: every prompt row, and the decode rows up to
 the first generated token where the two runs differ (after it they see different text).
 
-    python3 tools/kv_fp8_logits.py --latte build/latte --model DIR [--prompt-len 512] [--gen 64]
+    python3 bench/kv_fp8_logits.py --latte build/latte --model DIR [--prompt-len 512] [--gen 64]
 """
 import argparse
 import random

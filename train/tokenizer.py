@@ -5,7 +5,7 @@ own). Every digit is its own piece (with its leading space, if any), so numbers 
 sequences of single-digit tokens; words keep their leading space. The BPE merges are
 learned from the generated corpus until every piece of it is one token, so encoding the
 task's text is: split with the regex, look each piece up. latte's C++ tokenizer gives the
-same ids (tools/train/train.py checks that through `latte tokenize` when asked).
+same ids (train/train.py checks that through `latte tokenize` when asked).
 """
 import collections
 import json

@@ -1,4 +1,4 @@
-#include "tools/sse_reader.h"
+#include "client/sse_reader.h"
 
 namespace latte {
 

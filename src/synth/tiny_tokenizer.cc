@@ -1,4 +1,4 @@
-#include "tools/tiny_tokenizer.h"
+#include "synth/tiny_tokenizer.h"
 
 #include <fstream>
 #include <set>
