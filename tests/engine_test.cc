@@ -296,15 +296,26 @@ TEST(Engine, RefusesWhatCanNeverFitAndKeepsServing) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("more than the whole KV cache holds (64 tokens"), std::string::npos)
       << refused.status().message();
+  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(refused.status().field(), "max_tokens");
   GenerationRequest too_long;
   too_long.prompt.assign(10, 3);
   too_long.max_tokens = m.model->config().max_position_embeddings;
   auto refused2 = engine.Submit(too_long);
   ASSERT_FALSE(refused2.ok());
   EXPECT_NE(refused2.status().message().find("context length"), std::string::npos) << refused2.status().message();
+  EXPECT_EQ(refused2.status().code(), StatusCode::kOutOfRange);
   GenerationRequest bad_id;
   bad_id.prompt = {1, static_cast<int32_t>(m.model->config().vocab_size)};
-  EXPECT_FALSE(engine.Submit(bad_id).ok());
+  EXPECT_EQ(engine.Submit(bad_id).status().field(), "prompt");
+  GenerationRequest stops;  // stop strings on an engine without a tokenizer
+  stops.prompt = {1, 2};
+  stops.stop = {"x"};
+  EXPECT_EQ(engine.Submit(stops).status().code(), StatusCode::kFailedPrecondition);
+  GenerationRequest many = stops;
+  many.stop.clear();
+  many.n = 1000;
+  EXPECT_EQ(engine.Submit(many).status().field(), "n");
 
   GenerationRequest fine;
   fine.prompt.assign(20, 5);
@@ -316,6 +327,8 @@ TEST(Engine, RefusesWhatCanNeverFitAndKeepsServing) {
   EXPECT_EQ(Tokens(outputs).size(), 5u);
   ASSERT_TRUE(outputs.back().finish.has_value());
   EXPECT_EQ(*outputs.back().finish, FinishReason::kLength);
+  engine.Stop();
+  EXPECT_EQ(engine.Submit(fine).status().code(), StatusCode::kUnavailable);
 }
 
 TEST(Engine, AbortFreesTheBlocksWithinAStep) {

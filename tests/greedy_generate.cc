@@ -12,8 +12,8 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 }  // namespace
 
 Status CheckSequenceRequest(const ModelConfig& config, const std::vector<int32_t>& prompt, int64_t max_tokens) {
-  if (prompt.empty()) return Status::Error("the prompt is empty");
-  if (max_tokens < 1) return Status::Error("max_tokens must be at least 1");
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty", "prompt");
+  if (max_tokens < 1) return Status::InvalidArgument("max_tokens must be at least 1", "max_tokens");
   const int64_t P = static_cast<int64_t>(prompt.size());
   return CheckContextLength(
       config, P + max_tokens,

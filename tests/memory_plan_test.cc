@@ -55,17 +55,17 @@ TEST(MemoryPlan, EachModeHoldsWhatTheStartupLogPredicts) {
   options.block_size = 16;
   const auto absorbed = Load(dir, MlaMode::kAbsorbed);
   // A budget a few hundred blocks above the materialized weights: every mode fits some.
-  const int64_t scratch = EngineScratchBytes(absorbed->config(), options.scheduler, omp_get_max_threads());
+  const int64_t scratch = EngineScratchBytes(absorbed->config(), SchedulerConfig{}, omp_get_max_threads());
   const int64_t materialized_weights = HeldWeightBytes(absorbed->config(), MlaMode::kMaterialized);
   options.memory_gb = static_cast<double>(materialized_weights + scratch + (int64_t{3} << 20)) / kBytesPerGB;
   const int64_t available = int64_t{1} << 40;
-  auto plan = PlanMemory(*absorbed, options, available);
+  auto plan = PlanMemory(*absorbed, options, SchedulerConfig{}, available);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->pool_tokens(), KvTokensInMode(*plan, *absorbed, MlaMode::kAbsorbed));
   for (MlaMode mode : kModes) {
     SCOPED_TRACE(MlaModeName(mode));
     const auto w = Load(dir, mode);
-    auto actual = PlanMemory(*w, options, available);
+    auto actual = PlanMemory(*w, options, SchedulerConfig{}, available);
     ASSERT_TRUE(actual.ok()) << actual.status().message();
     EXPECT_EQ(actual->pool_tokens(), KvTokensInMode(*plan, *absorbed, mode));
     EXPECT_GT(actual->pool_tokens(), 0);
@@ -81,25 +81,27 @@ TEST(MemoryPlan, RefusesBudgetsThatCannotWork) {
   const auto w = Load(Tiny(CheckpointDType::kBf16), MlaMode::kAbsorbed);
   MemoryOptions options;
   options.memory_gb = static_cast<double>(w->memory().Total()) / kBytesPerGB;  // no room for scratch + KV
-  auto none = PlanMemory(*w, options, int64_t{1} << 40);
+  auto none = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("leaves no room for the KV cache"), std::string::npos)
       << none.status().message();
 
   options.memory_gb = 64;
-  auto over = PlanMemory(*w, options, /*available=*/int64_t{8} << 30);
+  auto over = PlanMemory(*w, options, SchedulerConfig{}, /*available=*/int64_t{8} << 30);
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.status().message().find("more than this machine has available"), std::string::npos)
       << over.status().message();
+  EXPECT_EQ(over.status().field(), "memory_gb");
 
   MemoryOptions blocks;
   blocks.num_kv_blocks = int64_t{1} << 40;
-  auto huge = PlanMemory(*w, blocks, int64_t{8} << 30);
+  auto huge = PlanMemory(*w, blocks, SchedulerConfig{}, int64_t{8} << 30);
   ASSERT_FALSE(huge.ok());
-  EXPECT_NE(huge.status().message().find("--num-kv-blocks"), std::string::npos) << huge.status().message();
+  EXPECT_EQ(huge.status().field(), "num_kv_blocks") << huge.status().message();
+  EXPECT_EQ(huge.status().code(), StatusCode::kOutOfRange);
 
   blocks.num_kv_blocks = 7;
-  auto seven = PlanMemory(*w, blocks, int64_t{8} << 30);
+  auto seven = PlanMemory(*w, blocks, SchedulerConfig{}, int64_t{8} << 30);
   ASSERT_TRUE(seven.ok()) << seven.status().message();
   EXPECT_EQ(seven->num_blocks, 7);
   EXPECT_TRUE(seven->num_blocks_overridden);

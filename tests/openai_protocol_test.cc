@@ -26,10 +26,8 @@ const Fixture& Tiny() {
     f.chat = std::move(ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json")).value();
     f.model.name = "tiny";
     f.model.path = dir;
-    f.model.max_model_len = 4096;
-    f.model.vocab_size = 512;
-    f.model.pool_tokens = 1024;
-    f.model.max_num_seqs = 8;
+    f.model.limits = {
+        .vocab_size = 512, .max_model_len = 4096, .pool_tokens = 1024, .max_num_seqs = 8, .has_tokenizer = true};
     f.model.tokenizer = f.tokenizer.get();
     f.model.chat_template = &*f.chat;
     return f;
@@ -245,6 +243,32 @@ TEST(OpenAiProtocol, ErrorObjectShape) {
   EXPECT_TRUE(j["error"]["code"].is_null());
   const json u = Unavailable("full", 1).ToJson();
   EXPECT_TRUE(u["error"]["param"].is_null());
+}
+
+// The HTTP status and `param` come from the Status's kind and field, whatever its text.
+TEST(OpenAiProtocol, ErrorFromStatusByKind) {
+  const ApiError bad = FromStatus(Status::InvalidArgument("no", "top_p"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.param, "top_p");
+  EXPECT_EQ(FromStatus(Status::OutOfRange("long", "prompt")).status, 400);
+  EXPECT_EQ(FromStatus(Status::FailedPrecondition("x", "stop")).param, "stop");
+  const ApiError busy = FromStatus(Status::Unavailable("the server's queue is full"));
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_EQ(busy.retry_after_s, 1);
+  // A message that merely mentions shutting down is not a 503: only the kind decides.
+  EXPECT_EQ(FromStatus(Status::InvalidArgument("the engine is shutting down")).status, 400);
+  EXPECT_EQ(FromStatus(Status::NotFound("gone")).status, 404);
+  EXPECT_EQ(FromStatus(Status::Internal("bug")).status, 500);
+}
+
+// The parser runs the engine's CheckRequest: its errors name the field the client set.
+TEST(OpenAiProtocol, EngineChecksNameTheClientsField) {
+  const json user = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const MaybeError e = Chat({{"messages", user}, {"max_completion_tokens", 5000}});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "max_completion_tokens");
+  EXPECT_NE(e->message.find("in max_completion_tokens"), std::string::npos) << e->message;
+  ExpectBadField(Completion({{"prompt", "x"}, {"stop", json::array({""})}}), "stop");
 }
 
 }  // namespace

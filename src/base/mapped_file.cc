@@ -24,7 +24,7 @@ struct FileDescriptor {
 
 Result<const uint8_t*> Map(const std::string& path, int fd, size_t size) {
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) return Status::Error(path + ": cannot mmap: " + std::strerror(errno));
+  if (p == MAP_FAILED) return Status::Internal(path + ": cannot mmap: " + std::strerror(errno));
   return static_cast<const uint8_t*>(p);
 }
 
@@ -32,7 +32,7 @@ Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t
                                          const std::function<void(size_t)>& on_read) {
   auto* region = static_cast<uint8_t*>(AllocateHugePageRegion(size, /*zero_fill=*/false));
   if (region == nullptr) {
-    return Status::Error(path + ": cannot allocate " + std::to_string(size) + " bytes to hold the file");
+    return Status::Internal(path + ": cannot allocate " + std::to_string(size) + " bytes to hold the file");
   }
   constexpr size_t kChunk = size_t{64} << 20;
   size_t done = 0;
@@ -42,7 +42,7 @@ Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t
     if (n <= 0) {
       const std::string why = n < 0 ? std::strerror(errno) : "the file shrank while being read";
       FreeHugePageRegion(region, size);
-      return Status::Error(path + ": cannot read: " + why);
+      return Status::Internal(path + ": cannot read: " + why);
     }
     done += static_cast<size_t>(n);
     if (on_read) on_read(done);
@@ -55,10 +55,10 @@ Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, FileResidency residency,
                                                      const std::function<void(size_t)>& on_read) {
   const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) return Status::Error(path + ": cannot open: " + std::strerror(errno));
+  if (file.fd < 0) return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(file.fd, &st) != 0) return Status::Error(path + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
+  if (::fstat(file.fd, &st) != 0) return Status::Internal(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Internal(path + ": not a regular file");
   const size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;
   if (size > 0) {

@@ -22,7 +22,7 @@ Status WriteNpyF32(const std::string& path, const std::vector<int64_t>& shape, c
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return Status::Error(path + ": cannot open for writing");
+  if (!f) return Status::NotFound(path + ": cannot open for writing");
   const uint8_t preamble[10] = {0x93,
                                 'N',
                                 'U',
@@ -37,26 +37,26 @@ Status WriteNpyF32(const std::string& path, const std::vector<int64_t>& shape, c
             std::fwrite(header.data(), 1, header.size(), f.get()) == header.size() &&
             std::fwrite(data, sizeof(float), count, f.get()) == count;
   ok = (std::fflush(f.get()) == 0) && ok;
-  if (!ok) return Status::Error(path + ": write failed");
+  if (!ok) return Status::Internal(path + ": write failed");
   return Status::Ok();
 }
 
 Result<std::vector<float>> ReadNpyF32(const std::string& path, std::vector<int64_t>* shape) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open");
+  if (!in) return Status::NotFound(path + ": cannot open");
   char preamble[10];
   if (!in.read(preamble, 10) || std::memcmp(preamble, "\x93NUMPY", 6) != 0) {
-    return Status::Error(path + ": not a .npy file");
+    return Status::DataLoss(path + ": not a .npy file");
   }
   const size_t header_len = static_cast<uint8_t>(preamble[8]) | (static_cast<uint8_t>(preamble[9]) << 8);
   std::string header(header_len, '\0');
-  if (!in.read(header.data(), header_len)) return Status::Error(path + ": truncated header");
+  if (!in.read(header.data(), header_len)) return Status::DataLoss(path + ": truncated header");
   if (header.find("'<f4'") == std::string::npos || header.find("False") == std::string::npos) {
-    return Status::Error(path + ": only little-endian float32 C-order arrays are supported");
+    return Status::Unimplemented(path + ": only little-endian float32 C-order arrays are supported");
   }
   const size_t open = header.find('(', header.find("'shape'"));
   const size_t close = header.find(')', open);
-  if (open == std::string::npos || close == std::string::npos) return Status::Error(path + ": no shape");
+  if (open == std::string::npos || close == std::string::npos) return Status::DataLoss(path + ": no shape");
   shape->clear();
   size_t count = 1;
   for (size_t i = open + 1; i < close;) {
@@ -70,7 +70,7 @@ Result<std::vector<float>> ReadNpyF32(const std::string& path, std::vector<int64
   }
   std::vector<float> data(count);
   if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(count * sizeof(float)))) {
-    return Status::Error(path + ": truncated data");
+    return Status::DataLoss(path + ": truncated data");
   }
   return data;
 }

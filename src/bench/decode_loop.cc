@@ -4,13 +4,13 @@ namespace latte {
 
 Status DecodeSteps(DeepSeekModel& model, SequenceCaches& caches, std::span<int64_t> lengths, std::span<int32_t> tokens,
                    int64_t max_steps, const NextTokens& next_tokens, std::vector<float>& logits) {
-  if (tokens.size() != lengths.size()) return Status::Error("decode steps need one token per sequence");
+  if (tokens.size() != lengths.size()) return Status::Internal("decode steps need one token per sequence");
   // One step's ids and spans, rewritten in place.
   std::vector<int32_t> step_tokens(tokens.size());
   std::vector<SequenceSpan> spans(lengths.size());
   for (int64_t step = 0; step < max_steps; ++step) {
     for (size_t b = 0; b < lengths.size(); ++b) {
-      if (lengths[b] >= caches.capacity()) return Status::Error("a sequence ran past its cache's capacity");
+      if (lengths[b] >= caches.capacity()) return Status::Internal("a sequence ran past its cache's capacity");
       step_tokens[b] = tokens[b];
       spans[b] = SequenceSpan{caches.table(static_cast<int64_t>(b)), lengths[b], 1, SpanLogits::kLast};
     }

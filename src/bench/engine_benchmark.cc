@@ -47,10 +47,10 @@ struct Wakeup {
 }  // namespace
 
 Result<EngineBenchResult> RunEngineBenchmark(Engine& engine, int64_t vocab, const EngineBenchOptions& options) {
-  if (options.num_prompts < 1) return Status::Error("--num-prompts must be at least 1");
-  if (options.input_len < 1) return Status::Error("--input-len must be at least 1");
-  if (options.output_len < 1) return Status::Error("--output-len must be at least 1");
-  if (options.max_concurrency < 0) return Status::Error("--max-concurrency must be 0 (all) or more");
+  if (options.num_prompts < 1) return Status::InvalidArgument("--num-prompts must be at least 1");
+  if (options.input_len < 1) return Status::InvalidArgument("--input-len must be at least 1");
+  if (options.output_len < 1) return Status::InvalidArgument("--output-len must be at least 1");
+  if (options.max_concurrency < 0) return Status::InvalidArgument("--max-concurrency must be 0 (all) or more");
   const int64_t concurrency = options.max_concurrency == 0 ? options.num_prompts : options.max_concurrency;
   const EngineStats before = engine.Stats();
 
@@ -82,7 +82,7 @@ Result<EngineBenchResult> RunEngineBenchmark(Engine& engine, int64_t vocab, cons
         progressed = true;
         result.output_tokens += static_cast<int64_t>(out->tokens.size());
         if (out->finish && *out->finish == FinishReason::kAbort) {
-          return Status::Error("request " + std::to_string((*it)->id()) + " aborted: " + out->error);
+          return Status::InvalidArgument("request " + std::to_string((*it)->id()) + " aborted: " + out->error);
         }
       }
       it = (*it)->done() ? in_flight.erase(it) : it + 1;

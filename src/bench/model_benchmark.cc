@@ -98,26 +98,27 @@ void Summarize(ModelBenchResult& r) {
 }  // namespace
 
 Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) {
-  if (o.prompts.empty() || o.gens.empty() || o.depths.empty()) return Status::Error("-p, -n and -d need a value");
+  if (o.prompts.empty() || o.gens.empty() || o.depths.empty())
+    return Status::InvalidArgument("-p, -n and -d need a value");
   for (int64_t p : o.prompts) {
-    if (p < 0) return Status::Error("-p must be >= 0, got " + std::to_string(p));
+    if (p < 0) return Status::InvalidArgument("-p must be >= 0, got " + std::to_string(p));
     LATTE_RETURN_IF_ERROR(CheckContextLength(c, p, "the pp test -p " + std::to_string(p)));
   }
   for (int64_t d : o.depths) {
-    if (d < 0) return Status::Error("-d must be >= 0, got " + std::to_string(d));
+    if (d < 0) return Status::InvalidArgument("-d must be >= 0, got " + std::to_string(d));
   }
   for (int64_t n : o.gens) {
-    if (n < 0) return Status::Error("-n must be >= 0, got " + std::to_string(n));
+    if (n < 0) return Status::InvalidArgument("-n must be >= 0, got " + std::to_string(n));
     for (int64_t d : o.depths) {
       const int64_t prompt = d > 0 ? d : o.tg_prompt;
       const std::string start = d > 0 ? "-d " + std::to_string(d) : "the " + std::to_string(prompt) + "-token prompt";
       LATTE_RETURN_IF_ERROR(CheckContextLength(c, prompt + n, start + " plus -n " + std::to_string(n)));
     }
   }
-  if (o.repetitions < 1) return Status::Error("-r must be at least 1");
-  if (o.batch < 1 || o.batch > 1024) return Status::Error("--batch must be in [1, 1024]");
-  if (o.tg_prompt < 1) return Status::Error("the tg prompt needs at least one token");
-  if (o.depth_chunk < 1) return Status::Error("the depth fill needs chunks of at least one token");
+  if (o.repetitions < 1) return Status::InvalidArgument("-r must be at least 1");
+  if (o.batch < 1 || o.batch > 1024) return Status::InvalidArgument("--batch must be in [1, 1024]");
+  if (o.tg_prompt < 1) return Status::InvalidArgument("the tg prompt needs at least one token");
+  if (o.depth_chunk < 1) return Status::InvalidArgument("the depth fill needs chunks of at least one token");
   return Status::Ok();
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -126,40 +127,39 @@ Status RefuseUnless(const CLI::App& cmd, bool applies, std::initializer_list<con
                     const std::string& why) {
   if (applies) return Status::Ok();
   for (const char* flag : flags) {
-    if (Given(cmd, flag)) return Status::Error(std::string(flag) + " has no effect " + why);
+    if (Given(cmd, flag)) return Status::InvalidArgument(std::string(flag) + " has no effect " + why);
   }
   return Status::Ok();
 }
 
 Status AsFlagError(const Status& status) {
-  if (status.ok()) return status;
+  if (status.ok() || status.field().empty()) return status;
+  const std::string& field = status.field();
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
   const std::string& m = status.message();
-  size_t n = 0;
-  while (n < m.size() && (std::islower(static_cast<unsigned char>(m[n])) || m[n] == '_')) ++n;
-  if (n == 0 || n >= m.size() || m[n] != ' ') return status;
-  std::string flag = "--" + m.substr(0, n);
-  for (char& c : flag) {
-    if (c == '_') c = '-';
-  }
-  return Status::Error(flag + m.substr(n));
+  // "top_p must be ..." reads "--top-p must be ..."; a message that does not start
+  // with its field gets the flag in front.
+  std::string message = m.rfind(field + " ", 0) == 0 ? flag + m.substr(field.size()) : flag + ": " + m;
+  return Status(status.code(), std::move(message), field);
 }
 
 Status CheckWritableFile(const std::string& flag, const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (path.empty()) return Status::Error(flag + " needs a file name");
-  if (fs::is_directory(path, ec)) return Status::Error(flag + " " + path + " is a folder; give a file name");
+  if (path.empty()) return Status::InvalidArgument(flag + " needs a file name");
+  if (fs::is_directory(path, ec)) return Status::InvalidArgument(flag + " " + path + " is a folder; give a file name");
   fs::path folder = fs::path(path).parent_path();
   if (folder.empty()) folder = ".";
   if (!fs::is_directory(folder, ec)) {
-    return Status::Error(flag + " " + path + ": the folder " + folder.string() + " does not exist");
+    return Status::NotFound(flag + " " + path + ": the folder " + folder.string() + " does not exist");
   }
   if (::access(folder.c_str(), W_OK) != 0) {
-    return Status::Error(flag + " " + path + ": cannot write in " + folder.string() + " (" + std::strerror(errno) +
-                         ")");
+    return Status::Internal(flag + " " + path + ": cannot write in " + folder.string() + " (" + std::strerror(errno) +
+                            ")");
   }
   if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
-    return Status::Error(flag + " " + path + ": cannot overwrite it (" + std::strerror(errno) + ")");
+    return Status::InvalidArgument(flag + " " + path + ": cannot overwrite it (" + std::strerror(errno) + ")");
   }
   return Status::Ok();
 }

@@ -15,12 +15,12 @@
 #include <CLI/CLI.hpp>
 
 #include "base/status.h"
+#include "engine/engine_config.h"
 
 namespace latte::cli {
 
-// --threads accepts [1, kMaxThreads]; without the flag, every core (one for a small
-// model: SetThreadsForModel).
-inline constexpr int kMaxThreads = 1024;
+// --threads accepts [1, kMaxThreads] (engine/engine_config.h); without the flag,
+// every core (one for a small model: SetThreadsForModel).
 
 // Validators: each checks the flag's text and, when it is wrong, says what the flag
 // accepts and what it got ("must be an integer in [1, 1024], got 0"); the parse error
@@ -44,8 +44,8 @@ bool Given(const CLI::App& cmd, const std::string& flag);
 Status RefuseUnless(const CLI::App& cmd, bool applies, std::initializer_list<const char*> flags,
                     const std::string& why);
 
-// A message from a check that names a field in snake_case ("top_p must be ...")
-// reworded with the flag's name ("--top-p must be ...").
+// An error whose field() is a snake_case name ("top_p") reworded with the flag of
+// that name ("--top-p must be ..."); errors without a field pass unchanged.
 Status AsFlagError(const Status& status);
 
 // `path` can be created or overwritten as a file: its folder exists and is writable,

@@ -21,6 +21,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/serving_stack.h"
 #include "model/cost_model.h"
 #include "model/kv_cache.h"
 #include "model/presets.h"
@@ -159,7 +160,8 @@ void PrintCorePoint(const AttentionCorePoint& p, void* user) {
 }
 
 Status RunAttn(const AttnArgs& args, const CLI::App& cmd) {
-  if (Given(cmd, "--preset") && Given(cmd, "--config")) return Status::Error("give one of --preset and --config");
+  if (Given(cmd, "--preset") && Given(cmd, "--config"))
+    return Status::InvalidArgument("give one of --preset and --config");
   ModelConfig config;
   if (!args.config.empty()) {
     LATTE_ASSIGN_OR_RETURN(config, ModelConfig::FromFile(args.config));
@@ -275,11 +277,8 @@ struct ModelArgs {
   std::vector<int64_t> depths = {0};
   int threads = 0;
   int64_t repetitions = 5;
-  std::string mla_mode = "absorbed";
   int64_t batch = 1;
-  std::string fp8 = "keep";
-  std::string quantize = "none";
-  bool huge_pages = false;
+  LoadOptions load;
   bool json = false;
 };
 
@@ -403,8 +402,8 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
 }
 
 Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
-  LATTE_ASSIGN_OR_RETURN(const LoadOptions load,
-                         LoadOptionsFromFlags(args.mla_mode, args.fp8, args.quantize, args.huge_pages));
+  const LoadOptions& load = args.load;
+  LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
   ModelBenchOptions options;
   options.model_dir = args.model;
   options.prompts = args.prompts;
@@ -419,7 +418,9 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   const bool tg = std::any_of(args.gens.begin(), args.gens.end(), [](int64_t n) { return n > 0; });
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
   // Every test fits in the model's context before the probe runs or a weight loads.
-  LATTE_ASSIGN_OR_RETURN(const ModelPreview preview, PreviewModel(args.model));
+  auto previewed = PreviewModel(args.model);
+  if (!previewed.ok()) return AsFlagError(previewed.status());
+  const ModelPreview& preview = previewed.value();
   LATTE_RETURN_IF_ERROR(
       RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
@@ -432,7 +433,7 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   ctx.roof = RoofOf(ctx.probe);
   if (!args.json) {
     std::printf("model %s, %d threads, weights %s%s%s\n", args.model.c_str(), ctx.threads,
-                args.huge_pages ? "on 2 MiB pages" : "mmapped",
+                load.residency == FileResidency::kHugePageCopy ? "on 2 MiB pages" : "mmapped",
                 load.fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16",
                 load.quantize == WeightQuantization::kFp8 ? ", quantized to fp8 at load" : "");
     PrintProbe(ctx.probe);
@@ -444,20 +445,25 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
 }
 
 struct EngineArgs {
-  EngineFlags engine;
+  EngineConfig engine;
   EngineBenchOptions bench;
   bool json = false;
 };
 
 Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
-  LATTE_ASSIGN_OR_RETURN(ModelPreview preview, PreviewModel(args.engine.model));
+  LATTE_RETURN_IF_ERROR(AsFlagError(args.engine.Validate()));
+  auto previewed = PreviewModel(args.engine.model);
+  if (!previewed.ok()) return AsFlagError(previewed.status());
+  ModelPreview preview = std::move(previewed).value();
   LATTE_RETURN_IF_ERROR(
       RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckContextLength(preview.config, args.bench.input_len + args.bench.output_len,
                                            "--input-len (" + std::to_string(args.bench.input_len) +
                                                ") plus --output-len (" + std::to_string(args.bench.output_len) + ")"));
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack,
-                         StartServingStack(args.engine, /*log=*/!args.json, std::move(preview.tokenizer)));
+  auto built = BuildServingStack(args.engine, /*log=*/!args.json, std::move(preview.tokenizer));
+  if (!built.ok()) return AsFlagError(built.status());
+  std::unique_ptr<ServingStack> stack = std::move(built).value();
+  const std::string mla_mode(MlaModeName(args.engine.load.mode));
   const int64_t vocab = stack->model->config().vocab_size;
   LATTE_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBenchmark(*stack->engine, vocab, args.bench));
   const EngineOptions& e = stack->engine->options();
@@ -467,7 +473,7 @@ Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
                         {"output_len", args.bench.output_len},
                         {"max_concurrency", args.bench.max_concurrency},
                         {"threads", omp_get_max_threads()},
-                        {"mla_mode", args.engine.mla_mode},
+                        {"mla_mode", mla_mode},
                         {"max_num_seqs", e.scheduler.max_num_seqs},
                         {"max_num_batched_tokens", e.scheduler.max_num_batched_tokens},
                         {"max_prefill_burst_tokens", e.scheduler.max_prefill_burst_tokens},
@@ -488,7 +494,7 @@ Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
     std::printf("%lld requests of %lld + %lld tokens, max concurrency %lld, %s, %d threads\n",
                 static_cast<long long>(r.requests), static_cast<long long>(args.bench.input_len),
                 static_cast<long long>(args.bench.output_len), static_cast<long long>(args.bench.max_concurrency),
-                args.engine.mla_mode.c_str(), omp_get_max_threads());
+                mla_mode.c_str(), omp_get_max_threads());
     std::printf("Throughput: %.2f requests/s, %.2f output tok/s, %.2f total tok/s (%.2f s)\n", r.requests_per_s,
                 r.output_tok_s, r.total_tok_s, r.seconds);
     std::printf("Engine steps: %lld, %.3f s in steps, %.3f s in the forward pass: %.2f%% outside it\n",
@@ -567,9 +573,6 @@ void AddBenchCommand(CLI::App& app) {
   bcmd->add_option("-r,--repetitions", model->repetitions, "Timed runs per test, after one warm-up run")
       ->check(IntIn(1, 1000000))
       ->capture_default_str();
-  bcmd->add_option("--mla-mode", model->mla_mode, "absorbed | materialized | naive")
-      ->check(mla_mode)
-      ->capture_default_str();
   bcmd->add_option("--batch", model->batch, "tg: sequences decoding together")
       ->check(IntIn(1, 1024))
       ->capture_default_str();
@@ -582,12 +585,7 @@ void AddBenchCommand(CLI::App& app) {
   AddRenamedFlag(*bcmd, "--prompt", "-p/--n-prompt (--prompt is prompt text in latte generate)");
   AddRenamedFlag(*bcmd, "--gen", "-n/--n-gen");
   AddRenamedFlag(*bcmd, "--depth", "-d/--n-depth");
-  bcmd->add_option("--fp8", model->fp8, "fp8 checkpoints: keep (e4m3 in memory) | bf16 (dequantized at load)")
-      ->check(OneOf({"keep", "bf16"}))
-      ->capture_default_str();
-  AddQuantizeOption(*bcmd, model->quantize);
-  bcmd->add_flag("--huge-pages", model->huge_pages,
-                 "Weights read into memory on 2 MiB pages instead of an mmap of the checkpoint");
+  AddLoadFlags(*bcmd, model->load);
   bcmd->add_flag("--json", model->json, "One JSON object per test");
   bcmd->callback([model, bcmd] { ExitOnError("bench model", RunModel(*model, *bcmd)); });
 

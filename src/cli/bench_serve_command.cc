@@ -47,7 +47,7 @@ Result<double> ParseRequestRate(const std::string& text) {
   char* end = nullptr;
   const double rate = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || *end != '\0' || !(rate > 0) || !std::isfinite(rate)) {
-    return Status::Error("--request-rate must be a number > 0 or inf, got \"" + text + "\"");
+    return Status::InvalidArgument("--request-rate must be a number > 0 or inf, got \"" + text + "\"");
   }
   return rate;
 }
@@ -145,7 +145,7 @@ Status RunServeBench(const ServeBenchArgs& args) {
   options.model = args.model;
   if (options.model.empty()) {
     auto id = ServedModelId(base, options.http);
-    if (!id.ok()) return Status::Error(id.status().message() + " (or give --model)");
+    if (!id.ok()) return Status::InvalidArgument(id.status().message() + " (or give --model)");
     options.model = *id;
   }
   options.num_prompts = args.num_prompts;
@@ -224,10 +224,11 @@ Status RunServeBench(const ServeBenchArgs& args) {
     for (const auto& [o, r] : runs) j["runs"].push_back(RunJson(o, r));
     std::ofstream out(args.json);
     out << j.dump(1) << "\n";
-    if (!out) return Status::Error("--json " + args.json + ": write failed");
+    if (!out) return Status::Internal("--json " + args.json + ": write failed");
   }
   if (failed > 0) {
-    return Status::Error(std::to_string(failed) + " of " + std::to_string(sent) + " requests failed (listed above)");
+    return Status::InvalidArgument(std::to_string(failed) + " of " + std::to_string(sent) +
+                                   " requests failed (listed above)");
   }
   return Status::Ok();
 }

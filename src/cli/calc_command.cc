@@ -514,7 +514,7 @@ json ReportJson(const CalcReport& r) {
   return j;
 }
 
-void Fail(const std::string& message) { ExitOnError("calc", Status::Error(message)); }
+void Fail(const std::string& message) { ExitOnError("calc", Status::InvalidArgument(message)); }
 
 void RunCalc(const CalcOptions& options, const CLI::App& cmd) {
   if (options.config_path.empty() == options.preset.empty()) {

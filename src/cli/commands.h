@@ -4,8 +4,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdint>
-
 #include "base/status.h"
 
 namespace latte::cli {
@@ -27,20 +25,6 @@ int ExitCode();
 // Ends a command's callback: a failed `status` is one line on stderr,
 // "latte <command>: error: <message>", and exit code 1.
 void ExitOnError(const char* command, const Status& status);
-
-// Sets OpenMP's (and so oneDNN's) thread count; 0 means every core.
-void SetThreads(int threads);
-
-// Below this many bytes of weights a decode step takes ~100-300 us, and waking and
-// joining a second thread costs more than it brings: the 2.9 MB default model decodes
-// faster on one thread on a quiet 2-core machine, and 2-4x faster on one under load,
-// while a 4.5 GB model gains from every core (docs/benchmarks.md, "Threads on a busy
-// machine"). Sizes between those two were not measured; 64 MiB sits well inside them.
-inline constexpr int64_t kSingleThreadModelBytes = int64_t{64} << 20;
-
-// SetThreads for a model holding `weight_bytes`: -t as given; without -t (0) every
-// core, or one thread for a model under kSingleThreadModelBytes.
-void SetThreadsForModel(int threads, int64_t weight_bytes);
 
 // Flushes stdout; true when a write to it failed (a full disk, a closed pipe).
 // main() checks it at exit; a command that streams checks it as it goes.

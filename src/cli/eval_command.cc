@@ -38,8 +38,9 @@ Result<std::string> FewshotFile(const EvalArgs& args) {
   for (const char* name : {"fewshot.jsonl", "train.jsonl"}) {
     if (std::filesystem::exists(dir / name)) return (dir / name).string();
   }
-  return Status::Error("--num-fewshot " + std::to_string(args.num_fewshot) +
-                       " needs examples: give --fewshot FILE (none of fewshot.jsonl, train.jsonl beside --task)");
+  return Status::InvalidArgument(
+      "--num-fewshot " + std::to_string(args.num_fewshot) +
+      " needs examples: give --fewshot FILE (none of fewshot.jsonl, train.jsonl beside --task)");
 }
 
 // The Tasks column: the file's name without .jsonl, or its folder's for gsm8k's
@@ -91,15 +92,15 @@ Status RunEval(const EvalArgs& args) {
     LATTE_ASSIGN_OR_RETURN(const std::string fewshot, FewshotFile(args));
     LATTE_ASSIGN_OR_RETURN(options.fewshot, LoadGsm8kJsonl(fewshot));
     if (options.fewshot.size() < options.num_fewshot) {
-      return Status::Error("--num-fewshot " + std::to_string(args.num_fewshot) + ": " + fewshot + " has only " +
-                           std::to_string(options.fewshot.size()) + " examples");
+      return Status::InvalidArgument("--num-fewshot " + std::to_string(args.num_fewshot) + ": " + fewshot +
+                                     " has only " + std::to_string(options.fewshot.size()) + " examples");
     }
   }
   options.concurrency = args.concurrency;
   options.model = args.model;
   if (options.model.empty()) {
     auto id = ServedModelId(base, options.http);
-    if (!id.ok()) return Status::Error(id.status().message() + " (or give --model)");
+    if (!id.ok()) return Status::InvalidArgument(id.status().message() + " (or give --model)");
     options.model = *id;
   }
   ProgressBar bar(TaskName(args.task));
@@ -110,7 +111,7 @@ Status RunEval(const EvalArgs& args) {
   if (!args.json.empty()) {
     std::ofstream out(args.json);
     out << ResultJson(args, options.model, options.docs, result).dump(1) << "\n";
-    if (!out) return Status::Error("--json " + args.json + ": write failed");
+    if (!out) return Status::Internal("--json " + args.json + ": write failed");
   }
   return Status::Ok();
 }

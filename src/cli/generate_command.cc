@@ -15,6 +15,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/serving_stack.h"
 #include "engine/stop_matcher.h"
 #include "model/deepseek.h"
 #include "text/chat_template.h"
@@ -24,7 +25,7 @@ namespace latte::cli {
 namespace {
 
 struct GenerateArgs {
-  EngineFlags engine;
+  EngineConfig engine;
   std::string prompt_ids;
   std::string prompt;
   bool chat = false;
@@ -47,10 +48,10 @@ Result<std::vector<int32_t>> ParseIds(const std::string& text) {
       if (used != item.size() || v < 0 || v > INT32_MAX) throw std::out_of_range(item);
       ids.push_back(static_cast<int32_t>(v));
     } catch (const std::exception&) {
-      return Status::Error("--prompt-ids: \"" + item + "\" is not a token id");
+      return Status::InvalidArgument("--prompt-ids: \"" + item + "\" is not a token id");
     }
   }
-  if (ids.empty()) return Status::Error("--prompt-ids is empty");
+  if (ids.empty()) return Status::InvalidArgument("--prompt-ids is empty");
   return ids;
 }
 
@@ -76,7 +77,7 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 Status CheckArguments(const GenerateArgs& args, const CLI::App& cmd, ModelPreview& preview,
                       GenerationRequest& request) {
   if (args.prompt_ids.empty() == args.prompt.empty()) {
-    return Status::Error("give exactly one of --prompt-ids and --prompt");
+    return Status::InvalidArgument("give exactly one of --prompt-ids and --prompt");
   }
   const bool text = !args.prompt.empty();
   LATTE_RETURN_IF_ERROR(
@@ -89,24 +90,27 @@ Status CheckArguments(const GenerateArgs& args, const CLI::App& cmd, ModelPrevie
   LATTE_RETURN_IF_ERROR(AsFlagError(args.sampling.Validate()));
   if (!args.stop.empty()) {
     const Result<StopMatcher> stops = StopMatcher::Create(args.stop, {});
-    if (!stops.ok()) return Status::Error("--stop: " + stops.status().message());
+    if (!stops.ok()) return Status::InvalidArgument("--stop: " + stops.status().message());
   }
   if (!args.logits_out.empty()) LATTE_RETURN_IF_ERROR(CheckWritableFile("--logits-out", args.logits_out));
 
-  LATTE_ASSIGN_OR_RETURN(preview, PreviewModel(args.engine.model));
+  LATTE_RETURN_IF_ERROR(AsFlagError(args.engine.Validate()));
+  auto previewed = PreviewModel(args.engine.model);
+  if (!previewed.ok()) return AsFlagError(previewed.status());
+  preview = std::move(previewed).value();
   const ModelConfig& config = preview.config;
   LATTE_RETURN_IF_ERROR(
       RefuseUnless(cmd, config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   if (text) {
-    if (!preview.tokenizer) return Status::Error("--prompt needs a tokenizer.json in the model directory");
+    if (!preview.tokenizer) return Status::InvalidArgument("--prompt needs a tokenizer.json in the model directory");
     LATTE_ASSIGN_OR_RETURN(request.prompt, TextPromptIds(args, *preview.tokenizer));
-    if (request.prompt.empty()) return Status::Error("--prompt encodes to no tokens");
+    if (request.prompt.empty()) return Status::InvalidArgument("--prompt encodes to no tokens");
   } else {
     LATTE_ASSIGN_OR_RETURN(request.prompt, ParseIds(args.prompt_ids));
     for (int32_t id : request.prompt) {
       if (id >= config.vocab_size) {
-        return Status::Error("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
-                             std::to_string(config.vocab_size) + ")");
+        return Status::InvalidArgument("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                       std::to_string(config.vocab_size) + ")");
       }
     }
   }
@@ -123,8 +127,9 @@ Status RunGenerate(const GenerateArgs& args, const CLI::App& cmd) {
   ModelPreview preview;
   LATTE_RETURN_IF_ERROR(CheckArguments(args, cmd, preview, request));
   const bool text = !args.prompt.empty();
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack,
-                         StartServingStack(args.engine, /*log=*/true, std::move(preview.tokenizer)));
+  auto built = BuildServingStack(args.engine, /*log=*/true, std::move(preview.tokenizer));
+  if (!built.ok()) return AsFlagError(built.status());
+  std::unique_ptr<ServingStack> stack = std::move(built).value();
   if (text) {
     request.sampling = args.sampling;
     request.stop = args.stop;
@@ -151,11 +156,12 @@ Status RunGenerate(const GenerateArgs& args, const CLI::App& cmd) {
     }
     if (text && !out->text.empty()) {
       std::fwrite(out->text.data(), 1, out->text.size(), stdout);
-      if (StdoutFailed()) return Status::Error(std::string("writing to stdout failed: ") + std::strerror(errno));
+      if (StdoutFailed()) return Status::Internal(std::string("writing to stdout failed: ") + std::strerror(errno));
     }
     if (out->finish) {
       finish = std::string(FinishReasonName(*out->finish));
-      if (*out->finish == FinishReason::kAbort) return Status::Error("the request was aborted: " + out->error);
+      if (*out->finish == FinishReason::kAbort)
+        return Status::InvalidArgument("the request was aborted: " + out->error);
     }
   }
   if (text) {
@@ -171,7 +177,8 @@ Status RunGenerate(const GenerateArgs& args, const CLI::App& cmd) {
                  static_cast<double>(request.prompt.size()) / prefill);
     if (tokens.size() > 1) {
       std::fprintf(stderr, "decode: %zu tokens, %.3f s, %.2f tok/s (mla-mode %s)\n", tokens.size() - 1, decode,
-                   static_cast<double>(tokens.size() - 1) / decode, args.engine.mla_mode.c_str());
+                   static_cast<double>(tokens.size() - 1) / decode,
+                   std::string(MlaModeName(args.engine.load.mode)).c_str());
     }
   }
   if (!args.logits_out.empty()) {

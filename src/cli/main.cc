@@ -48,16 +48,6 @@ void ExitOnError(const char* command, const Status& status) {
   ExitWith(1);
 }
 
-void SetThreads(int threads) {
-  if (threads <= 0) threads = omp_get_num_procs();
-  omp_set_num_threads(threads);
-}
-
-void SetThreadsForModel(int threads, int64_t weight_bytes) {
-  if (threads <= 0 && weight_bytes < kSingleThreadModelBytes) threads = 1;
-  SetThreads(threads);
-}
-
 bool StdoutFailed() { return std::fflush(stdout) != 0 || std::ferror(stdout) != 0; }
 
 }  // namespace latte::cli

@@ -33,8 +33,8 @@ struct MakeModelArgs {
 
 Status RunMakeModel(const MakeModelArgs& args) {
   const std::optional<CheckpointDType> dtype = ParseCheckpointDType(args.dtype);
-  if (!dtype) return Status::Error("--dtype must be bf16, f32 or fp8, got \"" + args.dtype + "\"");
-  if (args.shard_bytes == 0) return Status::Error("--shard-bytes must be positive");
+  if (!dtype) return Status::InvalidArgument("--dtype must be bf16, f32 or fp8, got \"" + args.dtype + "\"");
+  if (args.shard_bytes == 0) return Status::InvalidArgument("--shard-bytes must be positive");
   SetThreads(args.threads);
 
   MakeModelOverrides overrides;

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/serving_stack.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "text/chat_template.h"
@@ -16,7 +18,7 @@ namespace latte::cli {
 namespace {
 
 struct ServeArgs {
-  EngineFlags engine;
+  EngineConfig engine;
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -28,12 +30,12 @@ struct ServeArgs {
 };
 
 Status RunServe(const ServeArgs& args) {
-  if (args.port < 0 || args.port > 65535) return Status::Error("--port must be in [0, 65535]");
-  if (args.max_queue < 1) return Status::Error("--max-queue must be at least 1");
-  if (args.queue_timeout_s < 0) return Status::Error("--queue-timeout must be >= 0");
-  if (args.io_threads < 1) return Status::Error("--io-threads must be at least 1");
+  if (args.port < 0 || args.port > 65535) return Status::InvalidArgument("--port must be in [0, 65535]");
+  if (args.max_queue < 1) return Status::InvalidArgument("--max-queue must be at least 1");
+  if (args.queue_timeout_s < 0) return Status::InvalidArgument("--queue-timeout must be >= 0");
+  if (args.io_threads < 1) return Status::InvalidArgument("--io-threads must be at least 1");
   if (!args.reasoning_parser.empty() && args.reasoning_parser != "deepseek_r1") {
-    return Status::Error("--reasoning-parser must be deepseek_r1, got \"" + args.reasoning_parser + "\"");
+    return Status::InvalidArgument("--reasoning-parser must be deepseek_r1, got \"" + args.reasoning_parser + "\"");
   }
   server::ApiOptions api;
   api.api_key = args.api_key;
@@ -43,7 +45,9 @@ Status RunServe(const ServeArgs& args) {
   api.max_queue = args.max_queue;
   api.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.queue_timeout_s * 1000));
 
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(args.engine, /*log=*/true));
+  auto built = BuildServingStack(args.engine, /*log=*/true);
+  if (!built.ok()) return AsFlagError(built.status());
+  std::unique_ptr<ServingStack> stack = std::move(built).value();
   std::optional<ChatTemplate> chat_template;
   const std::string config = args.engine.model + "/tokenizer_config.json";
   if (stack->tokenizer && std::filesystem::exists(config)) {
@@ -54,20 +58,16 @@ Status RunServe(const ServeArgs& args) {
       std::fprintf(stderr, "latte serve: no chat endpoint: %s\n", parsed.status().message().c_str());
     }
   }
-  const ModelConfig& c = stack->model->config();
   server::ServedModel model;
   model.name = args.served_model_name.empty() ? args.engine.model : args.served_model_name;
   model.path = args.engine.model;
-  model.max_model_len = c.max_position_embeddings;
-  model.vocab_size = c.vocab_size;
-  model.pool_tokens = stack->engine->pool_tokens();
-  model.max_num_seqs = args.engine.max_num_seqs;
+  model.limits = stack->engine->limits();
   model.tokenizer = stack->tokenizer.get();
   model.chat_template = chat_template ? &*chat_template : nullptr;
   model.reasoning_parser = !args.reasoning_parser.empty();
   model.created = static_cast<int64_t>(std::time(nullptr));
 
-  server::ApiServer api_server(*stack->engine, model, args.engine.mla_mode, api);
+  server::ApiServer api_server(*stack->engine, model, std::string(MlaModeName(args.engine.load.mode)), api);
   server::HttpServerOptions http;
   http.host = args.host;
   http.port = static_cast<uint16_t>(args.port);

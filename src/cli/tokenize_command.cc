@@ -33,38 +33,40 @@ struct TokenizeArgs {
 };
 
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const TokenizeArgs& args) {
-  if (args.model.empty() == args.tokenizer.empty()) return Status::Error("give exactly one of --model and --tokenizer");
+  if (args.model.empty() == args.tokenizer.empty())
+    return Status::InvalidArgument("give exactly one of --model and --tokenizer");
   return args.model.empty() ? Tokenizer::FromFile(args.tokenizer) : Tokenizer::FromDirectory(args.model);
 }
 
 // One output line for one input line.
 Result<std::string> ProcessLine(const Tokenizer& tok, const TokenizeArgs& args, const std::string& line) {
-  if (!IsValidUtf8(line)) return Status::Error("invalid UTF-8 (JSON Lines are UTF-8 text)");
+  if (!IsValidUtf8(line)) return Status::InvalidArgument("invalid UTF-8 (JSON Lines are UTF-8 text)");
   const nlohmann::json in = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (in.is_discarded()) return Status::Error("not valid JSON");
+  if (in.is_discarded()) return Status::DataLoss("not valid JSON");
   if (args.decode) {
-    if (!in.is_array()) return Status::Error("expected a JSON array of token ids");
+    if (!in.is_array()) return Status::InvalidArgument("expected a JSON array of token ids");
     // As generate: an id the tokenizer has no token for decodes to nothing. With
     // --model, an id the model cannot produce (>= its vocab_size) is an error.
     const int64_t limit = args.model_vocab.value_or(std::numeric_limits<int32_t>::max());
     std::vector<int32_t> ids;
     for (const auto& v : in) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= limit) {
-        return Status::Error(v.dump() + " is not a token id" +
-                             (args.model_vocab ? " of this model (vocab_size " + std::to_string(limit) + ")" : ""));
+        return Status::InvalidArgument(
+            v.dump() + " is not a token id" +
+            (args.model_vocab ? " of this model (vocab_size " + std::to_string(limit) + ")" : ""));
       }
       ids.push_back(v.get<int32_t>());
     }
     return nlohmann::json(tok.Decode(ids, args.skip_special)).dump();
   }
-  if (!in.is_string()) return Status::Error("expected a JSON string");
+  if (!in.is_string()) return Status::InvalidArgument("expected a JSON string");
   return nlohmann::json(tok.Encode(in.get<std::string>())).dump();
 }
 
 // Encodes FILE `repeats` times; the first pass starts with an empty pre-token cache.
 Status RunBench(const Tokenizer& tok, const TokenizeArgs& args) {
   std::ifstream in(args.bench, std::ios::binary);
-  if (!in) return Status::Error(args.bench + ": cannot open");
+  if (!in) return Status::NotFound(args.bench + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();

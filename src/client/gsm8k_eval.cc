@@ -29,12 +29,12 @@ std::string RequestBody(const Gsm8kEvalOptions& options, const Gsm8kDoc& doc) {
 
 // choices[0].text of a completion reply.
 Result<std::string> CompletionText(const HttpResponse& response) {
-  if (response.status != 200) return Status::Error(HttpErrorText(response));
+  if (response.status != 200) return Status::Unavailable(HttpErrorText(response));
   const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object() || !body.contains("choices") || !body["choices"].is_array() || body["choices"].empty() ||
       !body["choices"][0].is_object() || !body["choices"][0].contains("text") ||
       !body["choices"][0]["text"].is_string()) {
-    return Status::Error("a reply without choices[0].text: " + response.body.substr(0, 200));
+    return Status::Unavailable("a reply without choices[0].text: " + response.body.substr(0, 200));
   }
   return body["choices"][0]["text"].get<std::string>();
 }
@@ -79,11 +79,11 @@ std::string Fixed4(double v) {
 }  // namespace
 
 Result<Gsm8kEvalResult> RunGsm8kEval(const Gsm8kEvalOptions& options) {
-  if (options.docs.empty()) return Status::Error("no problems to evaluate");
+  if (options.docs.empty()) return Status::Unavailable("no problems to evaluate");
   if (options.num_fewshot > options.fewshot.size()) {
-    return Status::Error(std::to_string(options.num_fewshot) +
-                         "-shot needs that many few-shot examples, the file has " +
-                         std::to_string(options.fewshot.size()));
+    return Status::Unavailable(std::to_string(options.num_fewshot) +
+                               "-shot needs that many few-shot examples, the file has " +
+                               std::to_string(options.fewshot.size()));
   }
   LATTE_ASSIGN_OR_RETURN(std::unique_ptr<Gsm8kScorer> scorer, Gsm8kScorer::Create());
   const int64_t n = static_cast<int64_t>(options.docs.size());
@@ -119,8 +119,8 @@ Result<Gsm8kEvalResult> RunGsm8kEval(const Gsm8kEvalOptions& options) {
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < errors.size(); ++i) {
     if (!errors[i].ok()) {
-      return Status::Error("problem " + std::to_string(i + 1) + " failed " + std::to_string(options.attempts) +
-                           " times: " + errors[i].message());
+      return Status::Unavailable("problem " + std::to_string(i + 1) + " failed " + std::to_string(options.attempts) +
+                                 " times: " + errors[i].message());
     }
   }
   std::vector<double> strict, flexible;

@@ -30,7 +30,7 @@ class Pattern {
     if (code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof message);
-      return Status::Error("regex \"" + std::string(pattern) + "\": " + reinterpret_cast<const char*>(message));
+      return Status::DataLoss("regex \"" + std::string(pattern) + "\": " + reinterpret_cast<const char*>(message));
     }
     return Pattern(code);
   }
@@ -146,22 +146,22 @@ bool Gsm8kScorer::ExactMatch(std::string_view filtered, std::string_view target)
 
 Result<std::vector<Gsm8kDoc>> LoadGsm8kJsonl(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Status::Error(path + ": cannot open");
+  if (!in) return Status::NotFound(path + ": cannot open");
   std::vector<Gsm8kDoc> docs;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(number) + ": ";
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return Status::Error(where + "not JSON");
-    if (!j.is_object()) return Status::Error(where + "not a JSON object");
+    if (j.is_discarded()) return Status::DataLoss(where + "not JSON");
+    if (!j.is_object()) return Status::DataLoss(where + "not a JSON object");
     for (const char* key : {"question", "answer"}) {
-      if (!j.contains(key) || !j[key].is_string()) return Status::Error(where + "no string \"" + key + "\"");
+      if (!j.contains(key) || !j[key].is_string()) return Status::DataLoss(where + "no string \"" + key + "\"");
     }
     docs.push_back({j["question"].get<std::string>(), j["answer"].get<std::string>()});
   }
-  if (in.bad()) return Status::Error(path + ": read error");
-  if (docs.empty()) return Status::Error(path + ": no problems in the file");
+  if (in.bad()) return Status::Internal(path + ": read error");
+  if (docs.empty()) return Status::DataLoss(path + ": no problems in the file");
   return docs;
 }
 

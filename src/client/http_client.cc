@@ -88,7 +88,7 @@ class Exchange {
   }
 
   Status Failure(const std::string& what, const beast::error_code& ec) const {
-    return Status::Error(base_.text + ": " + what + ": " + ec.message());
+    return Status::InvalidArgument(base_.text + ": " + what + ": " + ec.message());
   }
 
   const BaseUrl& base_;
@@ -119,16 +119,16 @@ Result<HttpResponse> Whole(const BaseUrl& base, http::verb verb, const std::stri
 Result<BaseUrl> ParseBaseUrl(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme) {
-    return Status::Error("the base URL must start with http:// (https is not supported), got \"" + std::string(url) +
-                         "\"");
+    return Status::Unimplemented("the base URL must start with http:// (https is not supported), got \"" +
+                                 std::string(url) + "\"");
   }
   std::string_view rest = url.substr(kScheme.size());
   const size_t slash = rest.find('/');
   const std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
   rest = rest.substr(0, slash);
   if (path != "" && path != "/" && path != "/v1" && path != "/v1/") {
-    return Status::Error("the base URL is the server's root (http://HOST:PORT, optionally with /v1), got \"" +
-                         std::string(url) + "\"");
+    return Status::InvalidArgument("the base URL is the server's root (http://HOST:PORT, optionally with /v1), got \"" +
+                                   std::string(url) + "\"");
   }
   BaseUrl base;
   const size_t colon = rest.rfind(':');
@@ -143,11 +143,11 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url) {
   if (base.host.size() >= 2 && base.host.front() == '[' && base.host.back() == ']') {
     base.host = base.host.substr(1, base.host.size() - 2);
   }
-  if (base.host.empty()) return Status::Error("the base URL names no host: \"" + std::string(url) + "\"");
+  if (base.host.empty()) return Status::InvalidArgument("the base URL names no host: \"" + std::string(url) + "\"");
   const bool digits =
       !base.port.empty() && base.port.size() <= 5 && base.port.find_first_not_of("0123456789") == std::string::npos;
   if (!digits || std::stoi(base.port) > 65535) {
-    return Status::Error("the base URL's port must be a number in [0, 65535], got \"" + base.port + "\"");
+    return Status::InvalidArgument("the base URL's port must be a number in [0, 65535], got \"" + base.port + "\"");
   }
   base.text = "http://" + std::string(rest);
   return base;

@@ -32,11 +32,11 @@ std::string ApiKeyOrEnvironment(const std::string& flag) {
 
 Result<std::string> ServedModelId(const BaseUrl& base, const HttpRequestOptions& http) {
   LATTE_ASSIGN_OR_RETURN(const HttpResponse response, HttpGet(base, "/v1/models", http));
-  if (response.status != 200) return Status::Error(base.text + "/v1/models: " + HttpErrorText(response));
+  if (response.status != 200) return Status::Unavailable(base.text + "/v1/models: " + HttpErrorText(response));
   const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object() || !body.contains("data") || !body["data"].is_array() || body["data"].empty() ||
       !body["data"][0].is_object() || !body["data"][0].contains("id") || !body["data"][0]["id"].is_string()) {
-    return Status::Error(base.text + "/v1/models: no model id in the reply (give --model)");
+    return Status::Unavailable(base.text + "/v1/models: no model id in the reply (give --model)");
   }
   return body["data"][0]["id"].get<std::string>();
 }
@@ -45,14 +45,14 @@ Result<std::vector<int64_t>> TokenizeText(const BaseUrl& base, const HttpRequest
                                           const std::string& text) {
   const nlohmann::json request = {{"model", model}, {"prompt", text}, {"content", text}, {"add_special_tokens", false}};
   LATTE_ASSIGN_OR_RETURN(const HttpResponse response, HttpPostJson(base, "/tokenize", request.dump(), http));
-  if (response.status != 200) return Status::Error(base.text + "/tokenize: " + HttpErrorText(response));
+  if (response.status != 200) return Status::Unavailable(base.text + "/tokenize: " + HttpErrorText(response));
   const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
-    return Status::Error(base.text + "/tokenize: no \"tokens\" list in the reply");
+    return Status::Unavailable(base.text + "/tokenize: no \"tokens\" list in the reply");
   }
   std::vector<int64_t> ids;
   for (const nlohmann::json& t : body["tokens"]) {
-    if (!t.is_number_integer()) return Status::Error(base.text + "/tokenize: a token that is not an integer id");
+    if (!t.is_number_integer()) return Status::Unavailable(base.text + "/tokenize: a token that is not an integer id");
     ids.push_back(t.get<int64_t>());
   }
   return ids;

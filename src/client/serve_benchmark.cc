@@ -207,8 +207,8 @@ Result<std::vector<int64_t>> PromptTokenPool(const BaseUrl& base, const HttpRequ
   const std::set<int64_t> distinct(ids.begin(), ids.end());
   constexpr size_t kMinPool = 16;  // fewer: the prompts would repeat themselves
   if (distinct.size() < kMinPool) {
-    return Status::Error(base.text + "/tokenize split 2,000 random words into only " + std::to_string(distinct.size()) +
-                         " distinct tokens");
+    return Status::InvalidArgument(base.text + "/tokenize split 2,000 random words into only " +
+                                   std::to_string(distinct.size()) + " distinct tokens");
   }
   return std::vector<int64_t>(distinct.begin(), distinct.end());
 }
@@ -223,10 +223,11 @@ std::vector<int64_t> BenchPrompt(const ServeBenchOptions& options, int64_t index
 }
 
 Result<ServeBenchResult> RunServeBenchmark(const ServeBenchOptions& options) {
-  if (options.num_prompts < 1) return Status::Error("num_prompts must be at least 1");
-  if (options.input_len < 1 || options.output_len < 1) return Status::Error("input_len and output_len must be >= 1");
-  if (options.token_pool.empty()) return Status::Error("no token ids to draw prompts from");
-  if (!(options.request_rate > 0)) return Status::Error("request_rate must be > 0");
+  if (options.num_prompts < 1) return Status::InvalidArgument("num_prompts must be at least 1");
+  if (options.input_len < 1 || options.output_len < 1)
+    return Status::InvalidArgument("input_len and output_len must be >= 1");
+  if (options.token_pool.empty()) return Status::InvalidArgument("no token ids to draw prompts from");
+  if (!(options.request_rate > 0)) return Status::InvalidArgument("request_rate must be > 0");
   const std::vector<double> arrivals = ArrivalTimes(options);
   ServeBenchResult result;
   result.requests.resize(static_cast<size_t>(options.num_prompts));

@@ -8,7 +8,7 @@
 
 namespace latte {
 
-struct Engine::Choice {
+struct RequestChoice {
   Sequence seq;
   Sampler sampler;
   StopMatcher stops;
@@ -22,14 +22,14 @@ struct Engine::Choice {
   std::vector<SampledToken> prompt_logprobs;
   bool prompt_logprobs_sent = false;
 
-  explicit Choice(const SamplingParams& params) : sampler(params) {}
+  explicit RequestChoice(const SamplingParams& params) : sampler(params) {}
 };
 
-struct Engine::RequestState {
+struct RequestState {
   int64_t id = 0;
   GenerationRequest params;
   std::shared_ptr<RequestStream> stream;
-  std::vector<std::unique_ptr<Choice>> choices;
+  std::vector<std::unique_ptr<RequestChoice>> choices;
   int open = 0;
 };
 
@@ -98,45 +98,15 @@ void Engine::Stop(const std::string& reason) {
   PublishStats();
 }
 
-Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request) {
+RequestLimits Engine::limits() const {
   const ModelConfig& c = model_.config();
-  const int64_t P = static_cast<int64_t>(request.prompt.size());
-  if (P == 0) return Status::Error("the prompt is empty");
-  for (int32_t id : request.prompt) {
-    if (id < 0 || id >= c.vocab_size) {
-      return Status::Error("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                           std::to_string(c.vocab_size) + ")");
-    }
-  }
-  if (request.max_tokens < 0)
-    return Status::Error("max_tokens must be >= 0, got " + std::to_string(request.max_tokens));
-  if (request.n < 1) return Status::Error("n must be at least 1, got " + std::to_string(request.n));
-  if (request.n > options_.scheduler.max_num_seqs) {
-    return Status::Error("n = " + std::to_string(request.n) + " is more than the engine runs at once (max_num_seqs " +
-                         std::to_string(options_.scheduler.max_num_seqs) + ")");
-  }
-  LATTE_RETURN_IF_ERROR(request.sampling.Validate());
-  if (!request.stop.empty() && tokenizer_ == nullptr) {
-    return Status::Error("stop strings need a tokenizer, and this model has none");
-  }
-  for (int32_t id : request.stop_token_ids) {
-    if (id < 0 || id >= c.vocab_size) {
-      return Status::Error("stop_token_ids: " + std::to_string(id) + " is outside the vocabulary");
-    }
-  }
-  // Saturating: a client's max_tokens near INT64_MAX is refused, not wrapped around.
-  const int64_t total = request.max_tokens > INT64_MAX - P ? INT64_MAX : P + request.max_tokens;
-  LATTE_RETURN_IF_ERROR(CheckContextLength(
-      c, total,
-      "the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" + std::to_string(request.max_tokens) + ")"));
-  if (total > pool_tokens()) {
-    return Status::Error("the prompt (" + std::to_string(P) + " tokens) plus max_tokens (" +
-                         std::to_string(request.max_tokens) + ") is " + std::to_string(total) +
-                         " tokens, more than the whole KV cache holds (" + std::to_string(pool_tokens()) +
-                         " tokens: " + std::to_string(options_.num_blocks) + " blocks of " +
-                         std::to_string(options_.block_size) + ")");
-  }
+  return {c.vocab_size, c.max_position_embeddings, pool_tokens(), options_.scheduler.max_num_seqs,
+          tokenizer_ != nullptr};
+}
 
+Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request) {
+  LATTE_RETURN_IF_ERROR(CheckRequest(request, limits()));
+  const int64_t P = static_cast<int64_t>(request.prompt.size());
   auto r = std::make_unique<RequestState>();
   r->id = next_id_++;
   r->stream = std::make_shared<RequestStream>(r->id, request.n);
@@ -145,7 +115,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   for (int i = 0; i < request.n; ++i) {
     SamplingParams params = request.sampling;
     if (params.seed && i > 0) *params.seed += static_cast<uint64_t>(i);  // choices differ, reproducibly
-    auto choice = std::make_unique<Choice>(params);
+    auto choice = std::make_unique<RequestChoice>(params);
     LATTE_ASSIGN_OR_RETURN(choice->stops, StopMatcher::Create(request.stop, stop_ids));
     if (tokenizer_) choice->detokenizer.emplace(*tokenizer_, request.skip_special_tokens);
     choice->request = r.get();
@@ -153,7 +123,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
     choice->seq.id = r->id;
     choice->seq.tokens = request.prompt;
     choice->seq.prompt_len = P;
-    choice->seq.owner = choice.get();
+    choice->seq.choice = choice.get();
     if (i == 0) {
       choice->seq.needs_prompt_logits = request.prompt_logprobs || request.return_logits;
     } else {
@@ -166,7 +136,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   std::shared_ptr<RequestStream> stream = r->stream;
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return Status::Error("the engine is shutting down");
+    if (stopping_) return Status::Unavailable("the engine is shutting down");
     inbox_.push_back(std::move(r));
   }
   work_cv_.notify_all();
@@ -248,7 +218,7 @@ void Engine::EndRequest(RequestState& r, const std::string& error) {
   }
 }
 
-void Engine::FinishChoice(Choice& c, FinishReason reason, GenerationOutput& out) {
+void Engine::FinishChoice(RequestChoice& c, FinishReason reason, GenerationOutput& out) {
   if (c.detokenizer && reason != FinishReason::kAbort && !c.stops.stopped()) {
     const StopStep s = c.stops.Push(c.detokenizer->Flush());
     out.text += s.text;
@@ -266,7 +236,7 @@ void Engine::FinishChoice(Choice& c, FinishReason reason, GenerationOutput& out)
   scheduler_.Remove(&c.seq);
 }
 
-void Engine::ProcessPromptRows(Choice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out) {
+void Engine::ProcessPromptRows(RequestChoice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out) {
   const GenerationRequest& params = c.request->params;
   const int64_t V = model_.config().vocab_size, P = c.seq.prompt_len;
   for (int64_t p = std::max(start, c.prompt_rows_done); p < start + count; ++p) {
@@ -280,7 +250,7 @@ void Engine::ProcessPromptRows(Choice& c, int64_t start, int64_t count, const fl
   c.prompt_rows_done = std::max(c.prompt_rows_done, start + count);
 }
 
-std::optional<SampledToken> Engine::Draw(Choice& c, const float* logits_row) const {
+std::optional<SampledToken> Engine::Draw(RequestChoice& c, const float* logits_row) const {
   if (c.seq.generated() >= c.request->params.max_tokens) return std::nullopt;  // max_tokens 0: the prompt was all
   const int64_t V = model_.config().vocab_size;
   const std::span<const int32_t> prompt(c.seq.tokens.data(), static_cast<size_t>(c.seq.prompt_len));
@@ -288,7 +258,7 @@ std::optional<SampledToken> Engine::Draw(Choice& c, const float* logits_row) con
   return c.sampler.Sample({logits_row, static_cast<size_t>(V)}, prompt, output);
 }
 
-void Engine::ProcessSampled(Choice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out) {
+void Engine::ProcessSampled(RequestChoice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out) {
   const GenerationRequest& params = c.request->params;
   if (!drawn) {
     FinishChoice(c, FinishReason::kLength, out);
@@ -323,9 +293,28 @@ bool Engine::Step() {
     PublishStats();
     return false;
   }
+  BuildBatch(chunks);
+  const Status status = RunForward();
+  if (!status.ok()) {
+    FailBatch(chunks, status);
+    return true;
+  }
+  // The chunks are copied: finishing a sequence below removes it from the scheduler.
+  const std::vector<ScheduledChunk> done(chunks.begin(), chunks.end());
+  scheduler_.Completed();
+  LocateLogitRows(done);
+  SampleChunks(done);
+  EmitOutputs(done);
+  std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
+  ++counters_.steps;
+  counters_.step_seconds += SecondsSince(step_start);
+  PublishStats();
+  return true;
+}
 
-  // The batch: decodes first (the scheduler's order), each chunk's tokens, and
-  // logits only for the rows that need them.
+void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
+  // Decodes first (the scheduler's order), each chunk's tokens, and logits only for
+  // the rows that need them.
   batch_tokens_.clear();
   batch_spans_.clear();
   for (const ScheduledChunk& ch : chunks) {
@@ -337,47 +326,51 @@ bool Engine::Step() {
     span.count = ch.count;
     span.decode_from = s.prompt_len;
     const bool prompt_rows =
-        s.needs_prompt_logits &&
-        (ch.start < s.prompt_len || static_cast<const Choice*>(s.owner)->request->params.return_logits);
+        s.needs_prompt_logits && (ch.start < s.prompt_len || s.choice->request->params.return_logits);
     span.logits = prompt_rows ? SpanLogits::kAll : ch.samples ? SpanLogits::kLast : SpanLogits::kNone;
     batch_spans_.push_back(span);
     if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;
   }
+}
+
+Status Engine::RunForward() {
   const Clock::time_point model_start = Clock::now();
   const Status status = model_.Forward(batch_tokens_, batch_spans_, cache_, logits_);
   counters_.model_seconds += SecondsSince(model_start);
-  if (!status.ok()) {  // inputs are validated at Submit: this is a bug, not a client's error
-    std::vector<RequestState*> failed;
-    failed.reserve(chunks.size());
-    for (const ScheduledChunk& ch : chunks) failed.push_back(static_cast<Choice*>(ch.seq->owner)->request);
-    for (RequestState* r : failed) {
-      if (r->open > 0) EndRequest(*r, "internal error: " + status.message());
-    }
-    std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
-    PublishStats();
-    return true;
-  }
+  return status;
+}
 
-  // The chunks are copied: finishing a sequence below removes it from the scheduler.
-  const std::vector<ScheduledChunk> done(chunks.begin(), chunks.end());
-  scheduler_.Completed();
+void Engine::FailBatch(const std::vector<ScheduledChunk>& chunks, const Status& status) {
+  // Inputs are validated at Submit: a failed forward is a bug, not a client's error.
+  std::vector<RequestState*> failed;
+  failed.reserve(chunks.size());
+  for (const ScheduledChunk& ch : chunks) failed.push_back(ch.seq->choice->request);
+  for (RequestState* r : failed) {
+    if (r->open > 0) EndRequest(*r, "internal error: " + status.message());
+  }
+  std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
+  PublishStats();
+}
+
+void Engine::LocateLogitRows(const std::vector<ScheduledChunk>& done) {
   const int64_t V = model_.config().vocab_size;
-  // Each chunk's rows of logits: its prompt rows (kAll) and the row it samples from.
   chunk_rows_.assign(done.size(), ChunkRows{});
   const float* row = logits_.data();
-  int64_t draws = 0;
   for (size_t i = 0; i < done.size(); ++i) {
     const SpanLogits rows = batch_spans_[i].logits;
     if (rows == SpanLogits::kAll) {
       chunk_rows_[i].prompt = row;
       row += done[i].count * V;
     }
-    if (done[i].samples) {
-      chunk_rows_[i].sample = rows == SpanLogits::kAll ? row - V : row;
-      ++draws;
-    }
+    if (done[i].samples) chunk_rows_[i].sample = rows == SpanLogits::kAll ? row - V : row;
     if (rows == SpanLogits::kLast) row += V;
   }
+}
+
+void Engine::SampleChunks(const std::vector<ScheduledChunk>& done) {
+  const int64_t V = model_.config().vocab_size;
+  int64_t draws = 0;
+  for (const ChunkRows& rows : chunk_rows_) draws += rows.sample != nullptr;
   // The draws touch only their own sequence's sampler and read its tokens: one per
   // thread (a draw over a ~100k vocabulary is several passes over it).
   draws_.resize(done.size());
@@ -394,11 +387,14 @@ bool Engine::Step() {
         break;
       }
     }
-    if (!not_finite_[i]) draws_[i] = Draw(*static_cast<Choice*>(done[i].seq->owner), sample_row);
+    if (!not_finite_[i]) draws_[i] = Draw(*done[i].seq->choice, sample_row);
   }
+}
+
+void Engine::EmitOutputs(const std::vector<ScheduledChunk>& done) {
   for (size_t i = 0; i < done.size(); ++i) {
     const ScheduledChunk& ch = done[i];
-    Choice& c = *static_cast<Choice*>(ch.seq->owner);
+    RequestChoice& c = *ch.seq->choice;
     if (c.finished) continue;  // ended above with another choice of its request
     if (not_finite_[i]) {
       EndRequest(*c.request, NotFiniteMessage(ch.start + ch.count - 1));
@@ -423,11 +419,6 @@ bool Engine::Step() {
     out.time = Clock::now();
     c.request->stream->Push(std::move(out));
   }
-  std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
-  ++counters_.steps;
-  counters_.step_seconds += SecondsSince(step_start);
-  PublishStats();
-  return true;
 }
 
 void Engine::PublishStats() {

@@ -2,12 +2,12 @@
 //
 // Clients Submit() requests from any thread and read their outputs from a
 // RequestStream; one engine thread owns the model, the cache and the scheduler (no
-// locks inside a step) and runs step after step while there is work:
-//   take new requests and aborts → schedule (engine/scheduler.h: decodes, then
-//   prefill chunks, preempting when the pool is full) → one forward pass over every
-//   scheduled chunk (weights read once for the batch) → for each sequence that
-//   reached its last token: sample (its own Sampler: seed, penalties, logprobs),
-//   stop checks, streaming detokenization → push outputs.
+// locks inside a step) and runs step after step while there is work. A step's phases:
+//   take the inbox (new requests and aborts) → schedule (engine/scheduler.h: decodes,
+//   then prefill chunks, preempting when the pool is full) → forward (one pass over
+//   every scheduled chunk: weights read once for the batch) → sample (each sequence
+//   that reached its last token, with its own Sampler: seed, penalties, logprobs) →
+//   emit (stop checks, streaming detokenization, outputs pushed to the streams).
 // A request with n > 1 runs n sequences; the followers wait for the first one's
 // prompt rows and take its full blocks from the prefix cache.
 #pragma once
@@ -34,6 +34,10 @@
 #include "text/tokenizer.h"
 
 namespace latte {
+
+// A request's state on the engine thread: its parameters, stream and choices
+// (engine/engine.cc).
+struct RequestState;
 
 struct EngineOptions {
   SchedulerConfig scheduler;
@@ -76,9 +80,12 @@ class Engine {
   // Finishes every request with FinishReason::kAbort (error `reason`) and joins the thread.
   void Stop(const std::string& reason = "the engine stopped");
 
-  // Validates the request (refusing one that can never fit: prompt + max_tokens over
-  // the pool or the context length) and queues it.
+  // Validates the request (CheckRequest against limits(): one that can never fit,
+  // prompt + max_tokens over the pool or the context length, is kOutOfRange) and
+  // queues it; kUnavailable once the engine is stopping.
   Result<std::shared_ptr<RequestStream>> Submit(GenerationRequest request);
+  // What a request may ask of this engine (engine/request.h).
+  RequestLimits limits() const;
   // Ends the request at the next step with FinishReason::kAbort and frees its blocks.
   void Abort(int64_t request_id);
 
@@ -93,17 +100,27 @@ class Engine {
   const KvCache& kv_cache() const { return cache_; }
 
  private:
-  struct RequestState;
-  struct Choice;
-
   void Loop();
+  // Step's phases: take the inbox, schedule, then
+  //   BuildBatch → RunForward → LocateLogitRows → SampleChunks → EmitOutputs.
   void TakeInbox();
-  void FinishChoice(Choice& c, FinishReason reason, GenerationOutput& out);
+  // The forward pass's tokens and spans for the scheduled chunks.
+  void BuildBatch(const std::vector<ScheduledChunk>& chunks);
+  Status RunForward();
+  // Ends every request in a batch whose forward pass failed.
+  void FailBatch(const std::vector<ScheduledChunk>& chunks, const Status& status);
+  // Each chunk's rows of logits: its prompt rows (kAll) and the row it samples from.
+  void LocateLogitRows(const std::vector<ScheduledChunk>& done);
+  // The next token of every chunk that samples, and which rows are not finite.
+  void SampleChunks(const std::vector<ScheduledChunk>& done);
+  // Each choice's news (prompt rows, its token, text, finish) pushed to its stream.
+  void EmitOutputs(const std::vector<ScheduledChunk>& done);
+  void FinishChoice(RequestChoice& c, FinishReason reason, GenerationOutput& out);
   // The choice's next token from its row of logits; nullopt when max_tokens was reached
   // already. Reads only the choice's own state (runs on any thread).
-  std::optional<SampledToken> Draw(Choice& c, const float* logits_row) const;
-  void ProcessSampled(Choice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out);
-  void ProcessPromptRows(Choice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out);
+  std::optional<SampledToken> Draw(RequestChoice& c, const float* logits_row) const;
+  void ProcessSampled(RequestChoice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out);
+  void ProcessPromptRows(RequestChoice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out);
   void EndRequest(RequestState& r, const std::string& error);
   // Why a request whose logits at `position` are NaN/Inf ends, naming the layer where
   // the step's forward pass first went non-finite.

@@ -56,26 +56,36 @@ int64_t AvailableMemoryBytes() {
   return 0;
 }
 
-Status CheckMemoryBudget(const MemoryOptions& options, int64_t available) {
-  if (options.block_size < 1 || options.block_size > 4096) {
-    return Status::Error("--block-size must be in [1, 4096], got " + std::to_string(options.block_size));
+Status MemoryOptions::Validate() const {
+  if (block_size < 1 || block_size > kMaxKvBlockSize) {
+    return Status::InvalidArgument(
+        "block_size must be in [1, " + std::to_string(kMaxKvBlockSize) + "], got " + std::to_string(block_size),
+        "block_size");
   }
-  if (options.num_kv_blocks && *options.num_kv_blocks < 1) {
-    return Status::Error("--num-kv-blocks must be at least 1, got " + std::to_string(*options.num_kv_blocks));
+  if (num_kv_blocks && *num_kv_blocks < 1) {
+    return Status::InvalidArgument("num_kv_blocks must be at least 1, got " + std::to_string(*num_kv_blocks),
+                                   "num_kv_blocks");
   }
-  if (!options.memory_gb) return Status::Ok();
-  if (!(*options.memory_gb > 0) || !std::isfinite(*options.memory_gb)) {
-    return Status::Error("--memory-gb must be > 0");
-  }
-  const double bytes = *options.memory_gb * static_cast<double>(kBytesPerGB);
-  if (available > 0 && bytes > static_cast<double>(available)) {
-    return Status::Error("--memory-gb " + Gb(static_cast<int64_t>(bytes)) +
-                         " is more than this machine has available (" + Gb(available) + ")");
+  if (memory_gb && !(*memory_gb > 0 && std::isfinite(*memory_gb))) {
+    return Status::InvalidArgument("memory_gb must be > 0", "memory_gb");
   }
   return Status::Ok();
 }
 
-Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options, int64_t available) {
+Status CheckMemoryBudget(const MemoryOptions& options, int64_t available) {
+  LATTE_RETURN_IF_ERROR(options.Validate());
+  if (!options.memory_gb) return Status::Ok();
+  const double bytes = *options.memory_gb * static_cast<double>(kBytesPerGB);
+  if (available > 0 && bytes > static_cast<double>(available)) {
+    return Status::OutOfRange("memory_gb " + Gb(static_cast<int64_t>(bytes)) +
+                                  " is more than this machine has available (" + Gb(available) + ")",
+                              "memory_gb");
+  }
+  return Status::Ok();
+}
+
+Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options,
+                              const SchedulerConfig& scheduler, int64_t available) {
   LATTE_RETURN_IF_ERROR(CheckMemoryBudget(options, available));
   const ModelConfig& c = weights.config();
   MemoryPlan plan;
@@ -85,7 +95,7 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
                           ? static_cast<int64_t>(std::llround(*options.memory_gb * static_cast<double>(kBytesPerGB)))
                           : static_cast<int64_t>(kDefaultMemoryFraction * static_cast<double>(available));
   plan.weight_bytes = static_cast<int64_t>(weights.memory().Total());
-  plan.scratch_bytes = EngineScratchBytes(c, options.scheduler, omp_get_max_threads());
+  plan.scratch_bytes = EngineScratchBytes(c, scheduler, omp_get_max_threads());
   plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
   plan.block_size = options.block_size;
   plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);
@@ -95,19 +105,21 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
     plan.num_blocks_overridden = true;
     const int64_t total = plan.weight_bytes + plan.scratch_bytes + plan.pool_bytes();
     if (available > 0 && total > available) {
-      return Status::Error("--num-kv-blocks " + std::to_string(plan.num_blocks) + " needs " + Gb(plan.pool_bytes()) +
-                           " for the KV cache; with the weights (" + Gb(plan.weight_bytes) + ") and scratch (" +
-                           Gb(plan.scratch_bytes) + ") that is more than this machine has available (" + Gb(available) +
-                           ")");
+      return Status::OutOfRange("num_kv_blocks " + std::to_string(plan.num_blocks) + " needs " + Gb(plan.pool_bytes()) +
+                                    " for the KV cache; with the weights (" + Gb(plan.weight_bytes) +
+                                    ") and scratch (" + Gb(plan.scratch_bytes) +
+                                    ") that is more than this machine has available (" + Gb(available) + ")",
+                                "num_kv_blocks");
     }
     return plan;
   }
   plan.num_blocks = KvBlocksInBudget(plan.budget_bytes, plan.weight_bytes, plan.scratch_bytes, plan.block_bytes);
   if (plan.num_blocks < 1) {
-    return Status::Error("a memory budget of " + Gb(plan.budget_bytes) + " leaves no room for the KV cache: weights " +
-                         Gb(plan.weight_bytes) + " + scratch " + Gb(plan.scratch_bytes) + ", and one block of " +
-                         std::to_string(plan.block_size) + " tokens takes " + std::to_string(plan.block_bytes) +
-                         " bytes (raise --memory-gb or lower --max-num-batched-tokens)");
+    return Status::OutOfRange("a memory budget of " + Gb(plan.budget_bytes) +
+                              " leaves no room for the KV cache: weights " + Gb(plan.weight_bytes) + " + scratch " +
+                              Gb(plan.scratch_bytes) + ", and one block of " + std::to_string(plan.block_size) +
+                              " tokens takes " + std::to_string(plan.block_bytes) +
+                              " bytes (raise --memory-gb or lower --max-num-batched-tokens)");
   }
   return plan;
 }

@@ -19,12 +19,18 @@ namespace latte {
 // OS, the page cache and other processes.
 inline constexpr double kDefaultMemoryFraction = 0.85;
 
+// The most tokens one KV block holds.
+inline constexpr int64_t kMaxKvBlockSize = 4096;
+
 struct MemoryOptions {
-  std::optional<double> memory_gb;       // --memory-gb (1e9 bytes); default: kDefaultMemoryFraction of MemAvailable
-  std::optional<int64_t> num_kv_blocks;  // --num-kv-blocks: the pool's size, whatever the budget says
+  std::optional<double> memory_gb;       // the budget (1e9 bytes); default: kDefaultMemoryFraction of MemAvailable
+  std::optional<int64_t> num_kv_blocks;  // the pool's size, whatever the budget says
   int64_t block_size = kDefaultKvBlockSize;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  SchedulerConfig scheduler;  // sizes the scratch
+
+  // The values on their own: block_size in [1, kMaxKvBlockSize], num_kv_blocks >= 1,
+  // memory_gb > 0; an error names the field.
+  Status Validate() const;
 };
 
 struct MemoryPlan {
@@ -55,14 +61,17 @@ int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scr
 // MemAvailable from /proc/meminfo, in bytes (0 when it cannot be read).
 int64_t AvailableMemoryBytes();
 
-// Checks a --memory-gb against the machine before anything is loaded: a budget over
-// MemAvailable is an error (not an OOM kill later). `available`: AvailableMemoryBytes().
+// Checks the options (Validate) and the budget against the machine before anything
+// is loaded: a budget over MemAvailable is an error (not an OOM kill later).
+// `available`: AvailableMemoryBytes().
 Status CheckMemoryBudget(const MemoryOptions& options, int64_t available);
 
-// The plan for `weights` under `options`. Errors: a budget the weights and scratch do
-// not fit in (naming the figures), a pool of no block, a --num-kv-blocks pool that
-// does not fit in the memory the machine has.
-Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options, int64_t available);
+// The plan for `weights` under `options`, with the scratch of `scheduler`'s largest
+// step. Errors: a budget the weights and scratch do not fit in (naming the figures),
+// a pool of no block, a num_kv_blocks pool that does not fit in the memory the
+// machine has.
+Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& options,
+                              const SchedulerConfig& scheduler, int64_t available);
 
 // The tokens the plan's budget would hold with the same weights loaded in `mode`
 // (the materialized products in or out of the weights), scratch and blocks.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "engine/sampler.h"
 
 namespace latte {
@@ -32,6 +33,23 @@ struct GenerationRequest {
   // (`latte generate --logits-out`); implies computing the whole prompt.
   bool return_logits = false;
 };
+
+// What one engine accepts: the figures every request is checked against.
+struct RequestLimits {
+  int64_t vocab_size = 0;      // prompt and stop token ids are below it
+  int64_t max_model_len = 0;   // prompt + max_tokens fit in the context (max_position_embeddings)
+  int64_t pool_tokens = 0;     // ... and in the whole paged KV pool
+  int64_t max_num_seqs = 0;    // n is at most this
+  bool has_tokenizer = false;  // stop strings need one
+};
+
+// The one validation of a request: Engine::Submit runs it, and the server runs it
+// on what it parsed before anything is queued. An error names the offending field
+// in the request's own terms ("prompt", "n", "top_p", "stop", "max_tokens");
+// `max_tokens_field` is what the caller's API calls max_tokens
+// ("max_completion_tokens"). Too long for the context or the pool is kOutOfRange.
+Status CheckRequest(const GenerationRequest& request, const RequestLimits& limits,
+                    std::string_view max_tokens_field = "max_tokens");
 
 enum class FinishReason { kStop, kLength, kAbort };
 std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", "abort"

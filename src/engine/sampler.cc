@@ -27,24 +27,28 @@ uint64_t RandomSeed() {
 }  // namespace
 
 Status SamplingParams::Validate() const {
-  if (!InRange(temperature, 0.0f, 2.0f)) return Status::Error(RangeError("temperature", temperature, "[0, 2]"));
+  if (!InRange(temperature, 0.0f, 2.0f))
+    return Status::InvalidArgument(RangeError("temperature", temperature, "[0, 2]"), "temperature");
   if (top_k < -1) {
-    return Status::Error("top_k must be >= 1, or 0 or -1 to disable it, got " + std::to_string(top_k));
+    return Status::InvalidArgument("top_k must be >= 1, or 0 or -1 to disable it, got " + std::to_string(top_k),
+                                   "top_k");
   }
-  if (!(top_p > 0.0f && top_p <= 1.0f)) return Status::Error(RangeError("top_p", top_p, "(0, 1]"));
-  if (!InRange(min_p, 0.0f, 1.0f)) return Status::Error(RangeError("min_p", min_p, "[0, 1]"));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) return Status::InvalidArgument(RangeError("top_p", top_p, "(0, 1]"), "top_p");
+  if (!InRange(min_p, 0.0f, 1.0f)) return Status::InvalidArgument(RangeError("min_p", min_p, "[0, 1]"), "min_p");
   if (!InRange(presence_penalty, -2.0f, 2.0f)) {
-    return Status::Error(RangeError("presence_penalty", presence_penalty, "[-2, 2]"));
+    return Status::InvalidArgument(RangeError("presence_penalty", presence_penalty, "[-2, 2]"), "presence_penalty");
   }
   if (!InRange(frequency_penalty, -2.0f, 2.0f)) {
-    return Status::Error(RangeError("frequency_penalty", frequency_penalty, "[-2, 2]"));
+    return Status::InvalidArgument(RangeError("frequency_penalty", frequency_penalty, "[-2, 2]"), "frequency_penalty");
   }
   if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty))) {
-    return Status::Error(RangeError("repetition_penalty", repetition_penalty, "(0, inf)"));
+    return Status::InvalidArgument(RangeError("repetition_penalty", repetition_penalty, "(0, inf)"),
+                                   "repetition_penalty");
   }
   if (logprobs < 0 || logprobs > kMaxTopLogprobs) {
-    return Status::Error("logprobs (top alternatives) must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
-                         std::to_string(logprobs));
+    return Status::InvalidArgument("logprobs (top alternatives) must be in [0, " + std::to_string(kMaxTopLogprobs) +
+                                       "], got " + std::to_string(logprobs),
+                                   "logprobs");
   }
   return Status::Ok();
 }

@@ -4,6 +4,22 @@
 
 namespace latte {
 
+namespace {
+
+Status CheckCount(const char* field, int64_t value, int64_t max) {
+  if (value >= 1 && value <= max) return Status::Ok();
+  return Status::InvalidArgument(
+      std::string(field) + " must be in [1, " + std::to_string(max) + "], got " + std::to_string(value), field);
+}
+
+}  // namespace
+
+Status SchedulerConfig::Validate() const {
+  LATTE_RETURN_IF_ERROR(CheckCount("max_num_seqs", max_num_seqs, int64_t{1} << 20));
+  LATTE_RETURN_IF_ERROR(CheckCount("max_num_batched_tokens", max_num_batched_tokens, int64_t{1} << 24));
+  return CheckCount("max_prefill_burst_tokens", max_prefill_burst_tokens, int64_t{1} << 30);
+}
+
 void Scheduler::Add(Sequence* seq) {
   seq->state = SequenceState::kWaiting;
   waiting_.push_back(seq);

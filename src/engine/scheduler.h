@@ -25,6 +25,7 @@
 #include <deque>
 #include <vector>
 
+#include "base/status.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/sequence.h"
 
@@ -35,6 +36,9 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 512;  // tokens in one forward pass
   // At most this many prompt tokens run between two tokens of a decoding sequence.
   int64_t max_prefill_burst_tokens = 2048;
+
+  // Each value in its range; an error names the field ("max_num_seqs").
+  Status Validate() const;
 };
 
 // One sequence's share of a step: positions [start, start + count).

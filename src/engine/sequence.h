@@ -9,6 +9,10 @@
 
 namespace latte {
 
+// The engine's state of the request choice a sequence runs: its sampler, stop
+// strings, detokenizer and request (defined in engine/engine.cc).
+struct RequestChoice;
+
 enum class SequenceState { kWaiting, kRunning, kFinished };
 
 struct Sequence {
@@ -24,7 +28,7 @@ struct Sequence {
   bool needs_prompt_logits = false;  // echo/prompt logprobs: logits for every prompt row,
                                      // so the prompt is never taken from the prefix cache
   int64_t preemptions = 0;
-  void* owner = nullptr;  // the engine's per-request state
+  RequestChoice* choice = nullptr;  // the choice this sequence runs
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t generated() const { return num_tokens() - prompt_len; }

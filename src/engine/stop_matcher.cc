@@ -6,17 +6,24 @@
 
 namespace latte {
 
-Result<StopMatcher> StopMatcher::Create(std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids) {
+Status StopMatcher::CheckStopStrings(const std::vector<std::string>& stop_strings) {
   if (stop_strings.size() > kMaxStopStrings) {
-    return Status::Error("at most " + std::to_string(kMaxStopStrings) + " stop strings, got " +
-                         std::to_string(stop_strings.size()));
+    return Status::InvalidArgument(
+        "at most " + std::to_string(kMaxStopStrings) + " stop strings, got " + std::to_string(stop_strings.size()),
+        "stop");
   }
   for (size_t i = 0; i < stop_strings.size(); ++i) {
-    if (stop_strings[i].empty()) return Status::Error("stop string " + std::to_string(i) + " is empty");
+    if (stop_strings[i].empty())
+      return Status::InvalidArgument("stop string " + std::to_string(i) + " is empty", "stop");
     if (!IsValidUtf8(stop_strings[i])) {
-      return Status::Error("stop string " + std::to_string(i) + " is not valid UTF-8");
+      return Status::InvalidArgument("stop string " + std::to_string(i) + " is not valid UTF-8", "stop");
     }
   }
+  return Status::Ok();
+}
+
+Result<StopMatcher> StopMatcher::Create(std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids) {
+  LATTE_RETURN_IF_ERROR(CheckStopStrings(stop_strings));
   StopMatcher m;
   m.stop_strings_ = std::move(stop_strings);
   m.stop_token_ids_ = std::move(stop_token_ids);

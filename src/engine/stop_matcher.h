@@ -38,6 +38,8 @@ struct StopStep {
 
 class StopMatcher {
  public:
+  // At most kMaxStopStrings strings, each non-empty and valid UTF-8 (field "stop").
+  static Status CheckStopStrings(const std::vector<std::string>& stop_strings);
   StopMatcher() = default;  // no stop strings, no stop tokens
   // Errors: more than kMaxStopStrings strings, an empty string, invalid UTF-8.
   static Result<StopMatcher> Create(std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids);

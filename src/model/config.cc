@@ -48,15 +48,16 @@ Result<Enum> ParseEnum(const EnumName<Enum> (&names)[N], const std::string& key,
     if (text == n.name) return n.value;
     accepted += (accepted.empty() ? "" : ", ") + std::string(n.name);
   }
-  return Status::Error("key \"" + key + "\" has unsupported value \"" + text + "\" (accepted: " + accepted + ")");
+  return Status::Unimplemented("key \"" + key + "\" has unsupported value \"" + text + "\" (accepted: " + accepted +
+                               ")");
 }
 
 // Reads a required integer key; the message names the key and what was found.
 Status ReadInt(const json& j, const char* key, int64_t* out) {
   auto it = j.find(key);
-  if (it == j.end()) return Status::Error(std::string("missing key \"") + key + "\"");
+  if (it == j.end()) return Status::InvalidArgument(std::string("missing key \"") + key + "\"");
   if (!it->is_number_integer()) {
-    return Status::Error(std::string("key \"") + key + "\" must be an integer, got " + it->dump());
+    return Status::InvalidArgument(std::string("key \"") + key + "\" must be an integer, got " + it->dump());
   }
   *out = it->get<int64_t>();
   return Status::Ok();
@@ -72,7 +73,7 @@ Status ReadOptionalNumber(const json& j, const char* key, double* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
   if (!it->is_number()) {
-    return Status::Error(std::string("key \"") + key + "\" must be a number, got " + it->dump());
+    return Status::InvalidArgument(std::string("key \"") + key + "\" must be a number, got " + it->dump());
   }
   *out = it->get<double>();
   return Status::Ok();
@@ -82,7 +83,7 @@ Status ReadOptionalString(const json& j, const char* key, std::string* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
   if (!it->is_string()) {
-    return Status::Error(std::string("key \"") + key + "\" must be a string, got " + it->dump());
+    return Status::InvalidArgument(std::string("key \"") + key + "\" must be a string, got " + it->dump());
   }
   *out = it->get<std::string>();
   return Status::Ok();
@@ -104,7 +105,7 @@ Status ReadOptionalBool(const json& j, const char* key, bool* out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::Ok();
   if (!it->is_boolean()) {
-    return Status::Error(std::string("key \"") + key + "\" must be a boolean, got " + it->dump());
+    return Status::InvalidArgument(std::string("key \"") + key + "\" must be a boolean, got " + it->dump());
   }
   *out = it->get<bool>();
   return Status::Ok();
@@ -124,7 +125,7 @@ Status ReadTokenId(const json& j, const char* key, int64_t* out) {
 Status ParseRopeScaling(const json& j, ModelConfig* c) {
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_object()) return Status::Error("key \"rope_scaling\" must be an object or null");
+  if (!it->is_object()) return Status::InvalidArgument("key \"rope_scaling\" must be an object or null");
   // DeepSeek's configs spell the key "type"; newer Hugging Face configs "rope_type".
   const char* type_key = "type";
   std::string type;
@@ -134,11 +135,11 @@ Status ParseRopeScaling(const json& j, ModelConfig* c) {
     LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, type_key, &type));
   }
   if (type.empty()) {
-    return Status::Error("key \"rope_scaling\" has no \"type\" (accepted: yarn)");
+    return Status::InvalidArgument("key \"rope_scaling\" has no \"type\" (accepted: yarn)");
   }
   if (type != "yarn") {
-    return Status::Error(std::string("key \"rope_scaling.") + type_key + "\" has unsupported value \"" + type +
-                         "\" (accepted: yarn; rope_scaling null or absent for plain rope)");
+    return Status::Unimplemented(std::string("key \"rope_scaling.") + type_key + "\" has unsupported value \"" + type +
+                                 "\" (accepted: yarn; rope_scaling null or absent for plain rope)");
   }
   YarnScaling y;
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(*it, "factor", &y.factor));
@@ -153,22 +154,22 @@ Status ParseRopeScaling(const json& j, ModelConfig* c) {
                                {y.mscale, "mscale"},
                                {y.mscale_all_dim, "mscale_all_dim"}}) {
     if (!std::isfinite(v)) {
-      return Status::Error(std::string("key \"rope_scaling.") + key + "\" must be a finite number");
+      return Status::InvalidArgument(std::string("key \"rope_scaling.") + key + "\" must be a finite number");
     }
   }
-  if (!(y.factor >= 1.0)) return Status::Error("rope_scaling.factor must be >= 1");
+  if (!(y.factor >= 1.0)) return Status::InvalidArgument("rope_scaling.factor must be >= 1");
   // The rope magnitude is YarnMscale(mscale) / YarnMscale(mscale_all_dim) and the softmax
   // scale takes YarnMscale(mscale_all_dim)^2: each must be a positive, finite number.
   for (const auto& [m, key] : {std::pair{y.mscale, "mscale"}, {y.mscale_all_dim, "mscale_all_dim"}}) {
     const double v = YarnMscale(y.factor, m);
     if (!(v > 0) || !std::isfinite(v) || !std::isfinite(v * v)) {
-      return Status::Error(std::string("key \"rope_scaling.") + key + "\" = " + std::to_string(m) +
-                           " gives a YaRN mscale of " + std::to_string(v) + " (0.1 * " + key +
-                           " * ln(factor) + 1); it must be positive and finite");
+      return Status::InvalidArgument(std::string("key \"rope_scaling.") + key + "\" = " + std::to_string(m) +
+                                     " gives a YaRN mscale of " + std::to_string(v) + " (0.1 * " + key +
+                                     " * ln(factor) + 1); it must be positive and finite");
     }
   }
   if (y.original_max_position_embeddings <= 0) {
-    return Status::Error("rope_scaling.original_max_position_embeddings must be positive");
+    return Status::InvalidArgument("rope_scaling.original_max_position_embeddings must be positive");
   }
   c->rope_scaling = y;
   return Status::Ok();
@@ -181,17 +182,17 @@ Status ParseQuantization(const json& j, ModelConfig* c) {
   LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "quant_method", &method));
   LATTE_RETURN_IF_ERROR(ReadOptionalString(*it, "fmt", &fmt));
   if (method != "fp8") {
-    return Status::Error("quantization_config.quant_method \"" + method + "\" is not supported (only fp8)");
+    return Status::Unimplemented("quantization_config.quant_method \"" + method + "\" is not supported (only fp8)");
   }
   if (!fmt.empty() && fmt != "e4m3") {
-    return Status::Error("quantization_config.fmt \"" + fmt + "\" is not supported (only e4m3)");
+    return Status::Unimplemented("quantization_config.fmt \"" + fmt + "\" is not supported (only e4m3)");
   }
   Fp8Quantization q;
   auto block = it->find("weight_block_size");
   if (block != it->end()) {
     if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
         !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {
-      return Status::Error("quantization_config.weight_block_size must be two positive integers");
+      return Status::InvalidArgument("quantization_config.weight_block_size must be two positive integers");
     }
     q.block_rows = (*block)[0].get<int64_t>();
     q.block_cols = (*block)[1].get<int64_t>();
@@ -215,8 +216,8 @@ constexpr double kMaxValuesBound = double(int64_t{1} << 52);
 
 Status CheckSize(int64_t v, const std::string& key) {
   if (v <= kMaxSize) return Status::Ok();
-  return Status::Error("key \"" + key + "\" is " + std::to_string(v) +
-                       ", more than latte accepts (2^20 = " + std::to_string(kMaxSize) + ")");
+  return Status::InvalidArgument("key \"" + key + "\" is " + std::to_string(v) +
+                                 ", more than latte accepts (2^20 = " + std::to_string(kMaxSize) + ")");
 }
 
 // Bounds on what the sizes multiply to (each size already <= kMaxSize and >= 0).
@@ -225,9 +226,9 @@ Status CheckProducts(const ModelConfig& c) {
   const double experts = double(c.n_routed_experts), shared = double(c.n_shared_experts);
   const double tensors = L * (3 * experts + 20) + 3;
   if (tensors > kMaxTensors) {
-    return Status::Error("num_hidden_layers " + std::to_string(c.num_hidden_layers) + " x n_routed_experts " +
-                         std::to_string(c.n_routed_experts) + " make ~" + std::to_string(int64_t(tensors)) +
-                         " tensors, more than latte accepts (2^20)");
+    return Status::InvalidArgument("num_hidden_layers " + std::to_string(c.num_hidden_layers) + " x n_routed_experts " +
+                                   std::to_string(c.n_routed_experts) + " make ~" + std::to_string(int64_t(tensors)) +
+                                   " tensors, more than latte accepts (2^20)");
   }
   double d = 0;  // the largest dimension inside a layer
   for (int64_t v : {c.hidden_size, c.intermediate_size, c.moe_intermediate_size, c.q_lora_rank.value_or(0),
@@ -242,11 +243,11 @@ Status CheckProducts(const ModelConfig& c) {
   if (values > kMaxValuesBound) {
     char approx[32];
     std::snprintf(approx, sizeof approx, "%.3g", values);
-    return Status::Error(std::string("the sizes describe up to ~") + approx + " weight values (num_hidden_layers " +
-                         std::to_string(c.num_hidden_layers) + ", num_attention_heads " +
-                         std::to_string(c.num_attention_heads) + ", n_routed_experts " +
-                         std::to_string(c.n_routed_experts) + ", largest layer dimension " +
-                         std::to_string(int64_t(d)) + "), more than latte accepts (2^52)");
+    return Status::InvalidArgument(
+        std::string("the sizes describe up to ~") + approx + " weight values (num_hidden_layers " +
+        std::to_string(c.num_hidden_layers) + ", num_attention_heads " + std::to_string(c.num_attention_heads) +
+        ", n_routed_experts " + std::to_string(c.n_routed_experts) + ", largest layer dimension " +
+        std::to_string(int64_t(d)) + "), more than latte accepts (2^52)");
   }
   return Status::Ok();
 }
@@ -257,20 +258,22 @@ Status RefuseUnimplemented(const json& j) {
   std::string act = "silu";
   LATTE_RETURN_IF_ERROR(ReadOptionalString(j, "hidden_act", &act));
   if (act != "silu") {
-    return Status::Error("key \"hidden_act\" has unsupported value \"" + act + "\" (latte implements silu)");
+    return Status::Unimplemented("key \"hidden_act\" has unsupported value \"" + act + "\" (latte implements silu)");
   }
   bool attention_bias = false;
   LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "attention_bias", &attention_bias));
   if (attention_bias) {
-    return Status::Error("key \"attention_bias\" is true: latte implements attention projections without bias");
+    return Status::InvalidArgument(
+        "key \"attention_bias\" is true: latte implements attention projections without bias");
   }
   return Status::Ok();
 }
 
 Status Validate(const ModelConfig& c) {
   auto positive = [](int64_t v, const char* key) {
-    return v > 0 ? Status::Ok()
-                 : Status::Error(std::string("key \"") + key + "\" must be positive, got " + std::to_string(v));
+    return v > 0
+               ? Status::Ok()
+               : Status::InvalidArgument(std::string("key \"") + key + "\" must be positive, got " + std::to_string(v));
   };
   for (const auto& [v, key] : {std::pair{c.vocab_size, "vocab_size"},
                                {c.hidden_size, "hidden_size"},
@@ -301,32 +304,32 @@ Status Validate(const ModelConfig& c) {
   LATTE_RETURN_IF_ERROR(positive(c.qk_rope_head_dim, "qk_rope_head_dim"));
   LATTE_RETURN_IF_ERROR(positive(c.v_head_dim, "v_head_dim"));
   if (c.q_lora_rank) LATTE_RETURN_IF_ERROR(positive(*c.q_lora_rank, "q_lora_rank"));
-  if (c.qk_rope_head_dim % 2 != 0) return Status::Error("qk_rope_head_dim must be even");
-  if (c.n_routed_experts < 0) return Status::Error("n_routed_experts must be >= 0");
+  if (c.qk_rope_head_dim % 2 != 0) return Status::InvalidArgument("qk_rope_head_dim must be even");
+  if (c.n_routed_experts < 0) return Status::InvalidArgument("n_routed_experts must be >= 0");
   if (c.n_routed_experts > 0) {
     LATTE_RETURN_IF_ERROR(positive(c.moe_intermediate_size, "moe_intermediate_size"));
     LATTE_RETURN_IF_ERROR(positive(c.num_experts_per_tok, "num_experts_per_tok"));
     LATTE_RETURN_IF_ERROR(positive(c.n_group, "n_group"));
     LATTE_RETURN_IF_ERROR(positive(c.moe_layer_freq, "moe_layer_freq"));
     if (c.n_routed_experts % c.n_group != 0) {
-      return Status::Error("n_routed_experts must be a multiple of n_group");
+      return Status::InvalidArgument("n_routed_experts must be a multiple of n_group");
     }
     if (c.topk_group < 1 || c.topk_group > c.n_group) {
-      return Status::Error("topk_group must be in [1, n_group]");
+      return Status::InvalidArgument("topk_group must be in [1, n_group]");
     }
     if (c.num_experts_per_tok > c.n_routed_experts) {
-      return Status::Error("num_experts_per_tok must be <= n_routed_experts");
+      return Status::InvalidArgument("num_experts_per_tok must be <= n_routed_experts");
     }
     if (c.topk_method != TopkMethod::kGreedy &&
         c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group)) {
-      return Status::Error("num_experts_per_tok exceeds the experts in topk_group groups");
+      return Status::InvalidArgument("num_experts_per_tok exceeds the experts in topk_group groups");
     }
   }
-  if (c.n_shared_experts < 0) return Status::Error("n_shared_experts must be >= 0");
-  if (!(c.rms_norm_eps > 0)) return Status::Error("rms_norm_eps must be positive");
-  if (!(c.rope_theta > 0)) return Status::Error("rope_theta must be positive");
+  if (c.n_shared_experts < 0) return Status::InvalidArgument("n_shared_experts must be >= 0");
+  if (!(c.rms_norm_eps > 0)) return Status::InvalidArgument("rms_norm_eps must be positive");
+  if (!(c.rope_theta > 0)) return Status::InvalidArgument("rope_theta must be positive");
   if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size || c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size) {
-    return Status::Error("bos_token_id/eos_token_id must be inside vocab_size");
+    return Status::InvalidArgument("bos_token_id/eos_token_id must be inside vocab_size");
   }
   return CheckProducts(c);
 }
@@ -338,19 +341,19 @@ const char* TopkMethodName(TopkMethod m) { return NameOf(kTopkMethodNames, m); }
 
 Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error("not valid JSON");
-  if (!j.is_object()) return Status::Error("top level must be a JSON object");
+  if (j.is_discarded()) return Status::DataLoss("not valid JSON");
+  if (!j.is_object()) return Status::InvalidArgument("top level must be a JSON object");
 
   ModelConfig c;
   auto arch = j.find("architectures");
   if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
     c.architecture = (*arch)[0].get<std::string>();
   } else {
-    return Status::Error("missing key \"architectures\"");
+    return Status::InvalidArgument("missing key \"architectures\"");
   }
   if (c.architecture != "DeepseekV2ForCausalLM" && c.architecture != "DeepseekV3ForCausalLM") {
-    return Status::Error("architecture \"" + c.architecture +
-                         "\" is not supported (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
+    return Status::Unimplemented("architecture \"" + c.architecture +
+                                 "\" is not supported (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
   }
   LATTE_RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c.vocab_size));
   LATTE_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c.hidden_size));
@@ -358,7 +361,7 @@ Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   LATTE_RETURN_IF_ERROR(ReadInt(j, "num_hidden_layers", &c.num_hidden_layers));
   LATTE_RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c.num_attention_heads));
   // q_lora_rank must be present; null selects the plain q_proj of V2-Lite.
-  if (!j.contains("q_lora_rank")) return Status::Error("missing key \"q_lora_rank\"");
+  if (!j.contains("q_lora_rank")) return Status::InvalidArgument("missing key \"q_lora_rank\"");
   if (!j["q_lora_rank"].is_null()) {
     int64_t rank = 0;
     LATTE_RETURN_IF_ERROR(ReadInt(j, "q_lora_rank", &rank));
@@ -389,7 +392,7 @@ Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rms_norm_eps", &c.rms_norm_eps));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "rope_theta", &c.rope_theta));
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "max_position_embeddings", &c.max_position_embeddings));
-  if (c.max_position_embeddings < 1) return Status::Error("key \"max_position_embeddings\" must be positive");
+  if (c.max_position_embeddings < 1) return Status::InvalidArgument("key \"max_position_embeddings\" must be positive");
   LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "tie_word_embeddings", &c.tie_word_embeddings));
   LATTE_RETURN_IF_ERROR(ReadTokenId(j, "bos_token_id", &c.bos_token_id));
   LATTE_RETURN_IF_ERROR(ReadTokenId(j, "eos_token_id", &c.eos_token_id));
@@ -402,7 +405,7 @@ Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
 
 Result<ModelConfig> ModelConfig::FromFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Status::Error(path + ": cannot open");
+  if (!in) return Status::NotFound(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
   auto config = FromJsonText(ss.str());
@@ -477,8 +480,9 @@ double ModelConfig::SoftmaxScale() const {
 
 Status CheckContextLength(const ModelConfig& config, int64_t tokens, const std::string& what) {
   if (tokens <= config.max_position_embeddings) return Status::Ok();
-  return Status::Error(what + " is " + std::to_string(tokens) + " tokens, more than the model's context length of " +
-                       std::to_string(config.max_position_embeddings) + " (max_position_embeddings)");
+  return Status::InvalidArgument(what + " is " + std::to_string(tokens) +
+                                 " tokens, more than the model's context length of " +
+                                 std::to_string(config.max_position_embeddings) + " (max_position_embeddings)");
 }
 
 }  // namespace latte

@@ -103,25 +103,25 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
   const float eps = static_cast<float>(c.rms_norm_eps);
   int64_t T = 0;
   for (const SequenceSpan& span : spans) {
-    if (span.count <= 0 || span.start < 0) return Status::Error("empty sequence span");
+    if (span.count <= 0 || span.start < 0) return Status::InvalidArgument("empty sequence span");
     if (span.start + span.count > static_cast<int64_t>(span.block_table.size()) * cache.block_size()) {
-      return Status::Error("a span ending at position " + std::to_string(span.start + span.count) + " has only " +
-                           std::to_string(span.block_table.size()) + " blocks of " +
-                           std::to_string(cache.block_size()));
+      return Status::InvalidArgument("a span ending at position " + std::to_string(span.start + span.count) +
+                                     " has only " + std::to_string(span.block_table.size()) + " blocks of " +
+                                     std::to_string(cache.block_size()));
     }
     for (int32_t block : span.block_table) {
       if (block < 0 || block >= cache.num_blocks()) {
-        return Status::Error("block " + std::to_string(block) + " is outside the cache's " +
-                             std::to_string(cache.num_blocks()) + " blocks");
+        return Status::InvalidArgument("block " + std::to_string(block) + " is outside the cache's " +
+                                       std::to_string(cache.num_blocks()) + " blocks");
       }
     }
     T += span.count;
   }
-  if (T != static_cast<int64_t>(tokens.size())) return Status::Error("token count does not match the spans");
+  if (T != static_cast<int64_t>(tokens.size())) return Status::InvalidArgument("token count does not match the spans");
   for (int32_t id : tokens) {
     if (id < 0 || id >= c.vocab_size) {
-      return Status::Error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                           std::to_string(c.vocab_size) + ")");
+      return Status::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                     std::to_string(c.vocab_size) + ")");
     }
   }
 

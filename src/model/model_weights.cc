@@ -124,22 +124,22 @@ class WeightLoader {
     }
     for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
       if (present.count(layer) == 0) {
-        return Status::Error(source_ + ": missing tensor \"" + LayerPrefix(layer) +
-                             "input_layernorm.weight\" (config.json's num_hidden_layers is " +
-                             std::to_string(c.num_hidden_layers) + "; the checkpoint has no tensor of layer " +
-                             std::to_string(layer) + ")");
+        return Status::NotFound(source_ + ": missing tensor \"" + LayerPrefix(layer) +
+                                "input_layernorm.weight\" (config.json's num_hidden_layers is " +
+                                std::to_string(c.num_hidden_layers) + "; the checkpoint has no tensor of layer " +
+                                std::to_string(layer) + ")");
       }
     }
     for (const TensorSpec& spec : ExpectedTensors(c)) {
       specs_[spec.name] = spec;
       const TensorInfo* t = m_.checkpoint_->Find(spec.name);
       if (t == nullptr) {
-        return Status::Error(source_ + ": missing tensor \"" + spec.name + "\" (config.json expects it, shape " +
-                             ShapeString(spec.shape) + ")");
+        return Status::NotFound(source_ + ": missing tensor \"" + spec.name + "\" (config.json expects it, shape " +
+                                ShapeString(spec.shape) + ")");
       }
       if (t->shape != spec.shape) {
-        return Status::Error(FileName(t->file) + ": tensor \"" + spec.name + "\" has shape " + ShapeString(t->shape) +
-                             ", config.json implies " + ShapeString(spec.shape));
+        return Status::DataLoss(FileName(t->file) + ": tensor \"" + spec.name + "\" has shape " +
+                                ShapeString(t->shape) + ", config.json implies " + ShapeString(spec.shape));
       }
     }
     int64_t skipped = 0;
@@ -267,8 +267,8 @@ class WeightLoader {
   Result<std::vector<float>> Vector(const std::string& name, size_t* bucket) {
     const TensorInfo& t = *m_.checkpoint_->Find(name);
     if (t.dtype == DType::kF8E4M3) {
-      return Status::Error(FileName(t.file) + ": tensor \"" + name +
-                           "\" is F8_E4M3, which is supported only for linear projections");
+      return Status::DataLoss(FileName(t.file) + ": tensor \"" + name +
+                              "\" is F8_E4M3, which is supported only for linear projections");
     }
     std::vector<float> v(t.NumElements());
     for (size_t i = 0; i < v.size(); ++i) v[i] = ElementToF32(t.dtype, t.data, i);
@@ -355,19 +355,19 @@ class WeightLoader {
   Result<const TensorInfo*> Fp8Scales(const TensorInfo& t) {
     const std::string where = FileName(t.file) + ": tensor \"" + t.name + "\"";
     if (!m_.config_.quantization) {
-      return Status::Error(where + " is F8_E4M3 but config.json has no quantization_config");
+      return Status::DataLoss(where + " is F8_E4M3 but config.json has no quantization_config");
     }
     const TensorInfo* s = m_.checkpoint_->Find(t.name + "_scale_inv");
-    if (s == nullptr) return Status::Error(where + " is F8_E4M3 but \"" + t.name + "_scale_inv\" is missing");
+    if (s == nullptr) return Status::NotFound(where + " is F8_E4M3 but \"" + t.name + "_scale_inv\" is missing");
     const Fp8Quantization& q = *m_.config_.quantization;
     const std::vector<int64_t> expected = ScaleInvShape(t.shape, q);
     if (s->shape != expected) {
-      return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" has shape " + ShapeString(s->shape) +
-                           ", expected " + ShapeString(expected) + " for " + ShapeString(t.shape) + " in " +
-                           std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols) + " blocks");
+      return Status::DataLoss(FileName(s->file) + ": tensor \"" + s->name + "\" has shape " + ShapeString(s->shape) +
+                              ", expected " + ShapeString(expected) + " for " + ShapeString(t.shape) + " in " +
+                              std::to_string(q.block_rows) + "x" + std::to_string(q.block_cols) + " blocks");
     }
     if (s->dtype == DType::kF8E4M3) {
-      return Status::Error(FileName(s->file) + ": tensor \"" + s->name + "\" must be F32/BF16/F16, not F8_E4M3");
+      return Status::DataLoss(FileName(s->file) + ": tensor \"" + s->name + "\" must be F32/BF16/F16, not F8_E4M3");
     }
     return s;
   }
@@ -472,7 +472,7 @@ std::string_view WeightQuantizationName(WeightQuantization q) { return q == Weig
 
 Status CheckLoadOptions(const LoadOptions& options) {
   if (options.quantize == WeightQuantization::kFp8 && options.fp8 == Fp8Weights::kDequantizeBf16) {
-    return Status::Error(
+    return Status::InvalidArgument(
         "--quantize fp8 and --fp8 bf16 contradict each other: the first holds the weights in fp8, "
         "the second dequantizes them to bf16");
   }

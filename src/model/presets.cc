@@ -148,7 +148,7 @@ Result<ModelConfig> ReleasedConfig(const std::string& name) {
   if (name == "v3" || name == "r1") return DeepSeekV3();
   if (name == "v2") return DeepSeekV2();
   if (name == "v2-lite") return DeepSeekV2Lite();
-  return Status::Error(UnknownPreset(name));
+  return Status::InvalidArgument(UnknownPreset(name), "preset");
 }
 
 Result<ModelConfig> MakeModelPreset(const std::string& name) {
@@ -156,7 +156,7 @@ Result<ModelConfig> MakeModelPreset(const std::string& name) {
   if (name == "v2-lite") return DeepSeekV2Lite();
   if (name == "v3" || name == "r1") return ShrunkMoe(DeepSeekV3());
   if (name == "v2") return ShrunkMoe(DeepSeekV2());
-  return Status::Error(UnknownPreset(name));
+  return Status::InvalidArgument(UnknownPreset(name), "preset");
 }
 
 }  // namespace latte

@@ -78,42 +78,42 @@ struct ParsedEntry {
 
 Result<DType> ParseEntryDType(const json& entry) {
   auto it = entry.find("dtype");
-  if (it == entry.end()) return Status::Error("missing \"dtype\"");
+  if (it == entry.end()) return Status::DataLoss("missing \"dtype\"");
   if (!it->is_string()) {
-    return Status::Error(std::string("\"dtype\" must be a string, got ") + it->type_name());
+    return Status::DataLoss(std::string("\"dtype\" must be a string, got ") + it->type_name());
   }
   const std::string name = it->get<std::string>();
   std::optional<DType> dtype = ParseDType(name);
   if (!dtype) {
-    return Status::Error("unsupported dtype " + Quote(name) + " (expected F32, F16, BF16 or F8_E4M3)");
+    return Status::Unimplemented("unsupported dtype " + Quote(name) + " (expected F32, F16, BF16 or F8_E4M3)");
   }
   return *dtype;
 }
 
 Result<std::vector<int64_t>> ParseEntryShape(const json& entry) {
   auto it = entry.find("shape");
-  if (it == entry.end()) return Status::Error("missing \"shape\"");
+  if (it == entry.end()) return Status::DataLoss("missing \"shape\"");
   if (!it->is_array()) {
-    return Status::Error(std::string("\"shape\" must be an array, got ") + it->type_name());
+    return Status::DataLoss(std::string("\"shape\" must be an array, got ") + it->type_name());
   }
   std::vector<int64_t> shape;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& dim = (*it)[i];
     if (!dim.is_number_integer()) {
-      return Status::Error("shape dimension " + std::to_string(i) + " must be an integer, got " + dim.type_name());
+      return Status::DataLoss("shape dimension " + std::to_string(i) + " must be an integer, got " + dim.type_name());
     }
     // nlohmann stores non-negative literals as unsigned; above INT64_MAX they
     // would wrap negative on get<int64_t>().
     if (dim.is_number_unsigned()) {
       const uint64_t v = dim.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Status::Error("shape dimension " + std::to_string(i) + " (" + std::to_string(v) + ") is too large");
+        return Status::DataLoss("shape dimension " + std::to_string(i) + " (" + std::to_string(v) + ") is too large");
       }
       shape.push_back(static_cast<int64_t>(v));
     } else {
       const int64_t v = dim.get<int64_t>();
       if (v < 0) {
-        return Status::Error("shape dimension " + std::to_string(i) + " is negative (" + std::to_string(v) + ")");
+        return Status::DataLoss("shape dimension " + std::to_string(i) + " is negative (" + std::to_string(v) + ")");
       }
       shape.push_back(v);
     }
@@ -123,19 +123,21 @@ Result<std::vector<int64_t>> ParseEntryShape(const json& entry) {
 
 Status ParseEntryOffsets(const json& entry, uint64_t* begin, uint64_t* end) {
   auto it = entry.find("data_offsets");
-  if (it == entry.end()) return Status::Error("missing \"data_offsets\"");
+  if (it == entry.end()) return Status::DataLoss("missing \"data_offsets\"");
   if (!it->is_array() || it->size() != 2) {
-    return Status::Error("\"data_offsets\" must be an array of two integers, got " +
-                         (it->is_array() ? "an array of " + std::to_string(it->size()) : std::string(it->type_name())));
+    return Status::DataLoss(
+        "\"data_offsets\" must be an array of two integers, got " +
+        (it->is_array() ? "an array of " + std::to_string(it->size()) : std::string(it->type_name())));
   }
   for (size_t i = 0; i < 2; ++i) {
     if (!(*it)[i].is_number_integer()) {
-      return Status::Error("data_offsets[" + std::to_string(i) + "] must be an integer, got " + (*it)[i].type_name());
+      return Status::DataLoss("data_offsets[" + std::to_string(i) + "] must be an integer, got " +
+                              (*it)[i].type_name());
     }
   }
   if (!(*it)[0].is_number_unsigned() || !(*it)[1].is_number_unsigned()) {
-    return Status::Error("\"data_offsets\" must be non-negative, got [" + std::to_string((*it)[0].get<int64_t>()) +
-                         ", " + std::to_string((*it)[1].get<int64_t>()) + "]");
+    return Status::DataLoss("\"data_offsets\" must be non-negative, got [" + std::to_string((*it)[0].get<int64_t>()) +
+                            ", " + std::to_string((*it)[1].get<int64_t>()) + "]");
   }
   *begin = (*it)[0].get<uint64_t>();
   *end = (*it)[1].get<uint64_t>();
@@ -146,7 +148,7 @@ Status ParseEntryOffsets(const json& entry, uint64_t* begin, uint64_t* end) {
 // naming the file and tensor to the caller.
 Result<ParsedEntry> ParseEntry(const std::string& name, const json& entry, const uint8_t* data, uint64_t data_size) {
   if (!entry.is_object()) {
-    return Status::Error(std::string("entry must be an object, got ") + entry.type_name());
+    return Status::DataLoss(std::string("entry must be an object, got ") + entry.type_name());
   }
   ParsedEntry e;
   e.info.name = name;
@@ -154,19 +156,19 @@ Result<ParsedEntry> ParseEntry(const std::string& name, const json& entry, const
   LATTE_ASSIGN_OR_RETURN(e.info.shape, ParseEntryShape(entry));
   LATTE_RETURN_IF_ERROR(ParseEntryOffsets(entry, &e.begin, &e.end));
   const std::string offsets = OffsetsString(e.begin, e.end);
-  if (e.begin > e.end) return Status::Error("data_offsets " + offsets + " end before they begin");
+  if (e.begin > e.end) return Status::DataLoss("data_offsets " + offsets + " end before they begin");
   if (e.end > data_size) {
-    return Status::Error("data_offsets " + offsets + " lie outside the " + std::to_string(data_size) +
-                         "-byte data section");
+    return Status::DataLoss("data_offsets " + offsets + " lie outside the " + std::to_string(data_size) +
+                            "-byte data section");
   }
   std::optional<uint64_t> expected = CheckedByteSize(e.info.shape, e.info.dtype);
   if (!expected) {
-    return Status::Error("shape " + ShapeString(e.info.shape) + " has too many elements");
+    return Status::DataLoss("shape " + ShapeString(e.info.shape) + " has too many elements");
   }
   if (*expected != e.end - e.begin) {
-    return Status::Error("shape " + ShapeString(e.info.shape) + " of " + std::string(DTypeName(e.info.dtype)) +
-                         " needs " + std::to_string(*expected) + " bytes but data_offsets " + offsets + " hold " +
-                         std::to_string(e.end - e.begin));
+    return Status::DataLoss("shape " + ShapeString(e.info.shape) + " of " + std::string(DTypeName(e.info.dtype)) +
+                            " needs " + std::to_string(*expected) + " bytes but data_offsets " + offsets + " hold " +
+                            std::to_string(e.end - e.begin));
   }
   e.info.data = data + e.begin;
   e.info.nbytes = static_cast<size_t>(e.end - e.begin);
@@ -182,9 +184,9 @@ Status CheckNoOverlap(const std::string& path, std::vector<ParsedEntry>* entries
   const ParsedEntry* furthest = nullptr;  // the entry reaching furthest so far
   for (const ParsedEntry& e : *entries) {
     if (furthest != nullptr && e.begin < furthest->end && e.begin < e.end) {
-      return Status::Error(path + ": tensors " + Quote(furthest->info.name) + " " +
-                           OffsetsString(furthest->begin, furthest->end) + " and " + Quote(e.info.name) + " " +
-                           OffsetsString(e.begin, e.end) + " overlap");
+      return Status::DataLoss(path + ": tensors " + Quote(furthest->info.name) + " " +
+                              OffsetsString(furthest->begin, furthest->end) + " and " + Quote(e.info.name) + " " +
+                              OffsetsString(e.begin, e.end) + " overlap");
     }
     if (furthest == nullptr || e.end > furthest->end) furthest = &e;
   }
@@ -197,10 +199,10 @@ std::string JoinPath(const std::string& dir, const std::string& name) { return (
 
 Result<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open: " + std::strerror(errno));
+  if (!in) return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) return Status::Error(path + ": read failed");
+  if (in.bad()) return Status::Internal(path + ": read failed");
   return text.str();
 }
 
@@ -215,25 +217,25 @@ bool IsPlainFileName(const std::string& name) {
 Result<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path) {
   LATTE_ASSIGN_OR_RETURN(std::string text, ReadTextFile(index_path));
   const json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded()) return Status::Error(index_path + ": not valid JSON");
+  if (index.is_discarded()) return Status::DataLoss(index_path + ": not valid JSON");
   if (!index.is_object()) {
-    return Status::Error(index_path + ": must be a JSON object, got " + index.type_name());
+    return Status::DataLoss(index_path + ": must be a JSON object, got " + index.type_name());
   }
   auto it = index.find("weight_map");
-  if (it == index.end()) return Status::Error(index_path + ": missing \"weight_map\"");
+  if (it == index.end()) return Status::DataLoss(index_path + ": missing \"weight_map\"");
   if (!it->is_object()) {
-    return Status::Error(index_path + ": \"weight_map\" must be an object, got " + it->type_name());
+    return Status::DataLoss(index_path + ": \"weight_map\" must be an object, got " + it->type_name());
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& [tensor, shard] : it->items()) {
     if (!shard.is_string()) {
-      return Status::Error(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard must be a string, got " +
-                           shard.type_name());
+      return Status::DataLoss(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard must be a string, got " +
+                              shard.type_name());
     }
     const std::string shard_name = shard.get<std::string>();
     if (!IsPlainFileName(shard_name)) {
-      return Status::Error(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard " + Quote(shard_name) +
-                           " is not a file name in the checkpoint directory");
+      return Status::DataLoss(index_path + ": weight_map: tensor " + Quote(tensor) + ": shard " + Quote(shard_name) +
+                              " is not a file name in the checkpoint directory");
     }
     weight_map.emplace(tensor, shard_name);
   }
@@ -250,16 +252,16 @@ Result<std::string> FindSingleFile(const std::string& dir) {
       names.push_back(name);
     }
   }
-  if (ec) return Status::Error(dir + ": cannot list: " + ec.message());
+  if (ec) return Status::NotFound(dir + ": cannot list: " + ec.message());
   if (names.empty()) {
-    return Status::Error(dir + ": no *.safetensors file and no " + std::string(kIndexFileName));
+    return Status::NotFound(dir + ": no *.safetensors file and no " + std::string(kIndexFileName));
   }
   if (names.size() > 1) {
     std::sort(names.begin(), names.end());
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    return Status::Error(dir + ": " + std::to_string(names.size()) + " *.safetensors files (" + list + ") but no " +
-                         kIndexFileName + " to say which tensors each holds");
+    return Status::DataLoss(dir + ": " + std::to_string(names.size()) + " *.safetensors files (" + list + ") but no " +
+                            kIndexFileName + " to say which tensors each holds");
   }
   return JoinPath(dir, names[0]);
 }
@@ -289,17 +291,18 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const MappedFile& file) {
 
 Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, const uint8_t* bytes, size_t size) {
   if (size < kLengthFieldBytes) {
-    return Status::Error(path + ": file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+    return Status::DataLoss(path + ": file is " + std::to_string(size) +
+                            " bytes, too short for the 8-byte header length");
   }
   const uint64_t header_size = ReadLittleEndianU64(bytes);
   const uint64_t after_length = size - kLengthFieldBytes;
   if (header_size > after_length) {
-    return Status::Error(path + ": header length " + std::to_string(header_size) + " is larger than the " +
-                         std::to_string(after_length) + " bytes after the length field");
+    return Status::DataLoss(path + ": header length " + std::to_string(header_size) + " is larger than the " +
+                            std::to_string(after_length) + " bytes after the length field");
   }
   if (header_size > kMaxHeaderBytes) {
-    return Status::Error(path + ": header length " + std::to_string(header_size) + " exceeds the " +
-                         std::to_string(kMaxHeaderBytes) + "-byte limit");
+    return Status::DataLoss(path + ": header length " + std::to_string(header_size) + " exceeds the " +
+                            std::to_string(kMaxHeaderBytes) + "-byte limit");
   }
   const uint8_t* header_begin = bytes + kLengthFieldBytes;
   // nlohmann keeps the last of two equal keys; a tensor named twice would then
@@ -315,12 +318,12 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, c
   };
   const json header = json::parse(header_begin, header_begin + header_size, find_duplicate,
                                   /*allow_exceptions=*/false);
-  if (header.is_discarded()) return Status::Error(path + ": header is not valid JSON");
+  if (header.is_discarded()) return Status::DataLoss(path + ": header is not valid JSON");
   if (!duplicate.empty()) {
-    return Status::Error(TensorContext(path, duplicate) + ": appears twice in the header");
+    return Status::DataLoss(TensorContext(path, duplicate) + ": appears twice in the header");
   }
   if (!header.is_object()) {
-    return Status::Error(path + ": header must be a JSON object, got " + header.type_name());
+    return Status::DataLoss(path + ": header must be a JSON object, got " + header.type_name());
   }
 
   const uint8_t* data = header_begin + header_size;
@@ -344,7 +347,7 @@ Result<std::vector<TensorInfo>> ReadSafetensorsHeader(const std::string& path, c
 Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency residency,
                                     const std::function<void(uint64_t)>& on_read) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::Error(dir + ": not a directory");
+  if (!fs::is_directory(dir, ec)) return Status::NotFound(dir + ": not a directory");
 
   // Shard file name -> the first tensor the index maps to it (for error messages).
   std::map<std::string, std::string> shards;
@@ -364,8 +367,8 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency reside
   for (const auto& [shard, first_tensor] : shards) {
     const std::string path = JoinPath(dir, shard);
     if (sharded && !fs::is_regular_file(path, ec)) {
-      return Status::Error(index_path + ": shard " + Quote(shard) + " (holding tensor " + Quote(first_tensor) +
-                           ") does not exist");
+      return Status::NotFound(index_path + ": shard " + Quote(shard) + " (holding tensor " + Quote(first_tensor) +
+                              ") does not exist");
     }
     std::function<void(size_t)> on_file_read;
     if (on_read) on_file_read = [&](size_t done) { on_read(read_before + done); };
@@ -374,7 +377,7 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency reside
     LATTE_ASSIGN_OR_RETURN(std::vector<TensorInfo> tensors, ReadSafetensorsHeader(*file));
     for (TensorInfo& t : tensors) {
       if (const TensorInfo* other = checkpoint.Find(t.name)) {
-        return Status::Error(TensorContext(path, t.name) + ": also in " + other->file);
+        return Status::DataLoss(TensorContext(path, t.name) + ": also in " + other->file);
       }
       checkpoint.by_name_.emplace(t.name, checkpoint.tensors_.size());
       checkpoint.tensors_.push_back(std::move(t));
@@ -388,8 +391,9 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir, FileResidency reside
     const std::string path = JoinPath(dir, shard);
     const TensorInfo* found = checkpoint.Find(tensor);
     if (found == nullptr || found->file != path) {
-      return Status::Error(TensorContext(path, tensor) + ": listed in " + kIndexFileName +
-                           " but missing from the shard" + (found != nullptr ? " (it is in " + found->file + ")" : ""));
+      return Status::DataLoss(TensorContext(path, tensor) + ": listed in " + kIndexFileName +
+                              " but missing from the shard" +
+                              (found != nullptr ? " (it is in " + found->file + ")" : ""));
     }
   }
   return checkpoint;
@@ -424,21 +428,21 @@ class AtomicFile {
 
   Status Open() {
     file_ = std::fopen(tmp_path_.c_str(), "wb");
-    if (file_ == nullptr) return Status::Error(tmp_path_ + ": cannot create: " + std::strerror(errno));
+    if (file_ == nullptr) return Status::Internal(tmp_path_ + ": cannot create: " + std::strerror(errno));
     return Status::Ok();
   }
   Status Write(const void* data, size_t n) {
     if (n > 0 && std::fwrite(data, 1, n, file_) != n) {
-      return Status::Error(tmp_path_ + ": write failed: " + std::strerror(errno));
+      return Status::Internal(tmp_path_ + ": write failed: " + std::strerror(errno));
     }
     return Status::Ok();
   }
   Status Commit() {
     const int rc = std::fclose(file_);
     file_ = nullptr;
-    if (rc != 0) return Status::Error(tmp_path_ + ": write failed: " + std::strerror(errno));
+    if (rc != 0) return Status::Internal(tmp_path_ + ": write failed: " + std::strerror(errno));
     if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-      return Status::Error(path_ + ": cannot rename into place: " + std::strerror(errno));
+      return Status::Internal(path_ + ": cannot rename into place: " + std::strerror(errno));
     }
     committed_ = true;
     return Status::Ok();
@@ -456,7 +460,7 @@ Result<std::string> DumpJson(const json& j, int indent, const std::string& path)
   try {
     return j.dump(indent);
   } catch (const json::exception& e) {
-    return Status::Error(path + ": cannot encode JSON: " + e.what());
+    return Status::Internal(path + ": cannot encode JSON: " + e.what());
   }
 }
 
@@ -486,16 +490,17 @@ Status SafetensorsWriter::Write(const std::string& path, const std::map<std::str
   uint64_t offset = 0;
   for (const Entry& e : entries_) {
     const std::string context = TensorContext(path, e.name);
-    if (e.name.empty() || e.name == "__metadata__") return Status::Error(context + ": reserved name");
-    if (!names.insert(e.name).second) return Status::Error(context + ": added twice");
+    if (e.name.empty() || e.name == "__metadata__") return Status::InvalidArgument(context + ": reserved name");
+    if (!names.insert(e.name).second) return Status::InvalidArgument(context + ": added twice");
     std::optional<uint64_t> bytes = CheckedByteSize(e.shape, e.dtype);
     if (!bytes) {
-      return Status::Error(context + ": shape " + ShapeString(e.shape) +
-                           " has a negative dimension or too many elements");
+      return Status::InvalidArgument(context + ": shape " + ShapeString(e.shape) +
+                                     " has a negative dimension or too many elements");
     }
     if (!e.fill && e.bytes.size() != *bytes) {
-      return Status::Error(context + ": shape " + ShapeString(e.shape) + " of " + std::string(DTypeName(e.dtype)) +
-                           " needs " + std::to_string(*bytes) + " bytes, got " + std::to_string(e.bytes.size()));
+      return Status::InvalidArgument(context + ": shape " + ShapeString(e.shape) + " of " +
+                                     std::string(DTypeName(e.dtype)) + " needs " + std::to_string(*bytes) +
+                                     " bytes, got " + std::to_string(e.bytes.size()));
     }
     header[e.name] = {
         {"dtype", std::string(DTypeName(e.dtype))}, {"shape", e.shape}, {"data_offsets", {offset, offset + *bytes}}};

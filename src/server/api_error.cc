@@ -41,4 +41,23 @@ ApiError Unavailable(std::string message, int retry_after_s) {
 
 ApiError InternalError(std::string message) { return {500, "server_error", std::move(message), {}, {}, 0}; }
 
+ApiError FromStatus(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kDataLoss: return BadRequest(status.message(), status.field());
+    case StatusCode::kNotFound: {
+      ApiError e = NotFound(status.message());
+      e.param = status.field();
+      return e;
+    }
+    case StatusCode::kUnavailable: return Unavailable(status.message(), 1);
+    case StatusCode::kOk:
+    case StatusCode::kInternal: break;
+  }
+  return InternalError(status.message());
+}
+
 }  // namespace latte::server

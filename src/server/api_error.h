@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/status.h"
+
 namespace latte::server {
 
 struct ApiError {
@@ -35,5 +37,10 @@ ApiError UnsupportedMediaType(std::string message);
 // 503 with Retry-After: the queue is full, a request waited too long, or the server stops.
 ApiError Unavailable(std::string message, int retry_after_s);
 ApiError InternalError(std::string message);
+
+// The reply for a failed Status, chosen by its kind: a request the engine or the
+// protocol refuses is a 400 naming status.field() as `param`; kNotFound a 404;
+// kUnavailable a 503 with Retry-After; kInternal a 500.
+ApiError FromStatus(const Status& status);
 
 }  // namespace latte::server

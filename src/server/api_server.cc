@@ -123,9 +123,7 @@ Handled ApiServer::Submit(std::vector<GenerationRequest> requests, std::string i
     if (!submitted.ok()) {
       for (auto& s : streams) engine_.Abort(s->id());
       --queued_;
-      const std::string& message = submitted.status().message();
-      if (message.find("shutting down") != std::string::npos) return ErrorReply(Unavailable(message, 1));
-      return ErrorReply(BadRequest(message));
+      return ErrorReply(FromStatus(submitted.status()));
     }
     streams.push_back(std::move(submitted).value());
   }
@@ -165,7 +163,7 @@ HttpReply ApiServer::Models() const {
                                {"owned_by", "latte"},
                                {"root", model_.path},
                                {"parent", nullptr},
-                               {"max_model_len", model_.max_model_len}};
+                               {"max_model_len", model_.limits.max_model_len}};
   return JsonReply({{"object", "list"}, {"data", nlohmann::json::array({card})}});
 }
 
@@ -193,8 +191,10 @@ HttpReply ApiServer::Tokenize(const nlohmann::json& body) const {
     const auto encoded = model_.tokenizer->Encode(prompt);
     ids.insert(ids.end(), encoded.begin(), encoded.end());
   }
-  return JsonReply(
-      {{"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}});
+  return JsonReply({{"count", ids.size()},
+                    {"max_model_len", model_.limits.max_model_len},
+                    {"tokens", ids},
+                    {"token_strs", nullptr}});
 }
 
 HttpReply ApiServer::Detokenize(const nlohmann::json& body) const {
@@ -202,7 +202,7 @@ HttpReply ApiServer::Detokenize(const nlohmann::json& body) const {
   if (model_.tokenizer == nullptr) return ErrorReply(BadRequest("this model has no tokenizer.json"));
   if (!HasField(body, "tokens")) return ErrorReply(BadRequest("tokens is required", "tokens"));
   std::vector<int32_t> ids;
-  if (auto e = ReadIdList(body, "tokens", model_.vocab_size, ids)) return ErrorReply(*e);
+  if (auto e = ReadIdList(body, "tokens", model_.limits.vocab_size, ids)) return ErrorReply(*e);
   return JsonReply({{"prompt", model_.tokenizer->Decode(ids)}});
 }
 

@@ -450,14 +450,14 @@ HttpServer::~HttpServer() = default;
 Status HttpServer::Listen() {
   beast::error_code ec;
   const auto address = net::ip::make_address(impl_->options.host, ec);
-  if (ec) return Status::Error("--host \"" + impl_->options.host + "\" is not an IP address");
+  if (ec) return Status::InvalidArgument("--host \"" + impl_->options.host + "\" is not an IP address");
   const tcp::endpoint endpoint(address, impl_->options.port);
   const std::string where = impl_->options.host + ":" + std::to_string(impl_->options.port);
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) return Status::Error("cannot listen on " + where + ": " + ec.message());
+  if (ec) return Status::Unavailable("cannot listen on " + where + ": " + ec.message());
   impl_->Accept();
   return Status::Ok();
 }

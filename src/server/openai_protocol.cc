@@ -4,15 +4,10 @@
 #include <cstdio>
 #include <random>
 
-#include "engine/stop_matcher.h"
 #include "text/utf8.h"
 
 namespace latte::server {
 namespace {
-
-// The field an engine-side validation message names (SamplingParams::Validate starts
-// its messages with the field), as the error's `param`.
-std::string FirstWord(const std::string& message) { return message.substr(0, message.find(' ')); }
 
 // vLLM's fields that would change the output if honoured: refused unless they are at
 // their neutral value, so a client never gets a silently different answer. (Unknown
@@ -70,13 +65,8 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
 
   int64_t n = 1;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "n", n));
-  if (n < 1) return BadRequest("n must be at least 1, got " + std::to_string(n), "n");
-  if (n > model.max_num_seqs) {
-    return BadRequest("n = " + std::to_string(n) + " is more than the server runs at once (--max-num-seqs " +
-                          std::to_string(model.max_num_seqs) + ")",
-                      "n");
-  }
-  r.n = static_cast<int>(n);
+  // Clamped into int's range; CheckRequest refuses n below 1 or above --max-num-seqs.
+  r.n = static_cast<int>(std::clamp<int64_t>(n, 0, INT32_MAX));
   std::optional<int64_t> best_of;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "best_of", best_of));
   if (best_of && *best_of != n) {
@@ -85,18 +75,7 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
   }
 
   LATTE_RETURN_IF_API_ERROR(ReadStringOrList(body, "stop", r.stop));
-  if (r.stop.size() > kMaxStopStrings) {
-    return BadRequest(
-        "stop takes at most " + std::to_string(kMaxStopStrings) + " strings, got " + std::to_string(r.stop.size()),
-        "stop");
-  }
-  for (const std::string& stop : r.stop) {
-    if (stop.empty()) return BadRequest("stop strings must not be empty", "stop");
-  }
-  if (!r.stop.empty() && model.tokenizer == nullptr) {
-    return BadRequest("stop strings need a tokenizer, and this model has none", "stop");
-  }
-  LATTE_RETURN_IF_API_ERROR(ReadIdList(body, "stop_token_ids", model.vocab_size, r.stop_token_ids));
+  LATTE_RETURN_IF_API_ERROR(ReadIdList(body, "stop_token_ids", model.limits.vocab_size, r.stop_token_ids));
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "ignore_eos", r.ignore_eos));
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "skip_special_tokens", r.skip_special_tokens));
 
@@ -120,31 +99,13 @@ MaybeError ReadStreamFields(const nlohmann::json& body, bool& stream, bool& incl
   return std::nullopt;
 }
 
-// Range checks the engine would make, reported with the field's name.
-MaybeError CheckSampling(const SamplingParams& s) {
-  const Status st = s.Validate();
-  if (!st.ok()) return BadRequest(st.message(), FirstWord(st.message()));
-  return std::nullopt;
-}
-
-// prompt + max_tokens must fit the context and the KV pool. `max_tokens_param` names the field.
-MaybeError CheckLength(int64_t prompt_tokens, int64_t max_tokens, const ServedModel& model,
-                       const char* max_tokens_param) {
-  const int64_t total = prompt_tokens + max_tokens;
-  if (total > model.max_model_len) {
-    return BadRequest("this model's maximum context length is " + std::to_string(model.max_model_len) +
-                          " tokens, but the request asks for " + std::to_string(total) + " (" +
-                          std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(max_tokens) + " in " +
-                          max_tokens_param + ")",
-                      prompt_tokens > model.max_model_len ? "prompt" : max_tokens_param);
-  }
-  if (total > model.pool_tokens) {
-    return BadRequest("the request needs " + std::to_string(total) + " tokens of KV cache (" +
-                          std::to_string(prompt_tokens) + " in the prompt, " + std::to_string(max_tokens) + " in " +
-                          max_tokens_param + "), more than the server's whole cache holds (" +
-                          std::to_string(model.pool_tokens) + " tokens)",
-                      prompt_tokens > model.pool_tokens ? "prompt" : max_tokens_param);
-  }
+// The engine's own validation (ranges, n, stop strings, context and pool) of one
+// parsed request, as the 400 naming the field. `max_tokens_param` is the field the
+// client set max_tokens with.
+MaybeError CheckEngineRequest(const GenerationRequest& r, const ServedModel& model,
+                              const char* max_tokens_param = "max_tokens") {
+  const Status st = CheckRequest(r, model.limits, max_tokens_param);
+  if (!st.ok()) return FromStatus(st);
   return std::nullopt;
 }
 
@@ -175,7 +136,7 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
   const auto add_ids = [&](const nlohmann::json& ids) -> MaybeError {
     if (!ids.is_array() || ids.empty()) return BadRequest("prompt must not be empty", "prompt");
     std::vector<int32_t> out;
-    LATTE_RETURN_IF_API_ERROR(IdsFromJson(ids, "prompt", "prompt", model.vocab_size, out));
+    LATTE_RETURN_IF_API_ERROR(IdsFromJson(ids, "prompt", "prompt", model.limits.vocab_size, out));
     texts.push_back(model.tokenizer ? model.tokenizer->Decode(out) : std::string());
     prompts.push_back(std::move(out));
     return std::nullopt;
@@ -254,8 +215,6 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
   GenerationRequest base;
   base.max_tokens = 16;  // OpenAI's and vLLM's default for completions
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "max_tokens", base.max_tokens));
-  if (base.max_tokens < 0)
-    return BadRequest("max_tokens must be >= 0, got " + std::to_string(base.max_tokens), "max_tokens");
   LATTE_RETURN_IF_API_ERROR(ReadSamplingFields(body, model, base));
   std::optional<int64_t> logprobs;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "logprobs", logprobs));
@@ -268,7 +227,6 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
     out.logprobs = static_cast<int>(*logprobs);
     base.sampling.logprobs = out.logprobs.value();
   }
-  LATTE_RETURN_IF_API_ERROR(CheckSampling(base.sampling));
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "echo", out.echo));
   if (base.max_tokens == 0 && !out.echo) {
     // Nothing to compute and nothing to return; vLLM refuses it too.
@@ -291,9 +249,9 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
   }
   out.n = base.n;
   for (auto& ids : prompts) {
-    LATTE_RETURN_IF_API_ERROR(CheckLength(static_cast<int64_t>(ids.size()), base.max_tokens, model, "max_tokens"));
     GenerationRequest r = base;
     r.prompt = std::move(ids);
+    LATTE_RETURN_IF_API_ERROR(CheckEngineRequest(r, model));
     out.prompts.push_back(std::move(r));
   }
   return std::nullopt;
@@ -359,7 +317,6 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
     out.top_logprobs = static_cast<int>(*top);
   }
   r.sampling.logprobs = out.top_logprobs;
-  LATTE_RETURN_IF_API_ERROR(CheckSampling(r.sampling));
   LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
 
@@ -372,9 +329,9 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
   if (r.prompt.empty()) return BadRequest("messages render to an empty prompt", "messages");
   const int64_t P = static_cast<int64_t>(r.prompt.size());
   // vLLM's default: whatever the context leaves (here also what the KV pool leaves).
-  r.max_tokens = max_tokens.value_or(std::min(model.max_model_len, model.pool_tokens) - P);
-  if (r.max_tokens < 1) r.max_tokens = 1;  // then CheckLength names the prompt
-  LATTE_RETURN_IF_API_ERROR(CheckLength(P, r.max_tokens, model, max_param));
+  r.max_tokens = max_tokens.value_or(std::min(model.limits.max_model_len, model.limits.pool_tokens) - P);
+  if (r.max_tokens < 1) r.max_tokens = 1;  // then the length check names the prompt
+  LATTE_RETURN_IF_API_ERROR(CheckEngineRequest(r, model, max_param));
   return std::nullopt;
 }
 

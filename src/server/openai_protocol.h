@@ -1,7 +1,9 @@
 // OpenAI's request bodies for /v1/completions and /v1/chat/completions, parsed and
 // validated into engine requests (GenerationRequest), and the pieces of response JSON
 // both endpoints share. Every field of the wrong type or out of range is a 400 whose
-// message and `param` name it; the engine never sees a request it would refuse.
+// message and `param` name it: the types and the API's own rules here, the ranges
+// and limits by the engine's CheckRequest, so the engine never sees a request it
+// would refuse.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +21,12 @@
 
 namespace latte::server {
 
-// What the server serves: the figures requests are validated against.
+// What the server serves: its names, the engine's limits (Engine::limits()) that
+// requests are validated against (CheckRequest, engine/request.h), its text side.
 struct ServedModel {
   std::string name;                             // --served-model-name, else the --model path
   std::string path;                             // --model
-  int64_t max_model_len = 0;                    // config.json max_position_embeddings
-  int64_t vocab_size = 0;                       // config.json vocab_size: ids must be below it
-  int64_t pool_tokens = 0;                      // the KV pool: prompt + max_tokens must fit in it
-  int64_t max_num_seqs = 0;                     // n is at most this
+  RequestLimits limits;                         // the engine's
   const Tokenizer* tokenizer = nullptr;         // null: token-id prompts only
   const ChatTemplate* chat_template = nullptr;  // null: no chat endpoint
   bool reasoning_parser = false;                // --reasoning-parser deepseek_r1

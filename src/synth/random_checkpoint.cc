@@ -255,27 +255,27 @@ Status RemoveStaleWeights(const std::string& dir) {
     const bool ours = name == "model.safetensors" || name == "model.safetensors.index.json" ||
                       (name.starts_with("model-") && name.ends_with(".safetensors"));
     if (ours && !fs::remove(entry.path(), ec)) {
-      return Status::Error(entry.path().string() + ": cannot remove stale file");
+      return Status::InvalidArgument(entry.path().string() + ": cannot remove stale file");
     }
   }
-  if (ec) return Status::Error(dir + ": cannot list: " + ec.message());
+  if (ec) return Status::NotFound(dir + ": cannot list: " + ec.message());
   return Status::Ok();
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-  if (!out.flush()) return Status::Error(path + ": cannot write");
+  if (!out.flush()) return Status::Internal(path + ": cannot write");
   return Status::Ok();
 }
 
 Status CheckDTypeMatchesConfig(const ModelConfig& config, CheckpointDType dtype) {
   const bool fp8 = dtype == CheckpointDType::kFp8;
   if (fp8 && !config.quantization) {
-    return Status::Error("fp8 output needs config.quantization (quantization_config)");
+    return Status::InvalidArgument("fp8 output needs config.quantization (quantization_config)");
   }
   if (!fp8 && config.quantization) {
-    return Status::Error("config has quantization_config but the dtype is not fp8");
+    return Status::InvalidArgument("config has quantization_config but the dtype is not fp8");
   }
   return Status::Ok();
 }
@@ -293,14 +293,14 @@ Result<ModelConfig> MakeModelConfig(const std::string& preset, const MakeModelOv
   LATTE_ASSIGN_OR_RETURN(ModelConfig c, MakeModelPreset(preset));
   if (overrides.num_hidden_layers) {
     if (*overrides.num_hidden_layers < 1 || *overrides.num_hidden_layers > kMaxMakeModelLayers) {
-      return Status::Error("--layers must be in [1, " + std::to_string(kMaxMakeModelLayers) + "]");
+      return Status::InvalidArgument("--layers must be in [1, " + std::to_string(kMaxMakeModelLayers) + "]");
     }
     c.num_hidden_layers = *overrides.num_hidden_layers;
   }
   if (overrides.vocab_size) {
     if (*overrides.vocab_size < TinyTokenizerSize() || *overrides.vocab_size > kMaxMakeModelVocab) {
-      return Status::Error("--vocab must be in [" + std::to_string(TinyTokenizerSize()) + " (the tokenizer's size), " +
-                           std::to_string(kMaxMakeModelVocab) + "]");
+      return Status::InvalidArgument("--vocab must be in [" + std::to_string(TinyTokenizerSize()) +
+                                     " (the tokenizer's size), " + std::to_string(kMaxMakeModelVocab) + "]");
     }
     c.vocab_size = *overrides.vocab_size;
   }
@@ -314,7 +314,7 @@ Result<ModelConfig> MakeModelConfig(const std::string& preset, const MakeModelOv
         c.rope_scaling = YarnScaling{4, std::max<int64_t>(1, c.max_position_embeddings / 4), 32, 1, 1.0, 1.0};
       }
     } else {
-      return Status::Error("--rope must be plain or yarn, got \"" + *overrides.rope + "\"");
+      return Status::InvalidArgument("--rope must be plain or yarn, got \"" + *overrides.rope + "\"");
     }
   }
   c.quantization = overrides.dtype == CheckpointDType::kFp8 ? std::optional<Fp8Quantization>(Fp8Quantization{128, 128})
@@ -334,7 +334,7 @@ Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOp
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
-    return Status::Error(dir + ": cannot create directory" + (ec ? ": " + ec.message() : ""));
+    return Status::Internal(dir + ": cannot create directory" + (ec ? ": " + ec.message() : ""));
   }
   LATTE_RETURN_IF_ERROR(RemoveStaleWeights(dir));
   LATTE_RETURN_IF_ERROR(WriteTextFile(dir + "/config.json", config.ToJsonText()));
@@ -371,15 +371,15 @@ Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOp
 Status WriteModelDirectory(const ModelConfig& config, const RandomCheckpointOptions& options, const std::string& dir,
                            bool replace, RandomCheckpointSummary* summary) {
   std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) return Status::Error(dir + " exists and is not a folder");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) return Status::NotFound(dir + " exists and is not a folder");
   if (fs::is_directory(dir, ec)) {
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
       if (!name.ends_with(".safetensors") && name != "model.safetensors.index.json") continue;
       if (!replace) {
-        return Status::Error(dir + " already holds a model (" + name + "); give --force to replace it");
+        return Status::InvalidArgument(dir + " already holds a model (" + name + "); give --force to replace it");
       }
-      if (!fs::remove(entry.path(), ec)) return Status::Error(entry.path().string() + ": cannot remove");
+      if (!fs::remove(entry.path(), ec)) return Status::InvalidArgument(entry.path().string() + ": cannot remove");
     }
   }
   // Beside `dir`, so the moves below stay on one file system.
@@ -397,7 +397,7 @@ Status WriteModelDirectory(const ModelConfig& config, const RandomCheckpointOpti
     fs::rename(temp, target, ec);
     if (ec) {
       fs::remove_all(temp, ec);
-      return Status::Error(dir + ": cannot move the new model into place: " + ec.message());
+      return Status::InvalidArgument(dir + ": cannot move the new model into place: " + ec.message());
     }
     return Status::Ok();
   }
@@ -411,7 +411,7 @@ Status WriteModelDirectory(const ModelConfig& config, const RandomCheckpointOpti
     if (ec) {
       const std::string message = ec.message();
       fs::remove_all(temp, ec);
-      return Status::Error((target / f.filename()).string() + ": cannot move into place: " + message);
+      return Status::InvalidArgument((target / f.filename()).string() + ": cannot move into place: " + message);
     }
   }
   fs::remove_all(temp, ec);

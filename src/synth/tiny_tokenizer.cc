@@ -80,13 +80,13 @@ int64_t TinyTokenizerSize() {
 Result<std::string> TinyTokenizerJson(const ModelConfig& config) {
   const int64_t bos = config.bos_token_id;
   const int64_t eos = config.eos_token_id;
-  if (bos == eos) return Status::Error("bos_token_id and eos_token_id must differ");
+  if (bos == eos) return Status::InvalidArgument("bos_token_id and eos_token_id must differ");
   if (bos < 0 || eos < 0 || bos >= config.vocab_size || eos >= config.vocab_size) {
-    return Status::Error("bos_token_id/eos_token_id must be inside vocab_size");
+    return Status::InvalidArgument("bos_token_id/eos_token_id must be inside vocab_size");
   }
   if (config.vocab_size < TinyTokenizerSize()) {
-    return Status::Error("vocab_size " + std::to_string(config.vocab_size) + " is below the tokenizer's " +
-                         std::to_string(TinyTokenizerSize()) + " tokens");
+    return Status::InvalidArgument("vocab_size " + std::to_string(config.vocab_size) + " is below the tokenizer's " +
+                                   std::to_string(TinyTokenizerSize()) + " tokens");
   }
 
   IdAllocator ids(bos, eos);
@@ -182,7 +182,7 @@ Status WriteTinyTokenizer(const ModelConfig& config, const std::string& dir) {
     const std::string path = dir + "/" + name;
     std::ofstream out(path, std::ios::binary);
     out << text;
-    if (!out.flush()) return Status::Error(path + ": cannot write");
+    if (!out.flush()) return Status::Internal(path + ": cannot write");
   }
   return Status::Ok();
 }

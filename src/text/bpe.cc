@@ -36,20 +36,21 @@ Result<std::unique_ptr<BpeModel>> BpeModel::FromJson(const json& model, bool byt
   bpe->fuse_unk_ = flag("fuse_unk");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && !model[key].is_null() && model[key] != "") {
-      return Status::Error(std::string("model.") + key + " is not supported");
+      return Status::Unimplemented(std::string("model.") + key + " is not supported");
     }
   }
   if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0.0) {
-    return Status::Error("model.dropout is not supported (encoding must be deterministic)");
+    return Status::Unimplemented("model.dropout is not supported (encoding must be deterministic)");
   }
-  if (!model.contains("vocab") || !model["vocab"].is_object()) return Status::Error("model.vocab must be an object");
+  if (!model.contains("vocab") || !model["vocab"].is_object()) return Status::DataLoss("model.vocab must be an object");
   LATTE_RETURN_IF_ERROR(bpe->LoadVocab(model["vocab"]));
-  if (!model.contains("merges") || !model["merges"].is_array()) return Status::Error("model.merges must be an array");
+  if (!model.contains("merges") || !model["merges"].is_array())
+    return Status::DataLoss("model.merges must be an array");
   LATTE_RETURN_IF_ERROR(bpe->LoadMerges(model["merges"]));
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     const auto unk = bpe->TokenToId(model["unk_token"].get<std::string>());
     if (!unk)
-      return Status::Error("model.unk_token \"" + model["unk_token"].get<std::string>() + "\" is not in the vocab");
+      return Status::DataLoss("model.unk_token \"" + model["unk_token"].get<std::string>() + "\" is not in the vocab");
     bpe->unk_id_ = *unk;
   }
   for (int b = 0; b < 256; ++b) {
@@ -62,7 +63,7 @@ Status BpeModel::LoadVocab(const json& vocab) {
   int64_t limit = 0;
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX - 1) {
-      return Status::Error("model.vocab[\"" + token + "\"] is not a token id");
+      return Status::DataLoss("model.vocab[\"" + token + "\"] is not a token id");
     }
     limit = std::max(limit, id.get<int64_t>() + 1);
   }
@@ -84,19 +85,19 @@ Status BpeModel::LoadMerges(const json& merges) {
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
       if (space == std::string::npos)
-        return Status::Error("model.merges[" + std::to_string(rank) + "] \"" + s + "\" has no space");
+        return Status::DataLoss("model.merges[" + std::to_string(rank) + "] \"" + s + "\" has no space");
       left = s.substr(0, space);
       right = s.substr(space + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
       left = m[0].get<std::string>();
       right = m[1].get<std::string>();
     } else {
-      return Status::Error("model.merges[" + std::to_string(rank) + "] is neither \"a b\" nor [\"a\", \"b\"]");
+      return Status::DataLoss("model.merges[" + std::to_string(rank) + "] is neither \"a b\" nor [\"a\", \"b\"]");
     }
     const auto l = TokenToId(left), r = TokenToId(right), merged = TokenToId(left + right);
     if (!l || !r || !merged) {
-      return Status::Error("model.merges[" + std::to_string(rank) + "] (\"" + left + "\", \"" + right +
-                           "\") uses a token missing from the vocab");
+      return Status::DataLoss("model.merges[" + std::to_string(rank) + "] (\"" + left + "\", \"" + right +
+                              "\") uses a token missing from the vocab");
     }
     // A repeated pair keeps its last rank, as Hugging Face's map insertion does.
     merges_[PairKey(*l, *r)] = Merge{static_cast<int32_t>(rank), *merged};

@@ -32,19 +32,20 @@ Result<std::string> TokenText(const nlohmann::json& config, const char* key, boo
       return content->get<std::string>();
     }
   }
-  return Status::Error(std::string("\"") + key + "\" must be a string or an object with a string \"content\"");
+  return Status::InvalidArgument(std::string("\"") + key +
+                                 "\" must be a string or an object with a string \"content\"");
 }
 
 }  // namespace
 
 Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open");
+  if (!in) return Status::NotFound(path + ": cannot open");
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
-    return Status::Error(path + ": not a JSON object");
+    return Status::InvalidArgument(path + ": not a JSON object");
   }
   const auto tmpl = config.find("chat_template");
   if (tmpl == config.end() || !tmpl->is_string()) {
@@ -59,7 +60,7 @@ Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string& path) 
         }
       }
     }
-    return Status::Error(path + ": no string \"chat_template\"");
+    return Status::InvalidArgument(path + ": no string \"chat_template\"");
   }
   Result<ChatTemplate> parsed = Parse(tmpl->get<std::string>());
   if (!parsed.ok()) return parsed.status().WithContext(path);
@@ -74,7 +75,7 @@ Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string& path) 
 }
 
 Result<std::string> ChatTemplate::RenderValue(jinja::Value context) const {
-  if (!context.is_map()) return Status::Error("chat template context must be a JSON object");
+  if (!context.is_map()) return Status::InvalidArgument("chat template context must be a JSON object");
   if ((state_->has_bos && context.map->Find("bos_token") == nullptr) ||
       (state_->has_eos && context.map->Find("eos_token") == nullptr)) {
     jinja::Map map = *context.map;
@@ -92,13 +93,13 @@ Result<std::string> ChatTemplate::RenderValue(jinja::Value context) const {
 }
 
 Result<std::string> ChatTemplate::Render(const nlohmann::json& context) const {
-  if (!context.is_object()) return Status::Error("chat template context must be a JSON object");
+  if (!context.is_object()) return Status::InvalidArgument("chat template context must be a JSON object");
   LATTE_ASSIGN_OR_RETURN(jinja::Value value, jinja::FromJson(context));
   return RenderValue(std::move(value));
 }
 
 Result<std::string> ChatTemplate::Render(const nlohmann::ordered_json& context) const {
-  if (!context.is_object()) return Status::Error("chat template context must be a JSON object");
+  if (!context.is_object()) return Status::InvalidArgument("chat template context must be a JSON object");
   LATTE_ASSIGN_OR_RETURN(jinja::Value value, jinja::FromJson(context));
   return RenderValue(std::move(value));
 }

@@ -1008,13 +1008,13 @@ class Evaluator {
 
 Result<std::string> Render(const NodeList& program, std::string_view source, const Value& context,
                            const RenderLimits& limits) {
-  if (!context.is_map()) return Status::Error("template context must be a JSON object");
+  if (!context.is_map()) return Status::InvalidArgument("template context must be a JSON object");
   try {
     Evaluator evaluator(context, limits);
     return evaluator.Run(program);
   } catch (const RenderError& e) {
-    if (e.raised) return Status::Error(e.message);
-    return Status::Error(DescribeOffset(source, e.offset) + ": " + e.message);
+    if (e.raised) return Status::InvalidArgument(e.message);
+    return Status::InvalidArgument(DescribeOffset(source, e.offset) + ": " + e.message);
   }
 }
 

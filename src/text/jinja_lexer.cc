@@ -122,7 +122,9 @@ class Lexer {
     error_ = SyntaxError{Origin(pos), std::move(message)};
     return false;
   }
-  Status Error() const { return Status::Error(DescribeOffset(source_, error_.offset) + ": " + error_.message); }
+  Status Error() const {
+    return Status::InvalidArgument(DescribeOffset(source_, error_.offset) + ": " + error_.message);
+  }
   bool StartsWith(std::string_view s) const { return std::string_view(pre_.text).substr(pos_, s.size()) == s; }
   void StripTrailingWhitespace() {
     if (!tokens_.empty() && tokens_.back().type == TokenType::kText) {

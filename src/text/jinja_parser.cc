@@ -560,7 +560,7 @@ Result<NodeList> Parse(std::string_view source) {
   try {
     return parser.ParseTemplate();
   } catch (const ParseError& e) {
-    return Status::Error(DescribeOffset(source, e.offset) + ": " + e.message);
+    return Status::InvalidArgument(DescribeOffset(source, e.offset) + ": " + e.message);
   }
 }
 

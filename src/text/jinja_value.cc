@@ -26,7 +26,9 @@ void Map::Set(const std::string& key, Value value) {
 
 namespace {
 
-Status TooDeep() { return Status::Error("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels"); }
+Status TooDeep() {
+  return Status::InvalidArgument("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+}
 
 }  // namespace
 
@@ -252,7 +254,7 @@ namespace {
 
 template <typename Json> Result<Value> FromJsonImpl(const Json& j, int depth) {
   if (depth > kMaxValueDepth) {
-    return Status::Error("context JSON nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+    return Status::InvalidArgument("context JSON nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   }
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::None();
@@ -288,7 +290,7 @@ template <typename Json> Result<Value> FromJsonImpl(const Json& j, int depth) {
       }
       return MakeMap(std::move(map));
     }
-    default: return Status::Error("context JSON holds a value of unsupported type (binary)");
+    default: return Status::Unimplemented("context JSON holds a value of unsupported type (binary)");
   }
 }
 

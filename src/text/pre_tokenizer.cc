@@ -41,11 +41,11 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const json& j) {
   auto pre = std::unique_ptr<PreTokenizer>(new PreTokenizer());
   if (j.is_null()) return pre;
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-    return Status::Error("pre_tokenizer must be null or an object with a \"type\"");
+    return Status::DataLoss("pre_tokenizer must be null or an object with a \"type\"");
   }
   if (j["type"] == "Sequence") {
     if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array()) {
-      return Status::Error("pre_tokenizer Sequence needs a \"pretokenizers\" array");
+      return Status::DataLoss("pre_tokenizer Sequence needs a \"pretokenizers\" array");
     }
     const json& list = j["pretokenizers"];
     for (size_t i = 0; i < list.size(); ++i) {
@@ -59,14 +59,14 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const json& j) {
 }
 
 Status PreTokenizer::AddStep(const json& j, bool last) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return Status::Error("needs a \"type\"");
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return Status::DataLoss("needs a \"type\"");
   const std::string type = j["type"].get<std::string>();
   SplitStep step;
   if (type == "Split") {
     const json pattern = j.value("pattern", json());
     const bool literal = pattern.contains("String") && pattern["String"].is_string();
     if (!literal && !(pattern.contains("Regex") && pattern["Regex"].is_string())) {
-      return Status::Error("Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
+      return Status::DataLoss("Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
     }
     LATTE_ASSIGN_OR_RETURN(step.regex,
                            Regex::Compile(pattern[literal ? "String" : "Regex"].get<std::string>(), literal));
@@ -82,20 +82,20 @@ Status PreTokenizer::AddStep(const json& j, bool last) {
     else if (behavior == "Contiguous")
       step.behavior = Behavior::kContiguous;
     else
-      return Status::Error("Split behavior \"" + behavior + "\" is not supported");
+      return Status::Unimplemented("Split behavior \"" + behavior + "\" is not supported");
     step.invert = FlagOr(j, "invert", false);
   } else if (type == "ByteLevel") {
     // Later steps would see byte-level characters instead of text; no known
     // tokenizer does that.
-    if (!last) return Status::Error("ByteLevel is supported only as the last pre-tokenizer");
+    if (!last) return Status::DataLoss("ByteLevel is supported only as the last pre-tokenizer");
     if (FlagOr(j, "use_regex", true)) {
       LATTE_ASSIGN_OR_RETURN(step.regex, Regex::Compile(kGpt2Pattern));
     }
     step.add_prefix_space = FlagOr(j, "add_prefix_space", true);
     byte_level_ = true;
   } else {
-    return Status::Error("pre-tokenizer type \"" + type +
-                         "\" is not supported (supported: Sequence, Split, ByteLevel)");
+    return Status::Unimplemented("pre-tokenizer type \"" + type +
+                                 "\" is not supported (supported: Sequence, Split, ByteLevel)");
   }
   steps_.push_back(std::move(step));
   return Status::Ok();

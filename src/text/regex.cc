@@ -73,8 +73,8 @@ Result<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern, bool lit
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return Status::Error("regex \"" + std::string(pattern) + "\" does not compile at offset " +
-                         std::to_string(error_offset) + ": " + reinterpret_cast<const char*>(message));
+    return Status::InvalidArgument("regex \"" + std::string(pattern) + "\" does not compile at offset " +
+                                   std::to_string(error_offset) + ": " + reinterpret_cast<const char*>(message));
   }
   auto regex = std::unique_ptr<Regex>(new Regex());
   regex->code_ = code;

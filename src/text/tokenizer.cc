@@ -15,7 +15,7 @@ using nlohmann::json;
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open");
+  if (!in) return Status::NotFound(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -30,14 +30,14 @@ Status CheckNormalizer(const json& j) {
     for (const json& n : j["normalizers"]) LATTE_RETURN_IF_ERROR(CheckNormalizer(n));
     return Status::Ok();
   }
-  return Status::Error("normalizer type \"" + type + "\" is not supported (supported: null, Sequence of none)");
+  return Status::Unimplemented("normalizer type \"" + type + "\" is not supported (supported: null, Sequence of none)");
 }
 
 Status CheckDecoder(const json& j) {
   const std::string type = j.is_object() ? j.value("type", std::string()) : std::string();
   if (type == "ByteLevel") return Status::Ok();
-  return Status::Error("decoder type \"" + (j.is_null() ? std::string("null") : type) +
-                       "\" is not supported (supported: ByteLevel)");
+  return Status::Unimplemented("decoder type \"" + (j.is_null() ? std::string("null") : type) +
+                               "\" is not supported (supported: ByteLevel)");
 }
 
 // Length of the valid UTF-8 character at text[i], or 0 when the byte there starts none.
@@ -60,12 +60,13 @@ std::optional<std::string> ConfigTokenName(const json& config, const char* key) 
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_text) {
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error("tokenizer.json is not a JSON object");
-  if (!j.contains("model") || !j["model"].is_object()) return Status::Error("tokenizer.json has no \"model\" object");
+  if (j.is_discarded() || !j.is_object()) return Status::DataLoss("tokenizer.json is not a JSON object");
+  if (!j.contains("model") || !j["model"].is_object())
+    return Status::DataLoss("tokenizer.json has no \"model\" object");
   const json& model = j["model"];
   const std::string type = model.value("type", std::string(model.contains("merges") ? "BPE" : ""));
   if (type != "BPE") {
-    return Status::Error("model type \"" + type + "\" is not supported (supported: BPE)");
+    return Status::Unimplemented("model type \"" + type + "\" is not supported (supported: BPE)");
   }
   auto tok = std::unique_ptr<Tokenizer>(new Tokenizer());
   LATTE_RETURN_IF_ERROR(CheckNormalizer(j.value("normalizer", json())));
@@ -79,19 +80,19 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_tex
 }
 
 Status Tokenizer::LoadAddedTokens(const json& list) {
-  if (!list.is_array()) return Status::Error("added_tokens must be an array");
+  if (!list.is_array()) return Status::DataLoss("added_tokens must be an array");
   std::vector<AddedToken> raw, normalized;
   for (size_t i = 0; i < list.size(); ++i) {
     const json& t = list[i];
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 ||
         t["id"].get<int64_t>() >= INT32_MAX || !t.contains("content") || !t["content"].is_string() ||
         t["content"].get<std::string>().empty()) {
-      return Status::Error("added_tokens[" + std::to_string(i) + "] needs an id >= 0 and a non-empty content");
+      return Status::DataLoss("added_tokens[" + std::to_string(i) + "] needs an id >= 0 and a non-empty content");
     }
     AddedToken token;
     token.id = t["id"].get<int32_t>();
     token.content = t["content"].get<std::string>();
-    if (!IsValidUtf8(token.content)) return Status::Error("added_tokens[" + std::to_string(i) + "] is not UTF-8");
+    if (!IsValidUtf8(token.content)) return Status::DataLoss("added_tokens[" + std::to_string(i) + "] is not UTF-8");
     token.special = t.value("special", false);
     token.normalized = t.value("normalized", !token.special);
     token.lstrip = t.value("lstrip", false);
@@ -120,12 +121,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& d
   if (!std::filesystem::exists(config_path)) return tok;
   LATTE_ASSIGN_OR_RETURN(const std::string text, ReadFile(config_path));
   const json config = json::parse(text, nullptr, false);
-  if (config.is_discarded() || !config.is_object()) return Status::Error(config_path + ": not a JSON object");
+  if (config.is_discarded() || !config.is_object()) return Status::DataLoss(config_path + ": not a JSON object");
   for (const auto& [key, slot] : {std::pair{"bos_token", &tok->bos_id_}, std::pair{"eos_token", &tok->eos_id_}}) {
     const auto name = ConfigTokenName(config, key);
     if (!name) continue;
     const auto id = tok->TokenToId(*name);
-    if (!id) return Status::Error(config_path + ": " + key + " \"" + *name + "\" is not in tokenizer.json");
+    if (!id) return Status::NotFound(config_path + ": " + key + " \"" + *name + "\" is not in tokenizer.json");
     *slot = *id;
   }
   return tok;

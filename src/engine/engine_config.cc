@@ -1,0 +1,29 @@
+#include "engine/engine_config.h"
+
+#include <omp.h>
+
+namespace latte {
+
+Status EngineConfig::Validate() const {
+  if (model.empty()) return Status::InvalidArgument("model must name a model directory", "model");
+  if (threads < 0 || threads > kMaxThreads) {
+    return Status::InvalidArgument(
+        "threads must be in [0, " + std::to_string(kMaxThreads) + "] (0: every core), got " + std::to_string(threads),
+        "threads");
+  }
+  LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
+  LATTE_RETURN_IF_ERROR(memory.Validate());
+  return scheduler.Validate();
+}
+
+void SetThreads(int threads) {
+  if (threads <= 0) threads = omp_get_num_procs();
+  omp_set_num_threads(threads);
+}
+
+void SetThreadsForModel(int threads, int64_t weight_bytes) {
+  if (threads <= 0 && weight_bytes < kSingleThreadModelBytes) threads = 1;
+  SetThreads(threads);
+}
+
+}  // namespace latte

@@ -1,0 +1,66 @@
+#include "engine/serving_stack.h"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace latte {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool HasTokenizer(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(fs::path(dir) / "tokenizer.json", ec);
+}
+
+// What the engine itself needs: the config's scheduling and cache choices, the pool's
+// size as the plan made it.
+EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& plan) {
+  EngineOptions options;
+  options.scheduler = config.scheduler;
+  options.block_size = plan.block_size;
+  options.num_blocks = plan.num_blocks;
+  options.prefix_caching = config.prefix_caching;
+  options.kv_cache_dtype = config.memory.kv_cache_dtype;
+  return options;
+}
+
+}  // namespace
+
+Result<ModelPreview> PreviewModel(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::NotFound("model " + dir + " is not a folder", "model");
+  ModelPreview preview;
+  LATTE_ASSIGN_OR_RETURN(preview.config, ModelConfig::FromFile((fs::path(dir) / "config.json").string()));
+  if (HasTokenizer(dir)) {
+    LATTE_ASSIGN_OR_RETURN(preview.tokenizer, Tokenizer::FromDirectory(dir));
+  }
+  return preview;
+}
+
+Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& config, bool log,
+                                                        std::unique_ptr<Tokenizer> tokenizer) {
+  LATTE_RETURN_IF_ERROR(config.Validate());
+  const int64_t available = AvailableMemoryBytes();
+  LATTE_RETURN_IF_ERROR(CheckMemoryBudget(config.memory, available));
+  SetThreads(config.threads);
+
+  auto stack = std::make_unique<ServingStack>();
+  LoadOptions load = config.load;
+  load.progress = log;
+  LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
+  SetThreadsForModel(config.threads, stack->weights->memory().Total());
+  stack->model = std::make_unique<DeepSeekModel>(*stack->weights);
+  stack->tokenizer = std::move(tokenizer);
+  if (!stack->tokenizer && HasTokenizer(config.model)) {
+    LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));
+  }
+  LATTE_ASSIGN_OR_RETURN(stack->plan, PlanMemory(*stack->weights, config.memory, config.scheduler, available));
+  if (log) std::fputs(DescribeMemoryPlan(stack->plan, *stack->weights).c_str(), stderr);
+  stack->engine =
+      std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan));
+  stack->engine->Start();
+  return stack;
+}
+
+}  // namespace latte
