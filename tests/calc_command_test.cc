@@ -1,5 +1,6 @@
 // `latte calc` end to end: the figures of the cost model (tests/cost_model_test.cc)
-// as the command prints them, in JSON and in tables, and its one-line errors.
+// as the command prints them, in JSON and in tables, and its one-line errors; and the
+// report it prints (bench/model_cost_report.h) built directly.
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/model_cost_report.h"
 #include "model/presets.h"
 
 namespace latte {
@@ -29,9 +31,11 @@ std::string ReadAll(const std::string& path) {
 }
 
 RunResult RunLatte(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out_path = dir + "/calc_command_test_out.txt";
-  const std::string err_path = dir + "/calc_command_test_err.txt";
+  // Files named for the running test: ctest runs the test cases as parallel processes.
+  const std::string prefix =
+      ::testing::TempDir() + "/calc_command_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string out_path = prefix + "_out.txt";
+  const std::string err_path = prefix + "_err.txt";
   const std::string command = std::string(LATTE_BINARY) + " " + args + " >" + out_path + " 2>" + err_path;
   const int status = std::system(command.c_str());
   RunResult r;
@@ -102,6 +106,63 @@ TEST(CalcCommand, ConfigAndPresetTogetherIsAnError) {
   const RunResult r = RunLatte("calc --preset r1 --config x.json");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
+}
+
+// The command's JSON is the report's: the same object BuildModelCostReport gives for
+// the same flags (threads fixed, as the engine table's scratch depends on them).
+TEST(CalcCommand, JsonIsTheModelCostReport) {
+  const RunResult r =
+      RunLatte("calc --preset r1 --tp 8 --dp-attention --memory-gb 141 --context 8192 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Result<ModelConfig> r1 = ReleasedConfig("r1");
+  ASSERT_TRUE(r1.ok()) << r1.status().message();
+  ModelCostOptions options;
+  options.tp = 8;
+  options.dp_attention = true;
+  options.memory_gb = 141;
+  options.context = 8192;
+  options.threads = 2;
+  const ModelCostReport report = BuildModelCostReport("preset r1", r1.value(), options);
+  EXPECT_EQ(nlohmann::json::parse(r.out), ModelCostReportJson(report));
+}
+
+// R1's layers by kind, and no fit tables without a memory budget.
+TEST(CalcReport, LayerKindsAndNoFitWithoutMemory) {
+  const Result<ModelConfig> r1 = ReleasedConfig("r1");
+  ASSERT_TRUE(r1.ok()) << r1.status().message();
+  const ModelCostReport report = BuildModelCostReport("preset r1", r1.value(), ModelCostOptions{});
+  EXPECT_EQ(report.dense_layers, 3);
+  EXPECT_EQ(report.moe_layers, 58);
+  EXPECT_EQ(report.first_dense, 0);
+  EXPECT_EQ(report.first_moe, 3);
+  EXPECT_EQ(report.kv.latent_model, 70'272);
+  EXPECT_FALSE(report.memory_bytes.has_value());
+  EXPECT_FALSE(report.engine_fit.has_value());
+  const nlohmann::json j = ModelCostReportJson(report);
+  EXPECT_TRUE(j["kv_fit"].is_null());
+  EXPECT_TRUE(j["engine_fit"].is_null());
+  EXPECT_TRUE(j["memory_gb"].is_null());
+}
+
+// With a budget: every mode's engine fit, the materialized weights the largest.
+TEST(CalcReport, EngineFitInEveryMode) {
+  const Result<ModelConfig> v2_lite = ReleasedConfig("v2-lite");
+  ASSERT_TRUE(v2_lite.ok()) << v2_lite.status().message();
+  ModelCostOptions options;
+  options.memory_gb = 100;
+  options.threads = 2;
+  const ModelCostReport report = BuildModelCostReport("preset v2-lite", v2_lite.value(), options);
+  ASSERT_TRUE(report.engine_fit.has_value());
+  EXPECT_EQ(*report.memory_bytes, 100 * kBytesPerGB);
+  const EngineFit& e = *report.engine_fit;
+  EXPECT_EQ(e.threads, 2);
+  ASSERT_EQ(e.modes.size(), 3u);
+  for (const EngineFit::Mode& m : e.modes) {
+    EXPECT_GT(m.blocks, 0) << MlaModeName(m.mode);
+    EXPECT_EQ(m.tokens, m.blocks * options.block_size);
+  }
+  EXPECT_EQ(e.modes[2].mode, MlaMode::kMaterialized);
+  EXPECT_GT(e.modes[2].weight_bytes, e.modes[1].weight_bytes);
 }
 
 }  // namespace

@@ -15,7 +15,12 @@ void AddBenchCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddEvalCommand(CLI::App& app);
-// `latte bench serve` (bench_serve_command.cc), registered by AddBenchCommand.
+// The `latte bench` subcommands, each in bench_<name>_command.cc, registered on
+// `bench` by AddBenchCommand.
+void AddBenchAttnCommand(CLI::App& bench);
+void AddBenchMachineCommand(CLI::App& bench);
+void AddBenchModelCommand(CLI::App& bench);
+void AddBenchEngineCommand(CLI::App& bench);
 void AddBenchServeCommand(CLI::App& bench);
 
 // Sets the process exit code (the last non-zero one wins).

@@ -1,0 +1,251 @@
+// latte bench model: whole-model pp / tg throughput of a checkpoint
+// (bench/model_benchmark.h), llama-bench style, each test placed on the roofline of
+// the machine's peaks sampled once before the model loads: a markdown table row or a
+// JSON object per test.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/machine_probe.h"
+#include "bench/model_benchmark.h"
+#include "bench/roofline.h"
+#include "cli/arg_checks.h"
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "engine/serving_stack.h"
+#include "model/config.h"
+#include "model/cost_model.h"
+#include "model/mla_mode.h"
+
+namespace latte::cli {
+namespace {
+
+struct ModelArgs {
+  std::string model;
+  std::vector<int64_t> prompts = {512};
+  std::vector<int64_t> gens = {128};
+  std::vector<int64_t> depths = {0};
+  int threads = 0;
+  int64_t repetitions = 5;
+  int64_t batch = 1;
+  LoadOptions load;
+  bool json = false;
+};
+
+struct ModelPrintContext {
+  bool json = false;
+  int threads = 0;
+  std::string mla_mode;
+  SampledPeaks probe;  // taken once, before the model loads
+  RooflinePeaks roof;  // the largest sample of each probe
+};
+
+// The roofs of a sampled probe: each probe's largest sample (bf16 where the CPU has
+// AVX512_BF16, as the GEMMs and attention then run on it; else f32 FMA).
+RooflinePeaks RoofOf(const SampledPeaks& probe) {
+  RooflinePeaks roof;
+  roof.read_gbps = probe.read_gbps.max;
+  roof.flop_gflops = probe.bf16_gflops ? probe.bf16_gflops->max : probe.f32_gflops.max;
+  roof.flop_name = probe.bf16_gflops ? "bf16" : "f32";
+  return roof;
+}
+
+// "36.9 GB/s (min 27.7, median 35.0)": the peak, then the smallest and the median sample.
+std::string SpreadText(const ProbeSpread& s, const char* unit) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.1f %s (min %.1f, median %.1f)", s.max, unit, s.min, s.median);
+  return text;
+}
+
+// A probe whose smallest sample is this far below its largest ran beside other work.
+constexpr double kBusySpread = 0.8;
+
+void PrintProbe(const SampledPeaks& p) {
+  std::printf("machine (probed once before the tests, %d rounds, %d threads; each peak is the largest sample): ",
+              p.read_gbps.samples, p.threads);
+  std::printf("read %s, bf16 %s, f32 FMA %s\n", SpreadText(p.read_gbps, "GB/s").c_str(),
+              p.bf16_gflops ? SpreadText(*p.bf16_gflops, "GFLOP/s").c_str() : "n/a",
+              SpreadText(p.f32_gflops, "GFLOP/s").c_str());
+  double lowest = p.read_gbps.min / p.read_gbps.max;
+  if (p.bf16_gflops) lowest = std::min(lowest, p.bf16_gflops->min / p.bf16_gflops->max);
+  lowest = std::min(lowest, p.f32_gflops.min / p.f32_gflops.max);
+  if (lowest < kBusySpread) {
+    std::printf(
+        "note: some probe samples read %.0f%% below their peak: the machine is busy, so the tok/s below "
+        "may move with the load too\n",
+        100.0 * (1 - lowest));
+  }
+}
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// Characters on screen: UTF-8 continuation bytes take no column ("±" is two bytes).
+size_t DisplayWidth(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// bench model's markdown table: columns wide enough for large and noisy figures
+// (a cell wider still widens its own row, never shifts the ones after it within the row).
+constexpr size_t kModelColumns[] = {12, 7, 5, 11, 22, 10, 10, 9, 10, 20};
+
+void PrintModelRow(const std::vector<std::string>& cells, char fill = ' ') {
+  std::string line = "|";
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const size_t width = kModelColumns[i], used = DisplayWidth(cells[i]);
+    const std::string pad(used < width ? width - used : 0, fill);
+    const bool left = i == 0 || i == 3;  // mla_mode, test
+    line += std::string(1, fill == ' ' ? ' ' : '-') + (left ? cells[i] + pad : pad + cells[i]) +
+            (fill == ' ' ? " |" : "-|");
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+// One test as a JSON object: its figures, the probe's, and its place on the roofline.
+nlohmann::json ModelResultJson(const ModelBenchResult& r, const ModelPrintContext& ctx, const RooflinePlace& place) {
+  const bool memory = place.bound == RooflineBound::kMemory;
+  nlohmann::json j = {{"test", r.test},
+                      {"batch", r.batch},
+                      {"depth", r.depth},
+                      {"threads", ctx.threads},
+                      {"mla_mode", ctx.mla_mode},
+                      {"tok_s_mean", r.tok_s_mean},
+                      {"tok_s_sd", r.tok_s_sd},
+                      {"runs", r.tok_s.size()},
+                      {"bytes_per_token", r.costs.Bytes()},
+                      {"weight_bytes_per_token", r.costs.weight_bytes},
+                      {"kv_bytes_per_token", r.costs.kv_bytes},
+                      {"flops_per_token", r.costs.flops},
+                      {"achieved_gbps", r.achieved_gbps},
+                      {"achieved_gflops", r.achieved_gflops},
+                      {"machine_read_gbps", ctx.probe.read_gbps.max},
+                      {"machine_read_gbps_min", ctx.probe.read_gbps.min},
+                      {"machine_bf16_gflops", nullptr},
+                      {"machine_bf16_gflops_min", nullptr},
+                      {"machine_f32_gflops", ctx.probe.f32_gflops.max},
+                      {"machine_f32_gflops_min", ctx.probe.f32_gflops.min},
+                      {"probe_rounds", ctx.probe.read_gbps.samples},
+                      {"roofline", memory ? "read_gbps" : ctx.roof.flop_name + "_gflops"},
+                      {"fraction_of_roofline", place.fraction},
+                      {"fraction_of_read_gbps", place.memory_fraction},
+                      {"fraction_of_flop_peak", place.compute_fraction},
+                      {"probe_below_run", place.above_roof()}};
+  if (ctx.probe.bf16_gflops) {
+    j["machine_bf16_gflops"] = ctx.probe.bf16_gflops->max;
+    j["machine_bf16_gflops_min"] = ctx.probe.bf16_gflops->min;
+  }
+  return j;
+}
+
+void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, void* user) {
+  auto& ctx = *static_cast<ModelPrintContext*>(user);
+  const RooflinePlace place = PlaceOnRoofline(r.costs.Bytes(), r.costs.flops, r.tok_s_mean, ctx.roof);
+  if (ctx.json) {
+    std::printf("%s\n", ModelResultJson(r, ctx, place).dump().c_str());
+  } else {
+    PrintModelRow({ctx.mla_mode, std::to_string(ctx.threads), std::to_string(r.batch), r.test,
+                   Fixed(r.tok_s_mean, 2) + " ± " + Fixed(r.tok_s_sd, 2), Fixed(r.costs.Bytes() / 1e6, 2),
+                   Fixed(r.costs.flops / 1e9, 3), Fixed(r.achieved_gbps, 1), Fixed(r.achieved_gflops, 1),
+                   DescribeRooflinePlace(place, ctx.roof)});
+  }
+  std::fflush(stdout);
+}
+
+// The tests to run, from the flags and the load options they give.
+ModelBenchOptions ModelOptions(const ModelArgs& args, const LoadOptions& load) {
+  ModelBenchOptions options;
+  options.model_dir = args.model;
+  options.prompts = args.prompts;
+  options.gens = args.gens;
+  options.repetitions = args.repetitions;
+  options.batch = args.batch;
+  options.depths = args.depths;
+  options.mode = load.mode;
+  options.fp8 = load.fp8;
+  options.quantize = load.quantize;
+  options.residency = load.residency;
+  return options;
+}
+
+// The table's heading: the model and how its weights are held, the probe, the columns.
+void PrintModelHeader(const ModelArgs& args, const LoadOptions& load, const ModelPrintContext& ctx) {
+  std::printf("model %s, %d threads, weights %s%s%s\n", args.model.c_str(), ctx.threads,
+              load.residency == FileResidency::kHugePageCopy ? "on 2 MiB pages" : "mmapped",
+              load.fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16",
+              load.quantize == WeightQuantization::kFp8 ? ", quantized to fp8 at load" : "");
+  PrintProbe(ctx.probe);
+  PrintModelRow({"mla_mode", "threads", "batch", "test", "t/s", "MB/tok", "GFLOP/tok", "GB/s", "GFLOP/s", "roofline"});
+  PrintModelRow(std::vector<std::string>(10, ""), '-');
+}
+
+Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
+  const LoadOptions& load = args.load;
+  LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
+  const ModelBenchOptions options = ModelOptions(args, load);
+  const bool tg = std::any_of(args.gens.begin(), args.gens.end(), [](int64_t n) { return n > 0; });
+  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
+  // Every test fits in the model's context before the probe runs or a weight loads.
+  auto previewed = PreviewModel(args.model);
+  if (!previewed.ok()) return AsFlagError(previewed.status());
+  const ModelPreview& preview = previewed.value();
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
+  LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
+  SetThreadsForModel(args.threads, HeldWeightBytes(preview.config, load.mode));
+  ModelPrintContext ctx;
+  ctx.json = args.json;
+  ctx.threads = omp_get_max_threads();
+  ctx.mla_mode = std::string(MlaModeName(load.mode));
+  ctx.probe = SampleMachinePeaks();
+  ctx.roof = RoofOf(ctx.probe);
+  if (!args.json) PrintModelHeader(args, load, ctx);
+  return RunModelBenchmark(options, &PrintModelResult, &ctx);
+}
+
+}  // namespace
+
+void AddBenchModelCommand(CLI::App& bench) {
+  auto model = std::make_shared<ModelArgs>();
+  CLI::App* cmd = bench.add_subcommand("model", "Whole-model pp / tg throughput against the machine's peaks");
+  cmd->add_option("--model", model->model, "Model directory")->required();
+  cmd->add_option("-p,--n-prompt", model->prompts, "pp tests: prompt tokens in one forward (list: 128,512; 0: skip)")
+      ->check(IntIn(0, int64_t{1} << 40))
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", model->gens, "tg tests: decode steps (list; 0: skip)")
+      ->check(IntIn(0, int64_t{1} << 40))
+      ->delimiter(',')
+      ->capture_default_str();
+  AddThreadsOption(*cmd, model->threads);
+  cmd->add_option("-r,--repetitions", model->repetitions, "Timed runs per test, after one warm-up run")
+      ->check(IntIn(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--batch", model->batch, "tg: sequences decoding together")
+      ->check(IntIn(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("-d,--n-depth", model->depths,
+                  "tg: tokens already in each sequence's cache (list; prefilled in chunks of 512, untimed); "
+                  "0: a 16-token prompt")
+      ->check(IntIn(0, int64_t{1} << 40))
+      ->delimiter(',')
+      ->capture_default_str();
+  AddRenamedFlag(*cmd, "--prompt", "-p/--n-prompt (--prompt is prompt text in latte generate)");
+  AddRenamedFlag(*cmd, "--gen", "-n/--n-gen");
+  AddRenamedFlag(*cmd, "--depth", "-d/--n-depth");
+  AddLoadFlags(*cmd, model->load);
+  cmd->add_flag("--json", model->json, "One JSON object per test");
+  cmd->callback([model, cmd] { ExitOnError("bench model", RunModel(*model, *cmd)); });
+}
+
+}  // namespace latte::cli
