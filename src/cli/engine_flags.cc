@@ -1,5 +1,6 @@
 #include "cli/engine_flags.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -8,37 +9,30 @@
 namespace latte::cli {
 namespace {
 
-// An option that takes one of `choices` by name and stores its value: the text is
-// checked by OneOf while parsing (its message), then mapped.
-template <typename Enum> CLI::Option* AddChoiceOption(CLI::App& cmd, const std::string& name, Enum& value,
-                                                      std::vector<std::pair<std::string, Enum>> choices,
-                                                      const std::string& help) {
-  std::vector<std::string> names;
-  std::string current;
-  for (const auto& [choice, v] : choices) {
-    names.push_back(choice);
-    if (v == value) current = choice;
-  }
-  const auto set = [&value, choices](const std::string& text) {
-    for (const auto& [choice, v] : choices) {
-      if (choice == text) value = v;
-    }
+// An option that takes one of `names` and stores what `parse` (the model layer's one
+// reading of those names) makes of it: the text is checked by OneOf while parsing (its
+// message), then parsed. `default_name` is what --help shows.
+template <typename Enum, typename Parse>
+CLI::Option* AddChoiceOption(CLI::App& cmd, const std::string& flag, Enum& value, std::vector<std::string> names,
+                             Parse parse, const std::string& default_name, const std::string& help) {
+  const auto set = [&value, parse](const std::string& text) {
+    if (const auto parsed = parse(text)) value = *parsed;
   };
-  return cmd.add_option_function<std::string>(name, set, help)->check(OneOf(names))->default_str(current);
+  return cmd.add_option_function<std::string>(flag, set, help)
+      ->check(OneOf(std::move(names)))
+      ->default_str(default_name);
 }
 
 }  // namespace
 
 void AddLoadFlags(CLI::App& cmd, LoadOptions& load) {
-  AddChoiceOption(
-      cmd, "--mla-mode", load.mode,
-      {{"absorbed", MlaMode::kAbsorbed}, {"materialized", MlaMode::kMaterialized}, {"naive", MlaMode::kNaive}},
-      "absorbed | materialized | naive");
-  AddChoiceOption(cmd, "--fp8", load.fp8, {{"keep", Fp8Weights::kKeep}, {"bf16", Fp8Weights::kDequantizeBf16}},
+  AddChoiceOption(cmd, "--mla-mode", load.mode, {"absorbed", "materialized", "naive"}, ParseMlaMode,
+                  std::string(MlaModeName(load.mode)), "absorbed | materialized | naive");
+  AddChoiceOption(cmd, "--fp8", load.fp8, {"keep", "bf16"}, ParseFp8Weights, std::string(Fp8WeightsName(load.fp8)),
                   "fp8 checkpoints: keep (weights stay e4m3 with their block scales, converted in "
                   "registers: ~1 byte per weight per token) | bf16 (dequantized to bf16 at load)");
-  AddChoiceOption(cmd, "--quantize", load.quantize,
-                  {{"none", WeightQuantization::kNone}, {"fp8", WeightQuantization::kFp8}},
+  AddChoiceOption(cmd, "--quantize", load.quantize, {"none", "fp8"}, ParseWeightQuantization,
+                  std::string(WeightQuantizationName(load.quantize)),
                   "none | fp8: quantize the linear weights not stored in fp8 at load (bf16 checkpoints: every "
                   "projection, expert and lm_head; fp8 checkpoints: lm_head) to e4m3 with an f32 scale per "
                   "128x128 block, DeepSeek's fp8 format, then kept as fp8 (~1 byte per weight per token); "
@@ -56,8 +50,7 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
                  "Memory budget in GB (weights + KV cache + scratch; default: 85% of MemAvailable)");
   cmd.add_option("--num-kv-blocks", c.memory.num_kv_blocks, "KV cache blocks, overriding what the budget gives");
   cmd.add_option("--block-size", c.memory.block_size, "Tokens per KV cache block")->capture_default_str();
-  AddChoiceOption(cmd, "--kv-cache-dtype", c.memory.kv_cache_dtype,
-                  {{"auto", KvCacheDtype::kAuto}, {"bf16", KvCacheDtype::kBf16}, {"fp8", KvCacheDtype::kFp8}},
+  AddChoiceOption(cmd, "--kv-cache-dtype", c.memory.kv_cache_dtype, {"auto", "bf16", "fp8"}, ParseKvCacheDtype, "auto",
                   "auto (the model's: bf16, f32 for f32 checkpoints) | bf16 | fp8 (e4m3 + a scale per row)");
   cmd.add_option("--max-num-seqs", c.scheduler.max_num_seqs, "Sequences running at once")->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", c.scheduler.max_num_batched_tokens,
