@@ -128,13 +128,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
     LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(o.model_dir + "/config.json"));
     LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(o, config));
   }
-  LoadOptions load;
-  load.mode = o.mode;
-  load.progress = o.progress;
-  load.fp8 = o.fp8;
-  load.quantize = o.quantize;
-  load.residency = o.residency;
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, o.load));
   const ModelConfig& c = weights->config();
   const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
   DeepSeekModel model(*weights);
@@ -165,10 +159,10 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       r.depth = depth;
       r.tokens_per_run = gen * o.batch;
       const double average_context = static_cast<double>(prompt) + static_cast<double>(gen - 1) / 2;
-      r.costs = DecodeCostsPerToken(c, o.mode, o.batch, average_context, wb, kvb);
+      r.costs = DecodeCostsPerToken(c, o.load.mode, o.batch, average_context, wb, kvb);
       // Deep fills prefill through the latent path (naive mode has none: it decompresses).
       MlaSettings fill_settings;
-      fill_settings.decompress_prefill = depth == 0 || o.mode == MlaMode::kNaive;
+      fill_settings.decompress_prefill = depth == 0 || o.load.mode == MlaMode::kNaive;
       DeepSeekModel filler(*weights, fill_settings);
       LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, gen, o.batch, 1));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up

@@ -35,13 +35,9 @@ struct ModelBenchOptions {
   // prompt. Every tg length runs at every depth.
   std::vector<int64_t> depths = {0};
   int64_t depth_chunk = 512;
-  int64_t repetitions = 5;  // -r, after one warm-up run
-  int64_t batch = 1;        // sequences decoding together in tg
-  MlaMode mode = MlaMode::kAbsorbed;
-  Fp8Weights fp8 = Fp8Weights::kKeep;                       // --fp8
-  WeightQuantization quantize = WeightQuantization::kNone;  // --quantize
-  FileResidency residency = FileResidency::kMapped;         // --huge-pages: kHugePageCopy
-  bool progress = false;                                    // load progress on stderr
+  int64_t repetitions = 5;                 // -r, after one warm-up run
+  int64_t batch = 1;                       // sequences decoding together in tg
+  LoadOptions load = {.progress = false};  // MLA mode, --fp8, --quantize, --huge-pages; progress on stderr
 };
 
 struct ModelBenchResult {

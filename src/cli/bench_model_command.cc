@@ -27,14 +27,8 @@ namespace latte::cli {
 namespace {
 
 struct ModelArgs {
-  std::string model;
-  std::vector<int64_t> prompts = {512};
-  std::vector<int64_t> gens = {128};
-  std::vector<int64_t> depths = {0};
+  ModelBenchOptions bench;  // the flags bind to its fields (-p is bench.prompts)
   int threads = 0;
-  int64_t repetitions = 5;
-  int64_t batch = 1;
-  LoadOptions load;
   bool json = false;
 };
 
@@ -162,25 +156,10 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
   std::fflush(stdout);
 }
 
-// The tests to run, from the flags and the load options they give.
-ModelBenchOptions ModelOptions(const ModelArgs& args, const LoadOptions& load) {
-  ModelBenchOptions options;
-  options.model_dir = args.model;
-  options.prompts = args.prompts;
-  options.gens = args.gens;
-  options.repetitions = args.repetitions;
-  options.batch = args.batch;
-  options.depths = args.depths;
-  options.mode = load.mode;
-  options.fp8 = load.fp8;
-  options.quantize = load.quantize;
-  options.residency = load.residency;
-  return options;
-}
-
 // The table's heading: the model and how its weights are held, the probe, the columns.
-void PrintModelHeader(const ModelArgs& args, const LoadOptions& load, const ModelPrintContext& ctx) {
-  std::printf("model %s, %d threads, weights %s%s%s\n", args.model.c_str(), ctx.threads,
+void PrintModelHeader(const ModelBenchOptions& options, const ModelPrintContext& ctx) {
+  const LoadOptions& load = options.load;
+  std::printf("model %s, %d threads, weights %s%s%s\n", options.model_dir.c_str(), ctx.threads,
               load.residency == FileResidency::kHugePageCopy ? "on 2 MiB pages" : "mmapped",
               load.fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16",
               load.quantize == WeightQuantization::kFp8 ? ", quantized to fp8 at load" : "");
@@ -190,13 +169,13 @@ void PrintModelHeader(const ModelArgs& args, const LoadOptions& load, const Mode
 }
 
 Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
-  const LoadOptions& load = args.load;
+  const ModelBenchOptions& options = args.bench;
+  const LoadOptions& load = options.load;
   LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
-  const ModelBenchOptions options = ModelOptions(args, load);
-  const bool tg = std::any_of(args.gens.begin(), args.gens.end(), [](int64_t n) { return n > 0; });
+  const bool tg = std::any_of(options.gens.begin(), options.gens.end(), [](int64_t n) { return n > 0; });
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
   // Every test fits in the model's context before the probe runs or a weight loads.
-  auto previewed = PreviewModel(args.model);
+  auto previewed = PreviewModel(options.model_dir);
   if (!previewed.ok()) return AsFlagError(previewed.status());
   const ModelPreview& preview = previewed.value();
   LATTE_RETURN_IF_ERROR(
@@ -209,7 +188,7 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   ctx.mla_mode = std::string(MlaModeName(load.mode));
   ctx.probe = SampleMachinePeaks();
   ctx.roof = RoofOf(ctx.probe);
-  if (!args.json) PrintModelHeader(args, load, ctx);
+  if (!args.json) PrintModelHeader(options, ctx);
   return RunModelBenchmark(options, &PrintModelResult, &ctx);
 }
 
@@ -218,23 +197,24 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
 void AddBenchModelCommand(CLI::App& bench) {
   auto model = std::make_shared<ModelArgs>();
   CLI::App* cmd = bench.add_subcommand("model", "Whole-model pp / tg throughput against the machine's peaks");
-  cmd->add_option("--model", model->model, "Model directory")->required();
-  cmd->add_option("-p,--n-prompt", model->prompts, "pp tests: prompt tokens in one forward (list: 128,512; 0: skip)")
+  cmd->add_option("--model", model->bench.model_dir, "Model directory")->required();
+  cmd->add_option("-p,--n-prompt", model->bench.prompts,
+                  "pp tests: prompt tokens in one forward (list: 128,512; 0: skip)")
       ->check(IntIn(0, int64_t{1} << 40))
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("-n,--n-gen", model->gens, "tg tests: decode steps (list; 0: skip)")
+  cmd->add_option("-n,--n-gen", model->bench.gens, "tg tests: decode steps (list; 0: skip)")
       ->check(IntIn(0, int64_t{1} << 40))
       ->delimiter(',')
       ->capture_default_str();
   AddThreadsOption(*cmd, model->threads);
-  cmd->add_option("-r,--repetitions", model->repetitions, "Timed runs per test, after one warm-up run")
+  cmd->add_option("-r,--repetitions", model->bench.repetitions, "Timed runs per test, after one warm-up run")
       ->check(IntIn(1, 1000000))
       ->capture_default_str();
-  cmd->add_option("--batch", model->batch, "tg: sequences decoding together")
+  cmd->add_option("--batch", model->bench.batch, "tg: sequences decoding together")
       ->check(IntIn(1, 1024))
       ->capture_default_str();
-  cmd->add_option("-d,--n-depth", model->depths,
+  cmd->add_option("-d,--n-depth", model->bench.depths,
                   "tg: tokens already in each sequence's cache (list; prefilled in chunks of 512, untimed); "
                   "0: a 16-token prompt")
       ->check(IntIn(0, int64_t{1} << 40))
@@ -243,7 +223,7 @@ void AddBenchModelCommand(CLI::App& bench) {
   AddRenamedFlag(*cmd, "--prompt", "-p/--n-prompt (--prompt is prompt text in latte generate)");
   AddRenamedFlag(*cmd, "--gen", "-n/--n-gen");
   AddRenamedFlag(*cmd, "--depth", "-d/--n-depth");
-  AddLoadFlags(*cmd, model->load);
+  AddLoadFlags(*cmd, model->bench.load);
   cmd->add_flag("--json", model->json, "One JSON object per test");
   cmd->callback([model, cmd] { ExitOnError("bench model", RunModel(*model, *cmd)); });
 }
