@@ -236,7 +236,8 @@ void Engine::FinishChoice(RequestChoice& c, FinishReason reason, GenerationOutpu
   scheduler_.Remove(&c.seq);
 }
 
-void Engine::ProcessPromptRows(RequestChoice& c, int64_t start, int64_t count, const float* rows, GenerationOutput& out) {
+void Engine::ProcessPromptRows(RequestChoice& c, int64_t start, int64_t count, const float* rows,
+                               GenerationOutput& out) {
   const GenerationRequest& params = c.request->params;
   const int64_t V = model_.config().vocab_size, P = c.seq.prompt_len;
   for (int64_t p = std::max(start, c.prompt_rows_done); p < start + count; ++p) {
