@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What `latte serve` adds over the engine (issue 10 point 13), measured:
+// What `latte serve` adds over the engine, measured:
 //  1. throughput: the requests `latte bench engine` makes (the same random prompt ids,
 //     drawn with its splitmix64 stream, the same per-request seeds, temperature 1, EOS
 //     ignored), sent as streaming /v1/completions by C concurrent clients, output tok/s

@@ -1,7 +1,7 @@
-// The command line a newcomer meets (issue 13), through the real binary: each bad
-// input fails before any work with one line that names the flag (exit code 1 and the
-// first words of the message are checked), lengths past the model's context are
-// refused with both numbers, and the README's table of flags matches `--help`.
+// The command line, through the real binary: each bad input fails before any work
+// with one line that names the flag (exit code 1 and the first words of the message
+// are checked), lengths past the model's context are refused with both numbers, and
+// the README's table of flags matches `--help`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -64,7 +64,7 @@ void ExpectOneLineError(const std::string& args, const std::string& start, const
   EXPECT_EQ(r.err.rfind(start, 0), 0u) << "expected \"" << start << "\", got: " << r.err;
 }
 
-// ---- 1. Limits the model states: refused before any work, with both numbers ----
+// ---- Limits the model states: refused before any work, with both numbers ----
 
 TEST(CliContext, GeneratePromptIdsPlusMaxTokens) {
   ExpectOneLineError("generate --model " + Tiny() + " --prompt-ids 1,2 --max-tokens 5000",
@@ -109,7 +109,7 @@ TEST(CliContext, BenchAttnContext) {
                      "latte bench attn: error: --context 5000 plus the decoded token is 5001 tokens");
 }
 
-// ---- 4. Every flag checked before weights load or the probe runs ----
+// ---- Every flag checked before weights load or the probe runs ----
 
 TEST(CliFlags, ThreadsOutOfRange) {
   for (const char* t : {"65536", "-1", "0"}) {
@@ -195,7 +195,7 @@ TEST(CliFlags, ChoicesListWhatIsAccepted) {
                      "latte make-model: error: --preset must be tiny, v2, v2-lite, v3 or r1");
 }
 
-// ---- 5. Writes ----
+// ---- Writes ----
 
 TEST(CliWrites, StdoutWriteErrorExitsNonZero) {
   const std::string in = WriteFile("lines.jsonl", "\"hello\"\n");
@@ -230,7 +230,7 @@ TEST(CliWrites, MakeModelLayersBounded) {
                      "latte make-model: error: --layers must be an integer in [1, 1024]");
 }
 
-// ---- 6. --huge-pages says what it is doing while it reads ----
+// ---- --huge-pages says what it is doing while it reads ----
 
 TEST(CliHugePages, ReadingPrintsTheLoadingLine) {
   const CliRun r = Latte("generate --model " + Tiny() + " --prompt-ids 1,2 --max-tokens 2 -t 2 --huge-pages");
@@ -241,7 +241,7 @@ TEST(CliHugePages, ReadingPrintsTheLoadingLine) {
   EXPECT_NE(r.err.find("loading: ", read + 1), std::string::npos) << r.err;
 }
 
-// ---- 10. OpenMP waits without spinning unless the environment says otherwise ----
+// ---- OpenMP waits without spinning unless the environment says otherwise ----
 
 TEST(CliThreads, WaitPolicyIsPassiveUnlessSet) {
   int code = 0;
@@ -254,7 +254,7 @@ TEST(CliThreads, WaitPolicyIsPassiveUnlessSet) {
   EXPECT_NE(active.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << active;
 }
 
-// ---- 7. One vocabulary ----
+// ---- One vocabulary ----
 
 TEST(CliVocabulary, VersionPrintsVersionAndCommit) {
   const CliRun r = Latte("--version");
@@ -314,7 +314,7 @@ TEST(CliVocabulary, BenchModelTakesLists) {
   EXPECT_EQ(tests, (std::vector<std::string>{"pp4", "pp8", "tg2"}));
 }
 
-// ---- 9. Tables read clearly ----
+// ---- Tables read clearly ----
 
 // Characters on screen ("±" is one).
 size_t DisplayWidth(const std::string& s) {
@@ -367,7 +367,7 @@ TEST(CliTables, BenchMachineLabelsEachRowOnce) {
   EXPECT_EQ(rows, 5);
 }
 
-// ---- 8. make-model's tokenizer covers the vocabulary; decoding agrees with generate ----
+// ---- make-model's tokenizer covers the vocabulary; decoding agrees with generate ----
 
 TEST(CliTokenizer, EveryModelIdDecodes) {
   const std::string in = WriteFile("ids.jsonl", "[511]\n");
@@ -384,7 +384,7 @@ TEST(CliTokenizer, EveryModelIdDecodes) {
   EXPECT_EQ(t.out, "\"\"\n");
 }
 
-// ---- 9. tokenize's input ----
+// ---- tokenize's input ----
 
 TEST(CliTokenizer, BlankLinesAreSkippedAndBadUtf8IsNamed) {
   const std::string in = WriteFile("blank.jsonl", "\"a\"\n\n   \n\"b\"\n");
@@ -397,7 +397,7 @@ TEST(CliTokenizer, BlankLinesAreSkippedAndBadUtf8IsNamed) {
   EXPECT_EQ(b.err, "latte tokenize: error: stdin line 1: invalid UTF-8 (JSON Lines are UTF-8 text)\n");
 }
 
-// ---- 11. README's table of flags is --help's ----
+// ---- README's table of flags is --help's ----
 
 // The flags `latte <command> --help` lists, in order, as written there ("-t,--threads";
 // CLI11's "{false}" marks dropped), without -h,--help.

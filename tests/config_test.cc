@@ -75,7 +75,7 @@ TEST(ConfigEnums, EveryTopkMethodParsesAndWritesBack) {
 }
 
 // Absent routing keys take Hugging Face's defaults for the architecture: V3's sigmoid
-// and noaux_tc, V2's softmax and greedy (issue 13, point 2).
+// and noaux_tc, V2's softmax and greedy.
 TEST(ConfigEnums, AbsentKeysTakeTheArchitecturesDefaults) {
   json j = V3Json();
   j.erase("scoring_func");
@@ -98,7 +98,8 @@ TEST(ConfigEnums, AbsentKeysTakeTheArchitecturesDefaults) {
   EXPECT_EQ(d->topk_method, TopkMethod::kGreedy);
 }
 
-// Issue 13, point 1: the one context check names both numbers.
+// The context check (CheckContextLength) accepts max_position_embeddings tokens and
+// refuses one more with a message that names both numbers.
 TEST(ConfigContext, CheckContextLengthNamesBothNumbers) {
   Result<ModelConfig> tiny = ReleasedConfig("tiny");
   ASSERT_TRUE(tiny.ok());

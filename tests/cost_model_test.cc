@@ -21,17 +21,17 @@ ModelConfig Released(const std::string& name) {
 
 // ---- DeepSeek-V3 / R1 (fp8): d 7168, H 128, d_cq 1536, d_c 512, d_n 128, d_r 64, d_v 128, L 61 ----
 
-TEST(CostModelV3, PerLayerParamsMatchDoc) {
+TEST(CostModelV3, PerLayerWeightCounts) {
   const ModelConfig c = Released("r1");
   // q_a 1536·7168 + q_b 128·192·1536 + kv_a 576·7168 + kv_b 128·256·512 + o_proj 7168·128·128
   EXPECT_EQ(1536LL * 7168 + 128LL * 192 * 1536 + 576LL * 7168 + 128LL * 256 * 512 + 7168LL * 128 * 128, 187'105'280);
-  const AttentionParams p = ComputeAttentionParams(c);
-  EXPECT_EQ(p.Checkpoint(), 187'105'280);
-  EXPECT_EQ(p.w_q_uk, 100'663'296);  // 1536 × 128 × 512
-  EXPECT_EQ(p.w_uv_o, 469'762'048);  // 128 × 512 × 7168
-  EXPECT_EQ(p.w_q_uk + p.w_uv_o, 570'425'344);
-  EXPECT_EQ(p.kv_b, 128LL * 256 * 512);
-  EXPECT_EQ(p.w_uk, 128LL * 128 * 512);
+  const AttentionWeightCounts counts = CountAttentionWeights(c);
+  EXPECT_EQ(counts.Checkpoint(), 187'105'280);
+  EXPECT_EQ(counts.w_q_uk, 100'663'296);  // 1536 × 128 × 512
+  EXPECT_EQ(counts.w_uv_o, 469'762'048);  // 128 × 512 × 7168
+  EXPECT_EQ(counts.w_q_uk + counts.w_uv_o, 570'425'344);
+  EXPECT_EQ(counts.kv_b, 128LL * 256 * 512);
+  EXPECT_EQ(counts.w_uk, 128LL * 128 * 512);
 }
 
 TEST(CostModelV3, AttentionComponentAddsTheLatentNorms) {
@@ -138,17 +138,17 @@ TEST(CostModelV3, PerGpuBytes) {
 
 // ---- DeepSeek-V2-Lite (bf16, q_lora_rank null): d 2048, H 16, d_c 512, d_n 128, d_r 64, d_v 128, L 27 ----
 
-TEST(CostModelV2Lite, PerLayerParams) {
+TEST(CostModelV2Lite, PerLayerWeightCounts) {
   const ModelConfig c = Released("v2-lite");
-  const AttentionParams p = ComputeAttentionParams(c);
-  EXPECT_EQ(p.q_a, 0);
-  EXPECT_EQ(p.w_q_uk, 16LL * 512 * 2048);  // d takes d_cq's place
-  EXPECT_EQ(p.w_uv_o, 16LL * 512 * 2048);
+  const AttentionWeightCounts counts = CountAttentionWeights(c);
+  EXPECT_EQ(counts.q_a, 0);
+  EXPECT_EQ(counts.w_q_uk, 16LL * 512 * 2048);  // d takes d_cq's place
+  EXPECT_EQ(counts.w_uv_o, 16LL * 512 * 2048);
   const int64_t projections = 16LL * 192 * 2048   // q_proj
                               + 576LL * 2048      // kv_a_proj_with_mqa
                               + 16LL * 256 * 512  // kv_b_proj
                               + 2048LL * 2048;    // o_proj
-  EXPECT_EQ(p.Checkpoint(), projections);
+  EXPECT_EQ(counts.Checkpoint(), projections);
   const WeightCosts naive = ComputeWeightCosts(c, MlaMode::kNaive);
   EXPECT_EQ(naive.layer_params[0].attention, projections + 512 /* kv_a_layernorm */);
   EXPECT_EQ(naive.layer_params[0].attention, 13'763'072);

@@ -1,4 +1,4 @@
-// A steady decode step allocates nothing (issue 4: "no per-token allocation").
+// A steady decode step allocates nothing: no heap allocation per generated token.
 // The test binary's global operator new is replaced by a counting one (malloc
 // underneath; every form, nothrow and aligned ones included, so that new and delete
 // always pair up under ASan); counting is switched on only around the steps under

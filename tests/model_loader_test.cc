@@ -171,7 +171,7 @@ TEST(ModelLoader, Fp8NormIsAnError) {
   EXPECT_NE(LoadError(dir).find(name), std::string::npos);
 }
 
-// Issue 13, point 2: a config.json that names far more layers than the checkpoint holds
+// A config.json that names far more layers than the checkpoint holds
 // fails on the tensor names at once (it took 25 s and 7.9 GB before "missing tensor").
 TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
   // A million layers is refused by config.json's own bounds (over 2^20 tensors), before
@@ -201,7 +201,7 @@ TEST(ModelLoader, MoreLayersThanTheCheckpointFailAtOnce) {
   EXPECT_NE(text.find("missing tensor \"model.layers.3.input_layernorm.weight\""), std::string::npos) << text;
 }
 
-// Issue 13, point 2: a config value latte does not implement is refused by name.
+// A config value latte does not implement is refused by name.
 TEST(ModelLoader, UnimplementedConfigValuesAreRefusedByName) {
   const std::string gelu = CopyModel(
       TinyBf16(), "gelu", [](auto&) {}, [](json& c) { c["hidden_act"] = "gelu"; });
@@ -213,7 +213,7 @@ TEST(ModelLoader, UnimplementedConfigValuesAreRefusedByName) {
   EXPECT_NE(LoadError(bias).find("attention_bias"), std::string::npos);
 }
 
-// Issue 13, point 3: weights that make the logits NaN end the request with that said,
+// Weights that make the logits NaN end the request with that said,
 // not a stream of token 0.
 TEST(ModelLoader, NonFiniteLogitsAreReported) {
   const std::string dir = CopyModel(TinyBf16(), "nan-norm", [](std::vector<TensorCopy>& ts) {

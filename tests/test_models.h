@@ -114,7 +114,7 @@ inline std::string MakeModel(const std::string& preset, MakeModelOverrides overr
   return dir;
 }
 
-// Logits [P + decode_steps, vocab] for `tokens`: the first P in one prefill span,
+// Logits [tokens.size(), vocab] for `tokens`: the first P in one prefill span,
 // the rest fed one by one through the cache (teacher forcing, so modes see the same inputs).
 inline std::vector<float> PrefillThenDecode(DeepSeekModel& model, const std::vector<int32_t>& tokens, int64_t P) {
   SequenceCaches caches = model.NewCaches(1, static_cast<int64_t>(tokens.size()));

@@ -1,7 +1,8 @@
 // `latte bench attn`: one MLA layer at a model's shapes with random bf16 weights,
 // decoding B sequences of context C, in each mode. Reports time per step beside the
-// weight bytes and FLOPs the step needs (model/cost_model.h), so the
-// absorbed-vs-materialized claim of docs/mla.md is measured rather than asserted.
+// weight bytes and FLOPs the step needs (model/cost_model.h), so whether absorbed
+// decode beats materialized (fewer weight bytes and FLOPs per step) is measured rather
+// than asserted.
 #pragma once
 
 #include <cstdint>

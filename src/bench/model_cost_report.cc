@@ -66,12 +66,12 @@ json ShapeJson(const ModelCostReport& r) {
 }
 
 json PerLayerParamsJson(const ModelConfig& config) {
-  const AttentionParams p = ComputeAttentionParams(config);
-  return {{"attention_projections", p.Checkpoint()},
-          {"kv_b", p.kv_b},
-          {"w_uk_t", p.w_uk},
-          {"w_q_uk", p.w_q_uk},
-          {"w_uv_o", p.w_uv_o}};
+  const AttentionWeightCounts counts = CountAttentionWeights(config);
+  return {{"attention_projections", counts.Checkpoint()},
+          {"kv_b", counts.kv_b},
+          {"w_uk_t", counts.w_uk},
+          {"w_q_uk", counts.w_q_uk},
+          {"w_uv_o", counts.w_uv_o}};
 }
 
 // One entry per kind of layer present: its first layer's params and bytes in each mode.

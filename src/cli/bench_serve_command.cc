@@ -1,7 +1,7 @@
 // latte bench serve: the online serving benchmark against any OpenAI-compatible server
-// (client/serve_benchmark.h), printed in the columns of the seed's A/B tables (vLLM's
-// benchmark_serving summary: backend, input_tokens, output_tokens, output_toks/s,
-// req/s, median_itl_ms, median_ttft_ms), one row per input length.
+// (client/serve_benchmark.h), printed in the columns of vLLM's benchmark_serving
+// summary (backend, input_tokens, output_tokens, output_toks/s, req/s, median_itl_ms,
+// median_ttft_ms), one row per input length.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -59,8 +59,8 @@ std::string Figure(double v, int decimals) {
   return buf;
 }
 
-// Columns right-aligned to their widest cell, two spaces apart (pandas' print, as in
-// the seed's tables).
+// Columns right-aligned to their widest cell, two spaces apart (as pandas prints a
+// DataFrame).
 void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths(header.size());
   for (size_t c = 0; c < header.size(); ++c) {

@@ -3,7 +3,7 @@
 // figures are bench/model_cost_report.h's report; this file checks the flags, builds the
 // report and prints it as tables, or as the report's JSON (its keys are listed there).
 //
-//   latte calc (--config FILE | --preset v2|v2-lite|v3|r1) [--tp N] [--dp-attention]
+//   latte calc (--config FILE | --preset tiny|v2|v2-lite|v3|r1) [--tp N] [--dp-attention]
 //              [--memory-gb M] [--context C] [--json]
 //
 // GB = 1e9 bytes throughout.

@@ -1,5 +1,6 @@
 // Each subcommand lives in its own file and registers itself on the root app.
-// A command's callback returns through ExitWith() so main() reports one exit code.
+// A command's callback ends through ExitOnError(), which sets the exit code (ExitWith())
+// that main() returns.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -13,12 +13,12 @@
 
 namespace latte {
 
-// The first model GET /v1/models lists (vLLM's benchmark does the same when no
-// model is named).
 // The bearer token a client sends: `flag` (--api-key) when given, else $OPENAI_API_KEY
 // (as OpenAI's own clients read it), else none.
 std::string ApiKeyOrEnvironment(const std::string& flag);
 
+// The first model GET /v1/models lists (vLLM's benchmark does the same when no
+// model is named).
 Result<std::string> ServedModelId(const BaseUrl& base, const HttpRequestOptions& http);
 
 // POST /tokenize: the ids of `text` without special tokens. The body carries the text

@@ -1,7 +1,8 @@
 // One memory budget for the whole process (--memory-gb): the weights and the forward
 // pass's scratch come first, the paged KV pool gets what they leave, in whole blocks.
 // In materialized mode W_Q_UK and W_UV_O are part of the weights, so the same budget
-// holds fewer cached tokens: the seed's experiment, logged at start for every mode.
+// holds fewer cached tokens than in absorbed mode; the start-up log gives the tokens
+// the budget holds in every mode (KvTokensInMode, DescribeMemoryPlan).
 #pragma once
 
 #include <cstdint>

@@ -51,11 +51,11 @@ int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config) {
 
 // Adds what latte derives at load in `mode` to one layer's values (bytes = values·2, bf16).
 void AddDerived(const ModelConfig& config, MlaMode mode, WeightComponents* values) {
-  const AttentionParams p = ComputeAttentionParams(config);
-  if (config.quantization) values->kv_b_bf16 += p.kv_b;
+  const AttentionWeightCounts counts = CountAttentionWeights(config);
+  if (config.quantization) values->kv_b_bf16 += counts.kv_b;
   if (mode == MlaMode::kNaive) return;
-  values->w_uk_t += p.w_uk;
-  if (mode == MlaMode::kMaterialized) values->materialized += p.w_q_uk + p.w_uv_o;
+  values->w_uk_t += counts.w_uk;
+  if (mode == MlaMode::kMaterialized) values->materialized += counts.w_q_uk + counts.w_uv_o;
 }
 
 WeightComponents DerivedBytes(const WeightComponents& values) {
@@ -105,10 +105,10 @@ WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode) {
   costs.layer_bytes.resize(layers);
   for (const TensorSpec& spec : ExpectedTensors(config)) {
     const int64_t layer = LayerOf(spec.name);
-    WeightComponents& params = layer < 0 ? costs.other_params : costs.layer_params[layer];
+    WeightComponents& values = layer < 0 ? costs.other_params : costs.layer_params[layer];
     WeightComponents& bytes = layer < 0 ? costs.other_bytes : costs.layer_bytes[layer];
     const ComponentField field = ComponentOf(spec);
-    params.*field += NumValues(spec.shape);
+    values.*field += NumValues(spec.shape);
     bytes.*field += StoredBytes(spec, config);
   }
   for (size_t layer = 0; layer < layers; ++layer) {
@@ -124,28 +124,28 @@ WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode) {
   return costs;
 }
 
-AttentionParams ComputeAttentionParams(const ModelConfig& c) {
+AttentionWeightCounts CountAttentionWeights(const ModelConfig& c) {
   const int64_t d = c.hidden_size, H = c.num_attention_heads, d_c = c.kv_lora_rank;
   const int64_t d_in = c.q_lora_rank.value_or(d);
-  AttentionParams p;
-  p.q_a = c.q_lora_rank ? d_in * d : 0;
-  p.q_b = H * c.QkHeadDim() * d_in;
-  p.q_b_rope = H * c.qk_rope_head_dim * d_in;
-  p.kv_a = c.LatentDim() * d;
-  p.kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
-  p.w_uk = H * c.qk_nope_head_dim * d_c;
-  p.o_proj = d * H * c.v_head_dim;
-  p.w_q_uk = H * d_c * d_in;
-  p.w_uv_o = H * d_c * d;
-  return p;
+  AttentionWeightCounts counts;
+  counts.q_a = c.q_lora_rank ? d_in * d : 0;
+  counts.q_b = H * c.QkHeadDim() * d_in;
+  counts.q_b_rope = H * c.qk_rope_head_dim * d_in;
+  counts.kv_a = c.LatentDim() * d;
+  counts.kv_b = H * (c.qk_nope_head_dim + c.v_head_dim) * d_c;
+  counts.w_uk = H * c.qk_nope_head_dim * d_c;
+  counts.o_proj = d * H * c.v_head_dim;
+  counts.w_q_uk = H * d_c * d_in;
+  counts.w_uv_o = H * d_c * d;
+  return counts;
 }
 
-int64_t AttentionParams::AfterCq(MlaMode mode) const {
+int64_t AttentionWeightCounts::AfterCq(MlaMode mode) const {
   if (mode == MlaMode::kMaterialized) return w_q_uk + q_b_rope + w_uv_o;
   return q_b + kv_b + o_proj;
 }
 
-int64_t AttentionParams::KvbDerived(MlaMode mode) const {
+int64_t AttentionWeightCounts::KvbDerived(MlaMode mode) const {
   return mode == MlaMode::kMaterialized ? w_q_uk + w_uv_o : kv_b;
 }
 
@@ -156,9 +156,9 @@ int64_t PerGpuBytes(const WeightComponents& bytes, const Parallelism& parallel) 
 }
 
 MaterializeExtra ComputeMaterializeExtra(const ModelConfig& c, int64_t gpus) {
-  const AttentionParams p = ComputeAttentionParams(c);
+  const AttentionWeightCounts counts = CountAttentionWeights(c);
   MaterializeExtra extra;
-  extra.per_layer = (p.w_q_uk + p.w_uv_o) * kBf16Bytes;
+  extra.per_layer = (counts.w_q_uk + counts.w_uv_o) * kBf16Bytes;
   extra.whole_model = c.num_hidden_layers * extra.per_layer;
   extra.per_gpu_tp = CeilDiv(extra.whole_model, std::max<int64_t>(gpus, 1));
   extra.per_gpu_dp_attention = extra.whole_model;
@@ -166,12 +166,12 @@ MaterializeExtra ComputeMaterializeExtra(const ModelConfig& c, int64_t gpus) {
 }
 
 DecodeProjectionFlops ComputeDecodeProjectionFlops(const ModelConfig& c) {
-  const AttentionParams p = ComputeAttentionParams(c);
+  const AttentionWeightCounts counts = CountAttentionWeights(c);
   DecodeProjectionFlops flops;
-  flops.absorbed = 2 * p.AfterCq(MlaMode::kAbsorbed);
-  flops.materialized = 2 * p.AfterCq(MlaMode::kMaterialized);
-  flops.naive_fixed = 2 * (p.q_b + p.o_proj);
-  flops.naive_per_cached_token = 2 * p.kv_b;
+  flops.absorbed = 2 * counts.AfterCq(MlaMode::kAbsorbed);
+  flops.materialized = 2 * counts.AfterCq(MlaMode::kMaterialized);
+  flops.naive_fixed = 2 * (counts.q_b + counts.o_proj);
+  flops.naive_per_cached_token = 2 * counts.kv_b;
   return flops;
 }
 
@@ -209,12 +209,12 @@ KvFit FitKvCache(int64_t memory_bytes, int64_t weight_bytes, int64_t kv_bytes_pe
 }
 
 AttentionStepCosts ComputeAttentionStepCosts(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t context) {
-  const int64_t params = ComputeAttentionParams(c).Decode(mode);
+  const int64_t values = CountAttentionWeights(c).Decode(mode);
   const int64_t rows = context + 1;
   AttentionStepCosts costs;
-  costs.weight_bytes = params * kBf16Bytes;
+  costs.weight_bytes = values * kBf16Bytes;
   costs.kv_bytes = batch * rows * LatentRowBytes(c, kBf16Bytes);
-  costs.flops = batch * (2 * params + rows * DecodeFlopsPerCachedRow(c, mode));
+  costs.flops = batch * (2 * values + rows * DecodeFlopsPerCachedRow(c, mode));
   return costs;
 }
 
@@ -233,9 +233,9 @@ constexpr double kF32Bytes = 4;
 // Bytes one layer's attention projections read in `mode`: the kv_b-derived values at
 // wb.kv_b, the rest at wb.matrices.
 double AttentionBytes(const ModelConfig& c, MlaMode mode, const WeightValueBytes& wb) {
-  const AttentionParams p = ComputeAttentionParams(c);
-  const auto kv_b = static_cast<double>(p.KvbDerived(mode));
-  return static_cast<double>(p.Decode(mode) - p.KvbDerived(mode)) * wb.matrices + kv_b * wb.kv_b;
+  const AttentionWeightCounts counts = CountAttentionWeights(c);
+  const auto kv_b = static_cast<double>(counts.KvbDerived(mode));
+  return static_cast<double>(counts.Decode(mode) - counts.KvbDerived(mode)) * wb.matrices + kv_b * wb.kv_b;
 }
 
 // RMSNorm weights of one layer: input, post-attention, q_a (when q_lora_rank), kv_a.
@@ -243,7 +243,8 @@ double LayerNormValues(const ModelConfig& c) {
   return 2.0 * c.hidden_size + (c.q_lora_rank ? *c.q_lora_rank : 0) + c.kv_lora_rank;
 }
 
-double ExpertParams(const ModelConfig& c) { return 3.0 * c.hidden_size * c.moe_intermediate_size; }
+// Weight values of one expert: gate, up and down, each hidden_size × moe_intermediate_size.
+double ExpertValues(const ModelConfig& c) { return 3.0 * c.hidden_size * c.moe_intermediate_size; }
 
 // Router (f32) bytes of one MoE layer, with e_score_correction_bias under noaux_tc.
 double RouterBytes(const ModelConfig& c) {
@@ -256,7 +257,7 @@ double RouterBytes(const ModelConfig& c) {
 double FfnFlops(const ModelConfig& c, int64_t layer) {
   const double d = c.hidden_size;
   if (!c.IsMoeLayer(layer)) return 2.0 * 3.0 * d * c.intermediate_size;
-  return 2.0 * ExpertParams(c) * (c.num_experts_per_tok + c.n_shared_experts) + 2.0 * c.n_routed_experts * d;
+  return 2.0 * ExpertValues(c) * (c.num_experts_per_tok + c.n_shared_experts) + 2.0 * c.n_routed_experts * d;
 }
 
 // FFN weight bytes one forward over `tokens` tokens reads in `layer`.
@@ -264,7 +265,7 @@ double FfnBytes(const ModelConfig& c, int64_t layer, int64_t tokens, double wb) 
   const double d = c.hidden_size;
   if (!c.IsMoeLayer(layer)) return 3.0 * d * c.intermediate_size * wb;
   const double experts = ExpectedExpertsTouched(c.n_routed_experts, c.num_experts_per_tok, tokens);
-  return (experts + c.n_shared_experts) * ExpertParams(c) * wb + RouterBytes(c);
+  return (experts + c.n_shared_experts) * ExpertValues(c) * wb + RouterBytes(c);
 }
 
 // Bytes per value of a view, its fp8 block scales included.
@@ -301,7 +302,7 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
                                const WeightValueBytes& wb, int64_t kv_value_bytes) {
   const double d = c.hidden_size;
   const double S = context + 1;  // the new token attends to itself too
-  const auto att = static_cast<double>(ComputeAttentionParams(c).Decode(mode));
+  const auto att = static_cast<double>(CountAttentionWeights(c).Decode(mode));
   const auto per_row = static_cast<double>(DecodeFlopsPerCachedRow(c, mode));
   double step_bytes = 0, flops = 0;
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -323,7 +324,7 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const Weig
   const double P = static_cast<double>(prompt);
   const double d = c.hidden_size;
   const auto att =
-      static_cast<double>(ComputeAttentionParams(c).Decode(MlaMode::kNaive));  // q_a, kv_a, q_b, kv_b, o_proj
+      static_cast<double>(CountAttentionWeights(c).Decode(MlaMode::kNaive));  // q_a, kv_a, q_b, kv_b, o_proj
   const auto per_key = static_cast<double>(ComputeAttentionCoreFlops(c).naive);
   const double keys = (P + 1) / 2;  // causal: token t sees t + 1 keys
   double bytes = 0, flops = 0;

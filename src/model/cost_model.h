@@ -40,8 +40,9 @@ inline constexpr MlaMode kMlaModesInPrintOrder[] = {MlaMode::kNaive, MlaMode::kA
 
 // ---- One layer's attention projections, in values ----
 
-// d_in is d_cq, or d when q_lora_rank is null (q_proj reads x).
-struct AttentionParams {
+// The weight values of each attention projection of one layer (and of the tensors
+// latte derives from them). d_in is d_cq, or d when q_lora_rank is null (q_proj reads x).
+struct AttentionWeightCounts {
   int64_t q_a = 0;       // q_a_proj [d_cq, d]; 0 without q_lora_rank
   int64_t q_b = 0;       // q_b_proj (or q_proj) [H·(d_n+d_r), d_in]
   int64_t q_b_rope = 0;  // q_b's q_r rows, H·d_r·d_in (materialized still runs them)
@@ -64,7 +65,7 @@ struct AttentionParams {
   // models): W_UK^T and W_UV (naive: kv_b_proj itself), or W_Q_UK and W_UV_O.
   int64_t KvbDerived(MlaMode mode) const;
 };
-AttentionParams ComputeAttentionParams(const ModelConfig& config);
+AttentionWeightCounts CountAttentionWeights(const ModelConfig& config);
 
 // ---- Weight bytes and values by component (calc) ----
 
@@ -229,11 +230,12 @@ double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens
 
 // One decode step of `batch` sequences that each hold `context` cached tokens
 // (the new token attends to context + 1 rows), per token. Weights read per step:
-// every layer's attention projections in `mode` (AttentionParams::Decode), the norms,
-// dense MLPs, per MoE layer the experts the batch touches (ExpectedExpertsTouched),
-// the shared experts and the router, the final norm, lm_head, and one embedding row
-// per token. FLOPs per token: 2 per weight value a token multiplies (its own k
-// experts), plus DecodeFlopsPerCachedRow over context + 1 rows.
+// every layer's attention projections in `mode` (AttentionWeightCounts::Decode),
+// the norms, dense MLPs, per MoE layer the experts the batch touches
+// (ExpectedExpertsTouched), the shared experts and the router, the final norm,
+// lm_head, and one embedding row per token. FLOPs per token: 2 per weight value a
+// token multiplies (its own k experts), plus DecodeFlopsPerCachedRow over context + 1
+// rows.
 TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
                                const WeightValueBytes& wb, int64_t kv_value_bytes);
 

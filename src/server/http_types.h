@@ -38,8 +38,8 @@ struct DeferredStep {
 
 // A reply that waits on something else (the engine). The HTTP session calls Start once,
 // then Poll on its own strand whenever `wake` was called (from any thread) and every
-// kPollInterval, until a step carries `reply` or `end_stream`. Cancel: the client went
-// away or stopped reading; no Poll follows.
+// HttpServerOptions::poll_interval, until a step carries `reply` or `end_stream`.
+// Cancel: the client went away or stopped reading; no Poll follows.
 class DeferredReply {
  public:
   virtual ~DeferredReply() = default;

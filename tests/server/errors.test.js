@@ -1,5 +1,7 @@
-// Every bad input of the point 8: the status, OpenAI's error object with the
-// field named, and the next good request still succeeding; nothing leaks KV blocks.
+// Bad HTTP input (malformed JSON, bad UTF-8, wrong Content-Type, oversized bodies,
+// unknown models, paths and methods, bad API keys, non-HTTP bytes): for each the
+// status, OpenAI's error object with the field named, and the next good request still
+// succeeding; nothing leaks KV blocks.
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
