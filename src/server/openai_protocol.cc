@@ -66,7 +66,7 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
   int64_t n = 1;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "n", n));
   // Clamped into int's range; CheckRequest refuses n below 1 or above --max-num-seqs.
-  r.n = static_cast<int>(std::clamp<int64_t>(n, 0, INT32_MAX));
+  r.n = static_cast<int>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX));
   std::optional<int64_t> best_of;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "best_of", best_of));
   if (best_of && *best_of != n) {
@@ -240,6 +240,11 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
 
   std::vector<std::vector<int32_t>> prompts;
   LATTE_RETURN_IF_API_ERROR(ReadPrompts(body, model, add_special_tokens, prompts, out.prompt_texts));
+  // n and the sampling fields are every prompt's: checked with the first prompt before
+  // the bound below, so that a bad n is named as n.
+  GenerationRequest first = base;
+  first.prompt = prompts.front();
+  LATTE_RETURN_IF_API_ERROR(CheckEngineRequest(first, model));
   // Each choice of each prompt is a sequence in the engine: bound what one body can ask
   // for (a list of a million one-token prompts fits in the body limit).
   if (static_cast<int64_t>(prompts.size()) * base.n > kMaxSequencesPerRequest) {
