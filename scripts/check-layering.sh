@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when an #include in src/ points up the layering (docs/architecture.md):
-#   base -> kernels -> model -> engine -> server, bench -> cli, with text (base only)
+#   base -> kernels, dist -> model -> engine -> server, bench -> cli, with text (base only)
 #   beside them and engine above text; client (an HTTP/OpenAI client) on base and
 #   text only; synth (random checkpoints) on model and text.
 # A layer may include itself and the layers it names below.
@@ -10,13 +10,14 @@ declare -A allowed=(
   [base]="base"
   [text]="base text"
   [kernels]="base kernels"
-  [model]="base kernels model"
-  [engine]="base kernels model text engine"
-  [server]="base kernels model text engine server"
-  [bench]="base kernels model text engine bench"
+  [dist]="base dist"
+  [model]="base kernels dist model"
+  [engine]="base kernels dist model text engine"
+  [server]="base kernels dist model text engine server"
+  [bench]="base kernels dist model text engine bench"
   [client]="base text client"
-  [synth]="base kernels model text synth"
-  [cli]="base kernels model text engine server bench client synth cli"
+  [synth]="base kernels dist model text synth"
+  [cli]="base kernels dist model text engine server bench client synth cli"
 )
 status=0
 for dir in src/*/; do

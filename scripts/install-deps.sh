@@ -6,7 +6,8 @@ packages=(cmake g++ make pkg-config libdnnl-dev nlohmann-json3-dev libcli11-dev 
           libbenchmark-dev libomp-dev libpcre2-dev
           libboost-dev curl  # Boost.Beast/Asio (header-only) for latte serve; curl for the quickstart
           ocl-icd-opencl-dev  # Debian's dnnl-config.cmake finds OpenCL; libdnnl-dev only recommends it
-          clang-format)  # scripts/check-format.sh, which test.sh runs before the build
+          clang-format  # scripts/check-format.sh, which test.sh runs before the build
+          openmpi-bin libopenmpi-dev)  # mpirun -np N latte ... --tp N (src/dist)
 # Node.js runs the reference tokenizer and template engine in tests (tests/npm/);
 # the machines ship one, Debian's packages are the fallback.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -1,5 +1,8 @@
 #include "bench/model_benchmark.h"
 
+#include "dist/runtime.h"
+#include "model/tensor_parallel.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -128,10 +131,19 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
     LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(o.model_dir + "/config.json"));
     LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(o, config));
   }
-  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, o.load));
+  // Under tensor parallelism every rank runs the same tests on its shard (the same
+  // random tokens), in lockstep through the collectives; rank 0 reports.
+  Comm& world = WorldComm();
+  const bool split = o.load.parallel.world_size() > 1;
+  Comm* tp = split ? &world : nullptr;
+  LoadOptions load = o.load;
+  if (split) load.shard = ShardOf(load.parallel, world.rank());
+  load.progress = load.progress && world.rank() == 0;
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
   const ModelConfig& c = weights->config();
   const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
-  DeepSeekModel model(*weights);
+  DeepSeekModel model(*weights, MlaSettings{}, tp);
+  if (world.rank() != 0) report = nullptr;
   // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCaches).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
 
@@ -147,7 +159,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       if (run > 0) r.tok_s.push_back(tok_s);
     }
     Summarize(r);
-    report(r, c, user);
+    if (report) report(r, c, user);
   }
   for (const int64_t depth : o.depths) {
     for (const int64_t gen : o.gens) {
@@ -163,14 +175,14 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       // Deep fills prefill through the latent path (naive mode has none: it decompresses).
       MlaSettings fill_settings;
       fill_settings.decompress_prefill = depth == 0 || o.load.mode == MlaMode::kNaive;
-      DeepSeekModel filler(*weights, fill_settings);
+      DeepSeekModel filler(*weights, fill_settings, tp);
       LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, gen, o.batch, 1));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
         LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, gen));
         if (run > 0) r.tok_s.push_back(tok_s);
       }
       Summarize(r);
-      report(r, c, user);
+      if (report) report(r, c, user);
     }
   }
   return Status::Ok();

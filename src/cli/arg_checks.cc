@@ -140,7 +140,9 @@ Status AsFlagError(const Status& status) {
   const std::string& m = status.message();
   // "top_p must be ..." reads "--top-p must be ..."; a message that does not start
   // with its field gets the flag in front.
-  std::string message = m.rfind(field + " ", 0) == 0 ? flag + m.substr(field.size()) : flag + ": " + m;
+  std::string message = m.rfind(field + " ", 0) == 0  ? flag + m.substr(field.size())
+                        : m.rfind(flag + " ", 0) == 0 ? m
+                                                      : flag + ": " + m;
   return Status(status.code(), std::move(message), field);
 }
 

@@ -80,6 +80,10 @@ Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {
   auto built = BuildServingStack(args.engine, /*log=*/!args.json, std::move(preview.tokenizer));
   if (!built.ok()) return AsFlagError(built.status());
   std::unique_ptr<ServingStack> stack = std::move(built).value();
+  if (!stack->engine->leads()) {  // the other ranks run rank 0's requests in lockstep
+    stack->engine->WaitForLeaderToStop();
+    return Status::Ok();
+  }
   const int64_t vocab = stack->model->config().vocab_size;
   LATTE_ASSIGN_OR_RETURN(EngineBenchResult r, RunEngineBenchmark(*stack->engine, vocab, args.bench));
   const EngineOptions& e = stack->engine->options();

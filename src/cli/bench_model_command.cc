@@ -18,6 +18,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "dist/runtime.h"
 #include "engine/serving_stack.h"
 #include "model/config.h"
 #include "model/cost_model.h"
@@ -159,7 +160,8 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
 // The table's heading: the model and how its weights are held, the probe, the columns.
 void PrintModelHeader(const ModelBenchOptions& options, const ModelPrintContext& ctx) {
   const LoadOptions& load = options.load;
-  std::printf("model %s, %d threads, weights %s%s%s\n", options.model_dir.c_str(), ctx.threads,
+  std::printf("model %s, %s%d threads, weights %s%s%s\n", options.model_dir.c_str(),
+              load.parallel.world_size() > 1 ? (LayoutName(load.parallel) + " ranks × ").c_str() : "", ctx.threads,
               load.residency == FileResidency::kHugePageCopy ? "on 2 MiB pages" : "mmapped",
               load.fp8 == Fp8Weights::kKeep ? "" : ", fp8 dequantized to bf16",
               load.quantize == WeightQuantization::kFp8 ? ", quantized to fp8 at load" : "");
@@ -181,14 +183,22 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   LATTE_RETURN_IF_ERROR(
       RefuseUnless(cmd, preview.config.quantization.has_value(), {"--fp8"}, "on a checkpoint without fp8 weights"));
   LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(options, preview.config));
-  SetThreadsForModel(args.threads, HeldWeightBytes(preview.config, load.mode));
+  const Status layout = CheckLayout(load.parallel, LauncherWorldSize(), MpiBuiltIn());
+  if (!layout.ok()) return AsFlagError(layout);
+  SetThreadsForModel(args.threads, HeldWeightBytes(preview.config, load.mode) / load.parallel.world_size());
   ModelPrintContext ctx;
   ctx.json = args.json;
   ctx.threads = omp_get_max_threads();
   ctx.mla_mode = std::string(MlaModeName(load.mode));
-  ctx.probe = SampleMachinePeaks();
-  ctx.roof = RoofOf(ctx.probe);
-  if (!args.json) PrintModelHeader(options, ctx);
+  // Rank 0 probes the machine alone: the others wait asleep, not spinning in MPI.
+  Comm& world = WorldComm();
+  if (world.rank() == 0) {
+    ctx.probe = SampleMachinePeaks();
+    ctx.roof = RoofOf(ctx.probe);
+    if (!args.json) PrintModelHeader(options, ctx);
+  }
+  std::vector<uint8_t> none;
+  world.Broadcast(none, 0, /*idle_wait=*/true);
   return RunModelBenchmark(options, &PrintModelResult, &ctx);
 }
 

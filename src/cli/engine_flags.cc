@@ -40,6 +40,15 @@ void AddLoadFlags(CLI::App& cmd, LoadOptions& load) {
   cmd.add_flag_callback(
       "--huge-pages", [&load] { load.residency = FileResidency::kHugePageCopy; },
       "Read the weights into memory on 2 MiB pages instead of serving them from an mmap of the checkpoint");
+  cmd.add_option("--tp", load.parallel.tp,
+                 "Tensor-parallel ranks (under mpirun -np N): heads, MLP and expert widths and lm_head split "
+                 "N ways, partial outputs summed across ranks")
+      ->capture_default_str();
+  cmd.add_option("--dp", load.parallel.dp, "Data-parallel attention replicas (not built yet: 1)")
+      ->capture_default_str();
+  cmd.add_option("--ep", load.parallel.ep,
+                 "Expert-parallel ranks: 1 (routed experts split by width) or --tp (each rank holds whole experts)")
+      ->capture_default_str();
 }
 
 void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {

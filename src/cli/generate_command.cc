@@ -130,6 +130,11 @@ Status RunGenerate(const GenerateArgs& args, const CLI::App& cmd) {
   auto built = BuildServingStack(args.engine, /*log=*/true, std::move(preview.tokenizer));
   if (!built.ok()) return AsFlagError(built.status());
   std::unique_ptr<ServingStack> stack = std::move(built).value();
+  // Under tensor parallelism the other ranks run the leader's request in lockstep.
+  if (!stack->engine->leads()) {
+    stack->engine->WaitForLeaderToStop();
+    return Status::Ok();
+  }
   if (text) {
     request.sampling = args.sampling;
     request.stop = args.stop;

@@ -9,6 +9,7 @@
 
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
+#include "dist/runtime.h"
 
 #ifndef LATTE_VERSION
 #define LATTE_VERSION "unknown"
@@ -91,11 +92,9 @@ int Run(int argc, char** argv) {
   return latte::cli::ExitCode();
 }
 
-}  // namespace
-
 // Run() catches what a command throws; this catches what building the app or the
 // error message itself might.
-int main(int argc, char** argv) {
+int RunCatching(int argc, char** argv) {
   try {
     return Run(argc, argv);
   } catch (const std::exception& e) {
@@ -104,4 +103,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "latte: error: an unknown exception\n");
   }
   return 1;
+}
+
+}  // namespace
+
+// Under mpirun every process joins the job first (MPI is initialised before any thread
+// starts). A rank that fails ends the whole job: the others may be waiting for it
+// inside a collective, and would wait forever.
+int main(int argc, char** argv) {
+  if (const latte::Status s = latte::InitDistributed(&argc, &argv); !s.ok()) {
+    std::fprintf(stderr, "latte: error: %s\n", s.message().c_str());
+    return 1;
+  }
+  const int code = RunCatching(argc, argv);
+  if (code != 0 && latte::WorldComm().size() > 1) {
+    latte::WorldComm().Abort("exited with status " + std::to_string(code) + ": ending every rank of the job");
+  }
+  latte::FinalizeDistributed();
+  return code;
 }

@@ -1,5 +1,6 @@
 // latte serve: the OpenAI-compatible HTTP server (src/server/) over the serving engine.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -48,6 +49,14 @@ Status RunServe(const ServeArgs& args) {
   auto built = BuildServingStack(args.engine, /*log=*/true);
   if (!built.ok()) return AsFlagError(built.status());
   std::unique_ptr<ServingStack> stack = std::move(built).value();
+  if (!stack->engine->leads()) {
+    // Rank 0 serves HTTP; the others run its steps. mpirun turns SIGINT into SIGTERM for
+    // every rank: rank 0 shuts the group down, and the others end when it tells them.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    stack->engine->WaitForLeaderToStop();
+    return Status::Ok();
+  }
   std::optional<ChatTemplate> chat_template;
   const std::string config = args.engine.model + "/tokenizer_config.json";
   if (stack->tokenizer && std::filesystem::exists(config)) {

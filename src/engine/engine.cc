@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
+
+#include "base/check.h"
+#include "engine/step_control.h"
 
 namespace latte {
 
@@ -41,8 +45,9 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 }  // namespace
 
-Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options)
+Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group)
     : model_(model),
+      group_(group != nullptr && group->size() > 1 ? group : nullptr),
       tokenizer_(tokenizer),
       options_(options),
       eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
@@ -76,8 +81,18 @@ void Engine::Start() {
   const int threads = omp_get_max_threads();
   thread_ = std::thread([this, threads] {
     omp_set_num_threads(threads);
-    Loop();
+    if (leads()) {
+      Loop();
+    } else {
+      FollowLoop();
+    }
   });
+}
+
+void Engine::WaitForLeaderToStop() {
+  LATTE_CHECK(!leads(), "Engine::WaitForLeaderToStop on the leader");
+  if (thread_.joinable()) thread_.join();
+  Stop("the leading rank stopped");
 }
 
 void Engine::Stop(const std::string& reason) {
@@ -90,6 +105,18 @@ void Engine::Stop(const std::string& reason) {
   work_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   // The loop has ended (or never ran): this thread owns the engine state now.
+  if (!leads()) {
+    // A follower's requests end with the leader's; its inbox is empty.
+    requests_.clear();
+    PublishStats();
+    return;
+  }
+  // Followers are waiting for the next step's message: it is the shutdown. What is
+  // still in the inbox never reached them and ends here.
+  if (group_ && !shutdown_sent_) {
+    SendControl({}, {}, /*shutdown=*/true);
+    shutdown_sent_ = true;
+  }
   TakeInbox();
   std::vector<int64_t> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
@@ -105,11 +132,28 @@ RequestLimits Engine::limits() const {
 }
 
 Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request) {
+  LATTE_CHECK(leads(), "Engine::Submit on a follower rank");
   LATTE_RETURN_IF_ERROR(CheckRequest(request, limits()));
+  // Every rank of a group samples the request with the same seed.
+  if (group_ && !request.sampling.seed)
+    request.sampling.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  LATTE_ASSIGN_OR_RETURN(std::unique_ptr<RequestState> r, NewRequestState(next_id_++, std::move(request)));
+  std::shared_ptr<RequestStream> stream = r->stream;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::Unavailable("the engine is shutting down");
+    inbox_.push_back(std::move(r));
+  }
+  work_cv_.notify_all();
+  return stream;
+}
+
+Result<std::unique_ptr<RequestState>> Engine::NewRequestState(int64_t id, GenerationRequest request) {
   const int64_t P = static_cast<int64_t>(request.prompt.size());
   auto r = std::make_unique<RequestState>();
-  r->id = next_id_++;
+  r->id = id;
   r->stream = std::make_shared<RequestStream>(r->id, request.n);
+  if (!leads()) r->stream->DiscardOutputs();
   std::vector<int32_t> stop_ids = request.stop_token_ids;
   if (!request.ignore_eos) stop_ids.push_back(eos_id_);
   for (int i = 0; i < request.n; ++i) {
@@ -133,14 +177,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   }
   r->open = request.n;
   r->params = std::move(request);
-  std::shared_ptr<RequestStream> stream = r->stream;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return Status::Unavailable("the engine is shutting down");
-    inbox_.push_back(std::move(r));
-  }
-  work_cv_.notify_all();
-  return stream;
+  return r;
 }
 
 void Engine::Abort(int64_t request_id) {
@@ -169,13 +206,48 @@ void Engine::Loop() {
   }
 }
 
+void Engine::FollowLoop() {
+  while (!shutdown_received_) Step();
+}
+
+void Engine::SendControl(const std::vector<std::unique_ptr<RequestState>>& inbox, const std::vector<int64_t>& aborts,
+                         bool shutdown) {
+  StepControl control;
+  control.shutdown = shutdown;
+  for (const auto& r : inbox) control.requests.emplace_back(r->id, r->params);
+  control.aborts = aborts;
+  std::vector<uint8_t> bytes = EncodeStepControl(control);
+  group_->Broadcast(bytes, 0);
+}
+
+void Engine::ReceiveControl(std::vector<std::unique_ptr<RequestState>>& inbox, std::vector<int64_t>& aborts) {
+  std::vector<uint8_t> bytes;
+  // An idle server's followers wait here as long as no request comes: asleep.
+  group_->Broadcast(bytes, 0, /*idle_wait=*/true);
+  Result<StepControl> control = DecodeStepControl(bytes);
+  if (!control.ok()) group_->Abort("the leading rank's step message: " + control.status().message());
+  shutdown_received_ = control->shutdown;
+  for (auto& [id, request] : control->requests) {
+    Result<std::unique_ptr<RequestState>> r = NewRequestState(id, std::move(request));
+    // The leader accepted it with the same limits: a refusal here is a divergence.
+    if (!r.ok()) group_->Abort("request " + std::to_string(id) + " from the leading rank: " + r.status().message());
+    inbox.push_back(std::move(*r));
+  }
+  aborts = std::move(control->aborts);
+}
+
 void Engine::TakeInbox() {
   std::vector<std::unique_ptr<RequestState>> inbox;
   std::vector<int64_t> aborts;
-  {
-    std::lock_guard lock(mu_);
-    inbox.swap(inbox_);
-    aborts.swap(aborts_);
+  if (!leads()) {
+    ReceiveControl(inbox, aborts);
+  } else {
+    {
+      std::lock_guard lock(mu_);
+      inbox.swap(inbox_);
+      aborts.swap(aborts_);
+    }
+    if (group_ && !shutdown_sent_) SendControl(inbox, aborts, /*shutdown=*/false);
   }
   for (auto& r : inbox) {
     RequestState& state = *r;
@@ -289,6 +361,7 @@ void Engine::ProcessSampled(RequestChoice& c, const std::optional<SampledToken>&
 bool Engine::Step() {
   const Clock::time_point step_start = Clock::now();
   TakeInbox();
+  if (shutdown_received_) return false;
   const std::vector<ScheduledChunk>& chunks = scheduler_.Schedule();
   if (chunks.empty()) {
     PublishStats();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/comm.h"
 #include "engine/block_pool.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
@@ -70,7 +71,11 @@ class Engine {
  public:
   // `model` and `tokenizer` must outlive the engine; tokenizer may be null (then no
   // text, no stop strings, and EOS from config.json).
-  Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options);
+  // `group`: the tensor-parallel ranks `model` is split over (the model's own). Rank 0
+  // leads: clients submit to it, and each of its steps starts by broadcasting the new
+  // requests and aborts (engine/step_control.h); every other rank runs the same
+  // scheduler over the same requests in lockstep and drops its outputs. Null: one process.
+  Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -78,7 +83,11 @@ class Engine {
   // Runs the step loop on a thread of its own until Stop().
   void Start();
   // Finishes every request with FinishReason::kAbort (error `reason`) and joins the thread.
+  // The leader tells the followers to stop too.
   void Stop(const std::string& reason = "the engine stopped");
+  // A follower: waits until the leader stops the group.
+  void WaitForLeaderToStop();
+  bool leads() const { return group_ == nullptr || group_->rank() == 0; }
 
   // Validates the request (CheckRequest against limits(): one that can never fit,
   // prompt + max_tokens over the pool or the context length, is kOutOfRange) and
@@ -101,6 +110,14 @@ class Engine {
 
  private:
   void Loop();
+  void FollowLoop();
+  // The leader's side of the step broadcast (new requests and aborts, or the shutdown),
+  // and the followers' (requests decoded into their own states).
+  void SendControl(const std::vector<std::unique_ptr<RequestState>>& inbox, const std::vector<int64_t>& aborts,
+                   bool shutdown);
+  void ReceiveControl(std::vector<std::unique_ptr<RequestState>>& inbox, std::vector<int64_t>& aborts);
+  // The engine-thread state of a request accepted with id `id`.
+  Result<std::unique_ptr<RequestState>> NewRequestState(int64_t id, GenerationRequest request);
   // Step's phases: take the inbox, schedule, then
   //   BuildBatch → RunForward → LocateLogitRows → SampleChunks → EmitOutputs.
   void TakeInbox();
@@ -128,7 +145,10 @@ class Engine {
   void PublishStats();
 
   DeepSeekModel& model_;
+  Comm* group_;
   const Tokenizer* tokenizer_;
+  bool shutdown_sent_ = false;      // leader: the followers were told to stop
+  bool shutdown_received_ = false;  // follower: the leader stopped
   EngineOptions options_;
   int32_t eos_id_;
   KvCache cache_;

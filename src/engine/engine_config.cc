@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include "dist/runtime.h"
+
 namespace latte {
 
 Status EngineConfig::Validate() const {
@@ -12,6 +14,7 @@ Status EngineConfig::Validate() const {
         "threads");
   }
   LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
+  LATTE_RETURN_IF_ERROR(CheckLayout(load.parallel, LauncherWorldSize(), MpiBuiltIn()));
   LATTE_RETURN_IF_ERROR(memory.Validate());
   return scheduler.Validate();
 }

@@ -114,7 +114,7 @@ void RequestStream::Push(GenerationOutput output) {
   {
     std::lock_guard lock(mu_);
     if (output.finish) --open_choices_;
-    outputs_.push_back(std::move(output));
+    if (!discard_) outputs_.push_back(std::move(output));
     notify = notify_;
   }
   cv_.notify_all();

@@ -92,6 +92,9 @@ class RequestStream {
 
   // Engine side.
   void Push(GenerationOutput output);
+  // Outputs are dropped as they are pushed: a tensor-parallel follower's copy of a
+  // request, which no client reads (the leader's copy streams the same outputs).
+  void DiscardOutputs() { discard_ = true; }
 
  private:
   const int64_t id_;
@@ -99,6 +102,7 @@ class RequestStream {
   std::condition_variable cv_;
   std::deque<GenerationOutput> outputs_;
   int open_choices_;
+  bool discard_ = false;
   std::function<void()> notify_;
 };
 

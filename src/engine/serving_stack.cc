@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "dist/runtime.h"
+#include "model/tensor_parallel.h"
+
 namespace latte {
 namespace {
 
@@ -23,6 +26,24 @@ EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& pla
   options.prefix_caching = config.prefix_caching;
   options.kv_cache_dtype = config.memory.kv_cache_dtype;
   return options;
+}
+
+// Each rank's plan, prefixed with its rank when there are several.
+void LogMemoryPlan(const MemoryPlan& plan, const ModelWeights& weights, const ParallelLayout& layout) {
+  std::string text = DescribeMemoryPlan(plan, weights);
+  const std::string prefix = RankPrefix();
+  if (!prefix.empty()) {
+    std::string prefixed = prefix + LayoutName(layout) + ", rank's shard:\n";
+    size_t start = 0;
+    while (start < text.size()) {
+      const size_t end = text.find('\n', start);
+      prefixed += prefix + text.substr(start, end == std::string::npos ? std::string::npos : end + 1 - start);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    text = prefixed;
+  }
+  std::fputs(text.c_str(), stderr);
 }
 
 }  // namespace
@@ -47,18 +68,23 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
 
   auto stack = std::make_unique<ServingStack>();
   LoadOptions load = config.load;
-  load.progress = log;
+  // Under tensor parallelism each rank loads its shard; the leader (rank 0) logs the
+  // load, every rank its memory plan.
+  Comm& world = WorldComm();
+  const bool split = load.parallel.world_size() > 1;
+  if (split) load.shard = ShardOf(load.parallel, world.rank());
+  load.progress = log && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
   SetThreadsForModel(config.threads, stack->weights->memory().Total());
-  stack->model = std::make_unique<DeepSeekModel>(*stack->weights);
+  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, split ? &world : nullptr);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));
   }
   LATTE_ASSIGN_OR_RETURN(stack->plan, PlanMemory(*stack->weights, config.memory, config.scheduler, available));
-  if (log) std::fputs(DescribeMemoryPlan(stack->plan, *stack->weights).c_str(), stderr);
-  stack->engine =
-      std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan));
+  if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
+  stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
+                                           split ? &world : nullptr);
   stack->engine->Start();
   return stack;
 }

@@ -5,13 +5,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/check.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 
 namespace latte {
 
-DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings)
-    : w_(weights), mla_(weights.config(), weights.mode(), settings) {}
+DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings, Comm* tp)
+    : w_(weights), tp_(tp), mla_(weights.shard_config(), weights.mode(), settings) {
+  LATTE_CHECK((tp == nullptr ? 1 : tp->size()) == weights.shard().size, "DeepSeekModel: weights split ",
+              weights.shard().size, " ways over ", tp == nullptr ? 1 : tp->size(), " ranks");
+}
 
 SequenceCaches DeepSeekModel::NewCaches(int64_t sequences, int64_t capacity, KvCacheDtype dtype,
                                         int64_t block_size) const {
@@ -33,7 +37,7 @@ template <typename T> int64_t CapacityBytes(const std::vector<T>& v) {
 }  // namespace
 
 int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows, int64_t threads,
-                                    const MlaSettings& settings) {
+                                    const MlaSettings& settings, int tp_ranks) {
   const int64_t T = max_tokens, d = c.hidden_size, H = c.num_attention_heads;
   const int64_t d_in = c.q_lora_rank ? *c.q_lora_rank : d, d_c = c.kv_lora_rank, d_l = c.LatentDim();
   const int64_t qk = c.QkHeadDim(), d_v = c.v_head_dim, d_n = c.qk_nope_head_dim;
@@ -41,6 +45,7 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
   // Grow() may reserve half again over the size asked for.
   const auto grown = [](int64_t floats) { return floats + floats / 2; };
   int64_t floats = 3 * T * d + max_logit_rows * (d + c.vocab_size);  // hidden, normed, delta; final rows, logits
+  if (tp_ranks > 1) floats += 2 * max_logit_rows * c.vocab_size;     // local and gathered logits
   // MLA: c_q, kv, rows_in, q, q_lat, query, o_lat, o, rows_out; the decompress blocks; lse / o_part.
   floats += grown(T * d_in) + grown(T * d_l) + grown(T * d_in) + grown(T * H * qk) + grown(T * H * d_c) +
             grown(T * H * d_l) + grown(T * H * d_c) + grown(T * H * d_v) + grown(T * d);
@@ -61,7 +66,7 @@ int64_t DeepSeekModel::ScratchBytesInUse() const {
   const MlaScratch& m = mla_scratch_;
   const FfnScratch& f = ffn_scratch_;
   int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(normed_) + CapacityBytes(delta_) + CapacityBytes(final_rows_) +
-                  CapacityBytes(logit_rows_);
+                  CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) + CapacityBytes(gathered_logits_);
   for (const std::vector<float>* v :
        {&m.c_q,      &m.kv,         &m.rows_in, &m.q,        &m.q_lat,  &m.query,        &m.o_lat,  &m.o,
         &m.rows_out, &m.cache_rows, &m.kv_dec,  &m.k,        &m.v,      &m.lse,          &m.o_part, &m.lse_part,
@@ -139,6 +144,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     const LayerWeights& lw = w_.layers()[layer];
     RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
     mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
+    SumPartials(T * d);
     AddToResidual(T * d, layer, NonFiniteSite::kAttention);
 
     RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
@@ -147,6 +153,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     } else {
       MlpForward(lw.mlp, normed_.data(), T, delta_.data(), ffn_scratch_);
     }
+    SumPartials(T * d);
     AddToResidual(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
   }
 
@@ -167,9 +174,38 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
   for (int64_t i = 0; i < n; ++i) {
     RmsNorm(hidden_.data() + rows[i] * d, w_.final_norm().data(), 1, d, eps, final_rows_.data() + i * d);
   }
-  logits.resize(n * c.vocab_size);
-  if (n > 0) Matmul(final_rows_.data(), n, w_.lm_head(), logits.data());
+  LmHead(n, logits);
   return Status::Ok();
+}
+
+void DeepSeekModel::SumPartials(int64_t count) {
+  if (tp_ != nullptr && tp_->size() > 1) tp_->AllReduceSum(delta_.data(), count);
+}
+
+void DeepSeekModel::LmHead(int64_t n, std::vector<float>& logits) {
+  const int64_t V = config().vocab_size;
+  logits.resize(n * V);
+  if (tp_ == nullptr || tp_->size() == 1) {
+    if (n > 0) Matmul(final_rows_.data(), n, w_.lm_head(), logits.data());
+    return;
+  }
+  if (n == 0) return;
+  // local: [n, V_r] for this rank's rows of the vocabulary; gathered: rank by rank.
+  const std::vector<IndexRange>& ranges = w_.vocab_ranges();
+  const int64_t local = w_.lm_head().rows;
+  local_logits_.resize(std::max<int64_t>(1, n * local));
+  if (local > 0) Matmul(final_rows_.data(), n, w_.lm_head(), local_logits_.data());
+  std::vector<int64_t> counts;
+  for (const IndexRange& r : ranges) counts.push_back(n * r.count);
+  gathered_logits_.resize(n * V);
+  tp_->AllGatherV(local_logits_.data(), counts, gathered_logits_.data());
+  const float* block = gathered_logits_.data();
+  for (const IndexRange& r : ranges) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(logits.data() + i * V + r.first, block + i * r.count, r.count * sizeof(float));
+    }
+    block += n * r.count;
+  }
 }
 
 }  // namespace latte

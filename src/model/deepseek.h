@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/comm.h"
 #include "model/kv_cache.h"
 #include "model/mla.h"
 #include "model/mlp.h"
@@ -32,7 +33,11 @@ struct NonFiniteSite {
 class DeepSeekModel {
  public:
   // Attention runs in the mode the weights were prepared for (weights.mode()).
-  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {});
+  // `tp`: the ranks that hold the other shards of tensor-parallel weights
+  // (weights.shard()); each Forward then sums the partial attention and FFN outputs over
+  // them and gathers the logits, so every rank returns the same logits. Every rank of
+  // `tp` must call Forward with the same tokens and spans. Null in one process.
+  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {}, Comm* tp = nullptr);
 
   // A cache of its own for each of `sequences` sequences of up to `capacity` tokens
   // (tests, benchmarks and tools that run fixed sequences; the engine manages a shared
@@ -52,8 +57,9 @@ class DeepSeekModel {
   // tokens with logits for up to `max_logit_rows` rows grows (every mode and path:
   // this model's scratch, the MLA and FFN scratch, and a per-thread allowance for the
   // kernels' own buffers), so a memory budget can set them aside up front.
+  // `tp_ranks` > 1: the logits gather's two buffers too.
   static int64_t ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows, int64_t threads,
-                              const MlaSettings& settings = {});
+                              const MlaSettings& settings = {}, int tp_ranks = 1);
   // The bytes the buffers this model grew so far hold (capacities), for checking
   // ScratchBytes.
   int64_t ScratchBytesInUse() const;
@@ -67,15 +73,21 @@ class DeepSeekModel {
 
  private:
   const ModelWeights& w_;
+  Comm* tp_;
   MlaLayer mla_;
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;
   std::vector<float> hidden_, normed_, delta_, final_rows_;
+  std::vector<float> local_logits_, gathered_logits_;  // tensor parallel: [n, local vocab], every rank's
   std::vector<int64_t> logit_rows_;
   std::optional<NonFiniteSite> first_non_finite_;
 
   // hidden_ += delta_ over `count` values, noting the first non-finite sublayer output.
   void AddToResidual(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer);
+  // delta_ summed over the tensor-parallel ranks (their partial outputs of one sublayer).
+  void SumPartials(int64_t count);
+  // logits: [n, vocab] = lm_head · final_rows_, each rank's vocabulary rows gathered.
+  void LmHead(int64_t n, std::vector<float>& logits);
 };
 
 }  // namespace latte

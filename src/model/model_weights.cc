@@ -48,6 +48,16 @@ float ElementToF32(DType dtype, const uint8_t* p, size_t i) {
   return 0;
 }
 
+// Which part of a matrix a rank holds: all of it, a range of its rows (output
+// features), or a range of its columns (input features).
+struct Slice {
+  enum Axis { kWhole, kRows, kCols };
+  Axis axis = kWhole;
+  IndexRange range;
+  static Slice Rows(IndexRange r) { return {kRows, r}; }
+  static Slice Cols(IndexRange r) { return {kCols, r}; }
+};
+
 }  // namespace
 
 // Walks the expected tensor list, checks each against the checkpoint, converts it
@@ -86,6 +96,8 @@ class WeightLoader {
     const ModelConfig& c = m_.config_;
     m_.compute_dtype_ = ChooseComputeDType();
     total_bytes_ = m_.checkpoint_->TotalBytes();
+    ranges_ = RangesOf(c, options_.shard, VocabAlign());
+    m_.vocab_ranges_ = VocabRanges(c, options_.shard.size, VocabAlign());
 
     LATTE_ASSIGN_OR_RETURN(m_.embed_tokens_,
                            Matrix("model.embed_tokens.weight", &m_.memory_.embeddings, Fp8Role::kNever));
@@ -94,7 +106,12 @@ class WeightLoader {
       LATTE_RETURN_IF_ERROR(LoadLayer(layer, m_.layers_[layer]));
     }
     LATTE_ASSIGN_OR_RETURN(m_.final_norm_, Vector("model.norm.weight", &m_.memory_.embeddings));
-    if (c.tie_word_embeddings && QuantizesAtLoad(Fp8Role::kKept, "model.embed_tokens.weight")) {
+    const Slice vocab = Sharded() ? Slice::Rows(ranges_.vocab) : Slice{};
+    if (Sharded()) {
+      // This rank's rows of lm_head (tied: of embed_tokens), whatever its storage.
+      LATTE_ASSIGN_OR_RETURN(m_.lm_head_, Matrix(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                                                 &m_.memory_.embeddings, Fp8Role::kKept, vocab));
+    } else if (c.tie_word_embeddings && QuantizesAtLoad(Fp8Role::kKept, "model.embed_tokens.weight")) {
       // lm_head is embed_tokens: its fp8 copy sits beside the embedding, which stays as stored.
       const TensorInfo& t = *m_.checkpoint_->Find("model.embed_tokens.weight");
       m_.lm_head_ = QuantizeKept(t, /*release_source=*/false);
@@ -188,44 +205,107 @@ class WeightLoader {
     LATTE_ASSIGN_OR_RETURN(lw.post_attention_layernorm, Vector(p + "post_attention_layernorm.weight", &mem.attention));
     MlaWeights& a = lw.attn;
     const std::string s = p + "self_attn.";
+    const int64_t qk = c.QkHeadDim(), kv_b_rows = c.qk_nope_head_dim + c.v_head_dim;
     if (c.q_lora_rank) {
       LATTE_ASSIGN_OR_RETURN(a.q_a_proj, Matrix(s + "q_a_proj.weight", &mem.attention));
       LATTE_ASSIGN_OR_RETURN(a.q_a_layernorm, Vector(s + "q_a_layernorm.weight", &mem.attention));
-      LATTE_ASSIGN_OR_RETURN(a.q_b_proj, Matrix(s + "q_b_proj.weight", &mem.attention));
+      LATTE_ASSIGN_OR_RETURN(a.q_b_proj, Matrix(s + "q_b_proj.weight", &mem.attention, Fp8Role::kKept, HeadRows(qk)));
     } else {
-      LATTE_ASSIGN_OR_RETURN(a.q_b_proj, Matrix(s + "q_proj.weight", &mem.attention));
+      LATTE_ASSIGN_OR_RETURN(a.q_b_proj, Matrix(s + "q_proj.weight", &mem.attention, Fp8Role::kKept, HeadRows(qk)));
     }
     LATTE_ASSIGN_OR_RETURN(a.kv_a_proj_with_mqa, Matrix(s + "kv_a_proj_with_mqa.weight", &mem.attention));
     LATTE_ASSIGN_OR_RETURN(a.kv_a_layernorm, Vector(s + "kv_a_layernorm.weight", &mem.attention));
     // bf16 even from fp8: the per-head W_UKᵀ / W_UV batched products run on bf16.
-    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj, Matrix(s + "kv_b_proj.weight", &mem.attention, Fp8Role::kDequantized));
-    LATTE_ASSIGN_OR_RETURN(a.o_proj, Matrix(s + "o_proj.weight", &mem.attention));
-    PrepareMlaWeights(c, m_.mode_, m_.compute_dtype_, a, m_.owned_, m_.memory_);
+    LATTE_ASSIGN_OR_RETURN(a.kv_b_proj,
+                           Matrix(s + "kv_b_proj.weight", &mem.attention, Fp8Role::kDequantized, HeadRows(kv_b_rows)));
+    LATTE_ASSIGN_OR_RETURN(a.o_proj, Matrix(s + "o_proj.weight", &mem.attention, Fp8Role::kKept,
+                                            Sharded() ? Slice::Cols(Scaled(ranges_.heads, c.v_head_dim)) : Slice{}));
+    // The local heads' per-head matrices (shard_config: num_attention_heads = local heads).
+    PrepareMlaWeights(m_.shard_config_, m_.mode_, m_.compute_dtype_, a, m_.owned_, m_.memory_);
 
     const std::string mlp = p + "mlp.";
     lw.is_moe = c.IsMoeLayer(layer);
-    if (!lw.is_moe) return LoadMlp(mlp, lw.mlp, &mem.dense_mlp);
+    if (!lw.is_moe) return LoadMlp(mlp, lw.mlp, &mem.dense_mlp, ranges_.dense_width);
     MoeWeights& moe = lw.moe;
     LATTE_ASSIGN_OR_RETURN(moe.router, Vector(mlp + "gate.weight", &mem.experts));
     if (c.HasScoreCorrectionBias()) {
       LATTE_ASSIGN_OR_RETURN(moe.score_bias, Vector(mlp + "gate.e_score_correction_bias", &mem.experts));
     }
     moe.experts.resize(c.n_routed_experts);
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-      LATTE_RETURN_IF_ERROR(LoadMlp(mlp + "experts." + std::to_string(e) + ".", moe.experts[e], &mem.experts));
+    for (int64_t e = ranges_.experts.first; e < ranges_.experts.end(); ++e) {
+      LATTE_RETURN_IF_ERROR(
+          LoadMlp(mlp + "experts." + std::to_string(e) + ".", moe.experts[e], &mem.experts, ranges_.expert_width));
     }
     if (c.n_shared_experts > 0) {
       moe.shared.emplace();
-      LATTE_RETURN_IF_ERROR(LoadMlp(mlp + "shared_experts.", *moe.shared, &mem.experts));
+      LATTE_RETURN_IF_ERROR(LoadMlp(mlp + "shared_experts.", *moe.shared, &mem.experts, ranges_.shared_width));
     }
     return Status::Ok();
   }
 
-  Status LoadMlp(const std::string& prefix, MlpWeights& w, size_t* bucket) {
-    LATTE_ASSIGN_OR_RETURN(w.gate_proj, Matrix(prefix + "gate_proj.weight", bucket));
-    LATTE_ASSIGN_OR_RETURN(w.up_proj, Matrix(prefix + "up_proj.weight", bucket));
-    LATTE_ASSIGN_OR_RETURN(w.down_proj, Matrix(prefix + "down_proj.weight", bucket));
+  // An MLP's columns `width` of its hidden layer: gate/up rows, down_proj columns.
+  Status LoadMlp(const std::string& prefix, MlpWeights& w, size_t* bucket, IndexRange width) {
+    const bool split = Sharded() && width.count != 0;
+    const Slice rows = split ? Slice::Rows(width) : Slice{}, cols = split ? Slice::Cols(width) : Slice{};
+    LATTE_ASSIGN_OR_RETURN(w.gate_proj, Matrix(prefix + "gate_proj.weight", bucket, Fp8Role::kKept, rows));
+    LATTE_ASSIGN_OR_RETURN(w.up_proj, Matrix(prefix + "up_proj.weight", bucket, Fp8Role::kKept, rows));
+    LATTE_ASSIGN_OR_RETURN(w.down_proj, Matrix(prefix + "down_proj.weight", bucket, Fp8Role::kKept, cols));
     return Status::Ok();
+  }
+
+  bool Sharded() const { return options_.shard.sharded(); }
+  // The local heads' rows of a matrix with `per_head` rows per head.
+  Slice HeadRows(int64_t per_head) const { return Sharded() ? Slice::Rows(Scaled(ranges_.heads, per_head)) : Slice{}; }
+  static IndexRange Scaled(IndexRange r, int64_t by) { return {r.first * by, r.count * by}; }
+  // lm_head rows are split on fp8 block rows when lm_head is held in fp8.
+  int64_t VocabAlign() const {
+    if (options_.quantize == WeightQuantization::kFp8) return QuantizationBlock().block_rows;
+    const TensorInfo* head =
+        m_.checkpoint_->Find(m_.config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    if (head && head->dtype == DType::kF8E4M3 && m_.config_.quantization) return m_.config_.quantization->block_rows;
+    return 1;
+  }
+
+  // The slice of t as a tensor of its own, in t's dtype: its bytes copied out of the
+  // mapping into `buffer`, the mapping's pages of t given back. A sharded load copies
+  // every matrix (kWhole: all of it), so nothing of the rank's resident set is the
+  // file's.
+  TensorInfo CopySlice(const TensorInfo& t, const Slice& slice, AlignedBuffer& buffer) {
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    IndexRange r{0, rows}, c{0, cols};
+    if (slice.axis == Slice::kRows) r = slice.range;
+    if (slice.axis == Slice::kCols) c = slice.range;
+    const size_t esize = DTypeSize(t.dtype);
+    buffer = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(1, r.count * c.count)) * esize);
+    std::byte* out = buffer.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < r.count; ++i) {
+      std::memcpy(out + static_cast<size_t>(i * c.count) * esize,
+                  t.data + static_cast<size_t>((r.first + i) * cols + c.first) * esize,
+                  static_cast<size_t>(c.count) * esize);
+    }
+    ReleasePages(t.data, t.nbytes);
+    TensorInfo sliced = t;
+    sliced.shape = {r.count, c.count};
+    sliced.data = reinterpret_cast<const uint8_t*>(out);
+    sliced.nbytes = static_cast<size_t>(r.count * c.count) * esize;
+    return sliced;
+  }
+
+  // The block scales covering `slice` of an fp8 weight (its cuts lie on block edges).
+  static Slice ScaleSlice(const Slice& slice, const Fp8Quantization& q) {
+    const int64_t block = slice.axis == Slice::kRows ? q.block_rows : q.block_cols;
+    return {slice.axis, {slice.range.first / block, (slice.range.count + block - 1) / block}};
+  }
+
+  // Keeps the temporary buffers a view points into.
+  void KeepIfUsed(AlignedBuffer& buffer, const WeightView& view) {
+    const std::byte* begin = buffer.data();
+    const std::byte* end = begin + buffer.size();
+    const auto inside = [&](const void* p) {
+      return p != nullptr && static_cast<const std::byte*>(p) >= begin && static_cast<const std::byte*>(p) < end;
+    };
+    if (inside(view.data) || inside(view.scale)) m_.owned_.push_back(std::move(buffer));
   }
 
   // A 2-D weight in the compute dtype: the mapping itself when the stored dtype is
@@ -233,8 +313,28 @@ class WeightLoader {
   // Fp8Weights::kKeep (role kKept or kNever): an e4m3 view into the mapping with f32
   // scales. Under --quantize fp8, a weight not stored in fp8 is quantized first (role
   // kKept: an owned e4m3 copy; kDequantized: its bf16 dequantization).
-  Result<WeightView> Matrix(const std::string& name, size_t* bucket, Fp8Role role = Fp8Role::kKept) {
-    const TensorInfo& t = *m_.checkpoint_->Find(name);
+  Result<WeightView> Matrix(const std::string& name, size_t* bucket, Fp8Role role = Fp8Role::kKept,
+                            const Slice& slice = {}) {
+    const TensorInfo& full = *m_.checkpoint_->Find(name);
+    if (!Sharded()) return Hold(full, nullptr, bucket, role, name);
+    AlignedBuffer data, scales;
+    std::optional<TensorInfo> scale_slice;
+    if (full.dtype == DType::kF8E4M3) {
+      LATTE_ASSIGN_OR_RETURN(const TensorInfo* s, Fp8Scales(full));
+      scale_slice = CopySlice(*s, ScaleSlice(slice, *m_.config_.quantization), scales);
+      Done(*s);
+    }
+    const TensorInfo t = CopySlice(full, slice, data);
+    LATTE_ASSIGN_OR_RETURN(WeightView view, Hold(t, scale_slice ? &*scale_slice : nullptr, bucket, role, name));
+    KeepIfUsed(data, view);
+    KeepIfUsed(scales, view);
+    return view;
+  }
+
+  // t in the compute dtype (see Matrix); `scales`: t's block scales when t is a slice
+  // of an fp8 weight (else they are looked up by name).
+  Result<WeightView> Hold(const TensorInfo& t, const TensorInfo* scales, size_t* bucket, Fp8Role role,
+                          const std::string& name) {
     const int64_t rows = t.shape[0];
     const int64_t cols = t.shape[1];
     const DType out = m_.compute_dtype_;
@@ -248,14 +348,17 @@ class WeightLoader {
     } else if (t.dtype == out) {
       view.data = t.data;
     } else if (t.dtype == DType::kF8E4M3) {
-      LATTE_ASSIGN_OR_RETURN(const TensorInfo* s, Fp8Scales(t));
+      const TensorInfo* s = scales;
+      if (s == nullptr) {
+        LATTE_ASSIGN_OR_RETURN(s, Fp8Scales(t));
+        Done(*s);
+      }
       if (role != Fp8Role::kDequantized && options_.fp8 == Fp8Weights::kKeep) {
         view = Fp8View(t, *s, ScalesAsF32(*s));
         m_.fp8_kept_ = true;
       } else {
         view.data = DequantizeFp8(t, *s);
       }
-      Done(*s);
     } else {
       view.data = Convert(t);
     }
@@ -446,6 +549,7 @@ class WeightLoader {
   LoadOptions options_;
   std::string source_;
   std::map<std::string, TensorSpec> specs_;
+  ShardRanges ranges_;
   int64_t unexpected_ = 0;
   int64_t quantized_ = 0;  // matrices quantized to fp8 at load
   std::string first_unexpected_;
@@ -484,6 +588,13 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
   auto m = std::make_unique<ModelWeights>();
   m->mode_ = options.mode;
   LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
+  // The split is checked against the config before a byte of weights is read.
+  std::optional<Fp8Quantization> fp8_blocks = m->config_.quantization;
+  if (options.quantize == WeightQuantization::kFp8) fp8_blocks = m->config_.quantization.value_or(Fp8Quantization{});
+  LATTE_RETURN_IF_ERROR(CheckTensorShard(m->config_, options.shard, fp8_blocks));
+  m->shard_ = options.shard;
+  m->shard_config_ = m->config_;
+  m->shard_config_.num_attention_heads /= options.shard.size;
   // Headers first, from an mmap: a checkpoint that cannot serve the config fails here
   // before a huge-page copy reads any data.
   LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir, FileResidency::kMapped));
@@ -495,7 +606,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
   }
   WeightLoader loader(*m, options, source);
   LATTE_RETURN_IF_ERROR(loader.Check());
-  if (options.residency == FileResidency::kHugePageCopy) {
+  if (options.residency == FileResidency::kHugePageCopy && !options.shard.sharded()) {
     std::set<std::string> files;
     for (const TensorInfo& t : m->checkpoint_->tensors()) files.insert(t.file);
     uint64_t total = 0;

@@ -19,10 +19,12 @@
 
 #include "base/aligned_buffer.h"
 #include "base/status.h"
+#include "dist/layout.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/mla_mode.h"
 #include "model/safetensors.h"
+#include "model/tensor_parallel.h"
 
 namespace latte {
 
@@ -33,9 +35,10 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  std::vector<float> router;         // router: [n_routed_experts, d] (f32: routing is precision-sensitive)
-  std::vector<float> score_bias;     // e_score_correction_bias: [n_routed_experts] (noaux_tc only)
-  std::vector<MlpWeights> experts;   // [n_routed_experts]
+  std::vector<float> router;        // router: [n_routed_experts, d] (f32: routing is precision-sensitive)
+  std::vector<float> score_bias;    // e_score_correction_bias: [n_routed_experts] (noaux_tc only)
+  std::vector<MlpWeights> experts;  // [n_routed_experts]; under whole-expert sharding only this rank's are held
+  bool Holds(int64_t expert) const { return experts[expert].gate_proj.data != nullptr; }
   std::optional<MlpWeights> shared;  // width n_shared_experts · moe_intermediate_size
 };
 
@@ -110,6 +113,14 @@ struct LoadOptions {
   // Checkpoint files mmapped (zero-copy), or read into memory on 2 MiB pages
   // (--huge-pages; base/mapped_file.h).
   FileResidency residency = FileResidency::kMapped;
+  // This process's share under tensor parallelism (model/tensor_parallel.h): only its
+  // slices are read, each copied out of the mapping into memory of its own (2 MiB pages
+  // for large ones) and the mapping's pages given back, so a rank's resident set is its
+  // shard. The file is never copied whole (residency's huge-page copy is for one process).
+  TensorShard shard = {};
+  // The job's layout as the flags give it (--tp, --dp, --ep); `shard` is this process's
+  // part of it, filled in once the rank is known.
+  ParallelLayout parallel = {};
 };
 
 // The options on their own (ModelWeights::Load checks them first; commands check
@@ -121,12 +132,18 @@ class ModelWeights {
   static Result<std::unique_ptr<ModelWeights>> Load(const std::string& dir, const LoadOptions& options);
 
   const ModelConfig& config() const { return config_; }
+  // The shapes this process computes with: config() with num_attention_heads cut to
+  // the local heads under tensor parallelism (config() itself otherwise).
+  const ModelConfig& shard_config() const { return shard_config_; }
+  const TensorShard& shard() const { return shard_; }
+  // Every rank's lm_head rows, in rank order ({0, vocab} in one process).
+  const std::vector<IndexRange>& vocab_ranges() const { return vocab_ranges_; }
   DType compute_dtype() const { return compute_dtype_; }  // kBF16 or kF32
   // True when some projections are fp8 views (1 byte per weight + block scales).
   bool fp8_kept() const { return fp8_kept_; }
   MlaMode mode() const { return mode_; }
   const WeightView& embed_tokens() const { return embed_tokens_; }  // [vocab, d]
-  const WeightView& lm_head() const { return lm_head_; }            // [vocab, d]
+  const WeightView& lm_head() const { return lm_head_; }            // [vocab, d] (sharded: this rank's rows)
   const std::vector<float>& final_norm() const { return final_norm_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
   const WeightMemory& memory() const { return memory_; }
@@ -134,6 +151,9 @@ class ModelWeights {
  private:
   friend class WeightLoader;
   ModelConfig config_;
+  ModelConfig shard_config_;
+  TensorShard shard_;
+  std::vector<IndexRange> vocab_ranges_;
   DType compute_dtype_ = DType::kBF16;
   bool fp8_kept_ = false;
   MlaMode mode_ = MlaMode::kAbsorbed;

@@ -126,7 +126,7 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t m = static_cast<int64_t>(s.expert_rows[e].size());
-    if (m == 0) continue;
+    if (m == 0 || !w.Holds(e)) continue;  // another rank holds e (whole-expert sharding) and adds its part
     parts.push_back({&w.experts[e], e, m, w.experts[e].gate_proj.rows, nullptr, hidden_total, nullptr});
     hidden_total += m * w.experts[e].gate_proj.rows;
     in_rows += m;

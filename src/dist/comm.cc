@@ -1,0 +1,53 @@
+#include "dist/comm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace latte {
+
+std::string_view CollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kCount: break;
+  }
+  return "?";
+}
+
+double CommStats::TotalSeconds() const {
+  double s = 0;
+  for (const CollectiveStats& k : by_kind) s += k.seconds;
+  return s;
+}
+
+int64_t CommStats::TotalBytesSent() const {
+  int64_t b = 0;
+  for (const CollectiveStats& k : by_kind) b += k.bytes_sent;
+  return b;
+}
+
+void SumInRankOrder(const float* parts, int ranks, int64_t count, int64_t stride, float* out) {
+#pragma omp parallel for schedule(static) if (count >= (int64_t{1} << 16))
+  for (int64_t i = 0; i < count; ++i) {
+    float sum = parts[i];
+    for (int r = 1; r < ranks; ++r) sum += parts[r * stride + i];
+    out[i] = sum;
+  }
+}
+
+void LocalComm::AllGatherV(const float* in, std::span<const int64_t> counts, float* out) {
+  if (in != out && !counts.empty()) std::memmove(out, in, static_cast<size_t>(counts[0]) * sizeof(float));
+}
+
+void LocalComm::AllGatherBytes(const void* in, size_t bytes, void* out) {
+  if (in != out) std::memmove(out, in, bytes);
+}
+
+void LocalComm::Abort(const std::string& why) {
+  std::fprintf(stderr, "latte: %s\n", why.c_str());
+  std::exit(1);
+}
+
+}  // namespace latte

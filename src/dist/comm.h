@@ -1,0 +1,84 @@
+// The collectives a model split over several processes needs, behind one interface:
+// LocalComm (one process, every call a copy or nothing) and MpiComm (dist/mpi_comm.h,
+// Open MPI or MPICH). A GPU collective library would be a third implementation.
+//
+// Sums are exact to the bit across ranks and runs: every rank receives every other
+// rank's partial and adds them itself in rank order, so every rank holding a replicated
+// value holds the same bits (a router near-tie then goes the same way everywhere) and
+// the result does not depend on the order the MPI library would pick.
+//
+// Only one thread calls a Comm (the engine thread, or the command's own thread).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace latte {
+
+enum class CollectiveKind { kAllReduce, kAllGather, kBroadcast, kCount };
+std::string_view CollectiveKindName(CollectiveKind kind);  // "all_reduce", ...
+
+// What one rank's collectives cost: calls, the bytes this rank sent, the seconds spent
+// inside them (waiting for the slowest rank included).
+struct CollectiveStats {
+  int64_t calls = 0;
+  int64_t bytes_sent = 0;
+  double seconds = 0;
+};
+
+struct CommStats {
+  std::array<CollectiveStats, static_cast<size_t>(CollectiveKind::kCount)> by_kind{};
+  CollectiveStats& operator[](CollectiveKind k) { return by_kind[static_cast<size_t>(k)]; }
+  const CollectiveStats& operator[](CollectiveKind k) const { return by_kind[static_cast<size_t>(k)]; }
+  double TotalSeconds() const;
+  int64_t TotalBytesSent() const;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // data: [count] on every rank; afterwards, on every rank, Σ over ranks r = 0, 1, ...
+  // of rank r's data, added in that order.
+  virtual void AllReduceSum(float* data, int64_t count) = 0;
+  // in: [counts[rank()]]; out: [Σ counts], rank r's values at offset Σ_{q<r} counts[q].
+  virtual void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) = 0;
+  // `bytes` of every rank, in rank order: out [size() · bytes].
+  virtual void AllGatherBytes(const void* in, size_t bytes, void* out) = 0;
+  // root's `bytes` to every rank (resized on the others). `idle_wait` (given alike on
+  // every rank): the others may be waiting a long time (an idle server), so they sleep
+  // between polls instead of spinning a core.
+  virtual void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait = false) = 0;
+  // Ends every process of the job with `why` on stderr (a rank that cannot go on).
+  [[noreturn]] virtual void Abort(const std::string& why) = 0;
+
+  const CommStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = {}; }
+
+ protected:
+  CommStats stats_;
+};
+
+// One process: a sum over one rank is the data itself.
+class LocalComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void AllReduceSum(float*, int64_t) override {}
+  void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void AllGatherBytes(const void* in, size_t bytes, void* out) override;
+  void Broadcast(std::vector<uint8_t>&, int, bool) override {}
+  [[noreturn]] void Abort(const std::string& why) override;
+};
+
+// The rank order sum both implementations and the tests share:
+// out[i] = parts[0][i] + parts[1][i] + ... (left to right), parts: [ranks, count].
+void SumInRankOrder(const float* parts, int ranks, int64_t count, int64_t stride, float* out);
+
+}  // namespace latte

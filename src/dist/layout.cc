@@ -1,0 +1,54 @@
+#include "dist/layout.h"
+
+namespace latte {
+
+std::string LayoutName(const ParallelLayout& layout) {
+  if (layout.world_size() == 1) return "one process";
+  std::string name;
+  if (layout.dp > 1) name += "dp" + std::to_string(layout.dp);
+  if (layout.tp > 1) name += (name.empty() ? "tp" : " tp") + std::to_string(layout.tp);
+  if (layout.ep > 1) name += " ep" + std::to_string(layout.ep);
+  return name;
+}
+
+Status CheckLayout(const ParallelLayout& layout, int world_size, bool mpi_built_in) {
+  for (const auto& [value, field] : {std::pair{layout.tp, "tp"}, {layout.dp, "dp"}, {layout.ep, "ep"}}) {
+    if (value < 1) {
+      return Status::InvalidArgument("--" + std::string(field) + " must be at least 1, not " + std::to_string(value),
+                                     field);
+    }
+  }
+  if (layout.dp > 1) {
+    return Status::Unimplemented(
+        "--dp (data-parallel attention) is not built yet: split the model with --tp (and --ep) instead", "dp");
+  }
+  if (layout.ep > 1 && layout.ep != layout.tp) {
+    return Status::InvalidArgument("--ep " + std::to_string(layout.ep) +
+                                       " must be 1 (routed experts split by width) or equal --tp " +
+                                       std::to_string(layout.tp) + " (each rank holds whole experts)",
+                                   "ep");
+  }
+  const int wanted = layout.world_size();
+  if (wanted > 1 && !mpi_built_in) {
+    return Status::FailedPrecondition("--tp " + std::to_string(layout.tp) +
+                                          " needs MPI, and this latte was built without it (install libopenmpi-dev "
+                                          "and rebuild: CMake turns LATTE_MPI on when it finds MPI)",
+                                      "tp");
+  }
+  if (wanted != world_size) {
+    if (world_size == 1) {
+      return Status::InvalidArgument("--tp " + std::to_string(layout.tp) + " × --dp " + std::to_string(layout.dp) +
+                                         " needs " + std::to_string(wanted) + " processes: run it under mpirun -np " +
+                                         std::to_string(wanted),
+                                     "tp");
+    }
+    return Status::InvalidArgument("--tp " + std::to_string(layout.tp) + " × --dp " + std::to_string(layout.dp) +
+                                       " = " + std::to_string(wanted) + " ranks, but the job has " +
+                                       std::to_string(world_size) + " processes (mpirun -np " +
+                                       std::to_string(world_size) + ")",
+                                   "tp");
+  }
+  return Status::Ok();
+}
+
+}  // namespace latte

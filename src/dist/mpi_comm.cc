@@ -1,0 +1,121 @@
+#include "dist/mpi_comm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace latte {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Timed {
+ public:
+  Timed(CollectiveStats& stats, int64_t bytes_sent) : stats_(stats), start_(Clock::now()) {
+    ++stats_.calls;
+    stats_.bytes_sent += bytes_sent;
+  }
+  ~Timed() { stats_.seconds += std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  CollectiveStats& stats_;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+void MpiComm::AllReduceSum(float* data, int64_t count) {
+  if (size_ == 1 || count == 0) return;
+  const int64_t P = size_;
+  if (P == 2 || count * static_cast<int64_t>(sizeof(float)) <= kExchangeBytes) {
+    Timed t(stats_[CollectiveKind::kAllReduce], (P - 1) * count * static_cast<int64_t>(sizeof(float)));
+    parts_.resize(static_cast<size_t>(P * count));
+    MPI_Allgather(data, static_cast<int>(count), MPI_FLOAT, parts_.data(), static_cast<int>(count), MPI_FLOAT, comm_);
+    SumInRankOrder(parts_.data(), size_, count, count, data);
+    return;
+  }
+  // Chunk r of the vector is summed by rank r: [displs[r], displs[r] + counts[r]).
+  counts_.assign(P, 0);
+  displs_.assign(P, 0);
+  for (int64_t r = 0; r < P; ++r) {
+    const int64_t begin = count * r / P, end = count * (r + 1) / P;
+    counts_[r] = static_cast<int>(end - begin);
+    displs_[r] = static_cast<int>(begin);
+  }
+  const int64_t mine = counts_[rank_];
+  Timed t(stats_[CollectiveKind::kAllReduce], static_cast<int64_t>(sizeof(float)) * ((count - mine) + (P - 1) * mine));
+  parts_.resize(static_cast<size_t>(P * mine));
+  // Every rank sends chunk r to rank r and receives its own chunk of every rank's partial.
+  std::vector<int> recv_counts(P, static_cast<int>(mine)), recv_displs(P);
+  for (int64_t r = 0; r < P; ++r) recv_displs[r] = static_cast<int>(r * mine);
+  MPI_Alltoallv(data, counts_.data(), displs_.data(), MPI_FLOAT, parts_.data(), recv_counts.data(), recv_displs.data(),
+                MPI_FLOAT, comm_);
+  SumInRankOrder(parts_.data(), size_, mine, mine, data + displs_[rank_]);
+  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
+}
+
+void MpiComm::AllGatherV(const float* in, std::span<const int64_t> counts, float* out) {
+  counts_.resize(size_);
+  displs_.resize(size_);
+  int64_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    counts_[r] = static_cast<int>(counts[r]);
+    displs_[r] = static_cast<int>(offset);
+    offset += counts[r];
+  }
+  Timed t(stats_[CollectiveKind::kAllGather], (size_ - 1) * counts[rank_] * static_cast<int64_t>(sizeof(float)));
+  if (in == out + displs_[rank_]) {
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
+  } else {
+    MPI_Allgatherv(in, counts_[rank_], MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
+  }
+}
+
+void MpiComm::AllGatherBytes(const void* in, size_t bytes, void* out) {
+  Timed t(stats_[CollectiveKind::kAllGather], (size_ - 1) * static_cast<int64_t>(bytes));
+  MPI_Allgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, comm_);
+}
+
+void MpiComm::WaitSleeping(MPI_Request& request) {
+  auto pause = std::chrono::microseconds(50);
+  int done = 0;
+  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+void MpiComm::Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) {
+  uint64_t length = rank_ == root ? bytes.size() : 0;
+  Timed t(stats_[CollectiveKind::kBroadcast],
+          rank_ == root ? static_cast<int64_t>((size_ - 1) * (sizeof(length) + bytes.size())) : 0);
+  // The length always goes by MPI_Ibcast (a nonblocking collective matches only
+  // nonblocking ones): receivers that may wait long poll it asleep.
+  MPI_Request request;
+  MPI_Ibcast(&length, 1, MPI_UINT64_T, root, comm_, &request);
+  if (idle_wait && rank_ != root) {
+    WaitSleeping(request);
+  } else {
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  if (rank_ != root) bytes.resize(length);
+  if (length > 0) MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, comm_);
+}
+
+void MpiComm::Abort(const std::string& why) {
+  std::fprintf(stderr, "latte: [rank %d] %s\n", rank_, why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(comm_, 1);
+  std::abort();  // MPI_Abort does not return
+}
+
+}  // namespace latte

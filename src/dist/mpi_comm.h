@@ -1,0 +1,42 @@
+// Comm over an MPI communicator (Open MPI 4.1 or MPICH 4, MPI-3 calls only).
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "dist/comm.h"
+
+namespace latte {
+
+class MpiComm final : public Comm {
+ public:
+  explicit MpiComm(MPI_Comm comm);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  // Below kExchangeBytes per rank (and always for 2 ranks) every rank all-gathers the
+  // whole partials and sums them in rank order (log2 P steps); above it, each rank
+  // receives one chunk of everyone's partial (all-to-all), sums it in rank order and
+  // the sums are all-gathered: the bytes of a ring all-reduce, the same bits.
+  void AllReduceSum(float* data, int64_t count) override;
+  void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void AllGatherBytes(const void* in, size_t bytes, void* out) override;
+  void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) override;
+  [[noreturn]] void Abort(const std::string& why) override;
+
+  static constexpr int64_t kExchangeBytes = 64 << 10;
+
+ private:
+  // Waits for `request`, sleeping between polls (50 µs, doubling up to 5 ms): a blocking
+  // MPI wait would spin a core for as long as the job is idle.
+  void WaitSleeping(MPI_Request& request);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<float> parts_;  // parts: [size, count], the partials of every rank
+  std::vector<int> counts_, displs_;
+};
+
+}  // namespace latte

@@ -1,0 +1,92 @@
+#include "dist/runtime.h"
+
+#include <cstdlib>
+#include <memory>
+
+#ifdef LATTE_HAVE_MPI
+#include <mpi.h>
+
+#include "dist/mpi_comm.h"
+#endif
+
+namespace latte {
+namespace {
+
+const char* const kWorldSizeVariables[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+
+std::unique_ptr<Comm>& World() {
+  static std::unique_ptr<Comm> world = std::make_unique<LocalComm>();
+  return world;
+}
+
+bool g_initialised = false;
+
+}  // namespace
+
+bool MpiBuiltIn() {
+#ifdef LATTE_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool LaunchedByMpi() {
+  for (const char* name : kWorldSizeVariables) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return std::getenv("PMIX_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
+}
+
+int LauncherWorldSize() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n >= 1) return n;
+    }
+  }
+  return 1;
+}
+
+Status InitDistributed(int* argc, char*** argv) {
+  if (g_initialised || !LaunchedByMpi()) return Status::Ok();
+#ifdef LATTE_HAVE_MPI
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    return Status::Unavailable("MPI_Init_thread failed");
+  }
+  g_initialised = true;
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return Status::Unavailable(
+        "this MPI library does not support MPI_THREAD_SERIALIZED (the engine thread calls MPI, not the main "
+        "thread)");
+  }
+  World() = std::make_unique<MpiComm>(MPI_COMM_WORLD);
+  return Status::Ok();
+#else
+  (void)argc;
+  (void)argv;
+  return Status::Ok();  // a world of one; a layout over several ranks is refused by the command
+#endif
+}
+
+void FinalizeDistributed() {
+#ifdef LATTE_HAVE_MPI
+  if (!g_initialised) return;
+  g_initialised = false;
+  World() = std::make_unique<LocalComm>();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+#endif
+}
+
+Comm& WorldComm() { return *World(); }
+
+std::string RankPrefix() {
+  const Comm& world = WorldComm();
+  if (world.size() <= 1) return "";
+  return "[rank " + std::to_string(world.rank()) + "] ";
+}
+
+}  // namespace latte
