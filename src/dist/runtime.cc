@@ -48,6 +48,16 @@ int LauncherWorldSize() {
   return 1;
 }
 
+int LocalRanks() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n >= 1) return n;
+    }
+  }
+  return 1;
+}
+
 Status InitDistributed(int* argc, char*** argv) {
   if (g_initialised || !LaunchedByMpi()) return Status::Ok();
 #ifdef LATTE_HAVE_MPI

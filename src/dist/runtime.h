@@ -18,6 +18,10 @@ bool LaunchedByMpi();
 // before MPI is initialised, so a command can refuse a layout without touching MPI.
 int LauncherWorldSize();
 
+// Processes of this job on this host (the launcher's local size; 1 when not launched):
+// a default memory budget is the host's available memory shared among them.
+int LocalRanks();
+
 // MPI_Init_thread (MPI_THREAD_SERIALIZED: one thread at a time calls MPI, the engine
 // thread while it runs) when LaunchedByMpi() and MPI is built in; nothing otherwise.
 Status InitDistributed(int* argc, char*** argv);

@@ -62,7 +62,8 @@ Result<ModelPreview> PreviewModel(const std::string& dir) {
 Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& config, bool log,
                                                         std::unique_ptr<Tokenizer> tokenizer) {
   LATTE_RETURN_IF_ERROR(config.Validate());
-  const int64_t available = AvailableMemoryBytes();
+  // Ranks on one host share its memory: each plans with its share of what is available.
+  const int64_t available = AvailableMemoryBytes() / (config.load.parallel.world_size() > 1 ? LocalRanks() : 1);
   LATTE_RETURN_IF_ERROR(CheckMemoryBudget(config.memory, available));
   SetThreads(config.threads);
 

@@ -33,8 +33,14 @@ function makeModel({ dtype = 'f32', seed = 1 } = {}) {
 async function startServer(model, args = [], env = {}) {
   // One compute thread: the suites test behaviour, and an OpenMP team on a shared,
   // busy machine spends its time waiting for its slowest thread.
-  const proc = spawn(LATTE, ['serve', '--model', model, '--port', '0', '--memory-gb', '1', '--threads', '1', ...args],
-                     { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  // LATTE_SERVE_LAUNCHER (e.g. "mpirun -np 2 --oversubscribe"): the same suites against
+  // a server split over several processes; LATTE_SERVE_ARGS adds its flags ("--tp 2").
+  const launcher = (process.env.LATTE_SERVE_LAUNCHER || '').split(' ').filter(Boolean);
+  const extra = (process.env.LATTE_SERVE_ARGS || '').split(' ').filter(Boolean);
+  const serveArgs = ['serve', '--model', model, '--port', '0', '--memory-gb', '1', '--threads', '1', ...extra, ...args];
+  const command = launcher.length ? launcher[0] : LATTE;
+  const commandArgs = launcher.length ? [...launcher.slice(1), LATTE, ...serveArgs] : serveArgs;
+  const proc = spawn(command, commandArgs, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('latte serve did not start:\n' + log)), 60000);
