@@ -65,7 +65,12 @@ async function startServer(model, args = [], env = {}) {
     stop: () => new Promise((resolve) => {
       if (proc.exitCode !== null) return resolve(proc.exitCode);
       proc.removeAllListeners('exit');
-      proc.on('exit', (code) => resolve(code));
+      // Open MPI's mpirun exits 1 whenever a signal ended its job, however cleanly the
+      // ranks stopped: under a launcher, rank 0's "stopped" with no rank aborting is a
+      // clean stop.
+      const clean = (code) => code === 0 ||
+        (launcher.length > 0 && /latte serve: stopped/.test(log) && !/MPI_ABORT|ending every rank/.test(log));
+      proc.on('exit', (code) => resolve(clean(code) ? 0 : code));
       proc.kill('SIGTERM');
     }),
   };
