@@ -1,6 +1,8 @@
 #include "engine/serving_stack.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <filesystem>
 
 #include "dist/runtime.h"
@@ -26,6 +28,12 @@ EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& pla
   options.prefix_caching = config.prefix_caching;
   options.kv_cache_dtype = config.memory.kv_cache_dtype;
   return options;
+}
+
+int64_t SmallestAcrossRanks(Comm& comm, int64_t value) {
+  std::vector<int64_t> every(comm.size());
+  comm.AllGatherBytes(&value, sizeof value, every.data());
+  return *std::min_element(every.begin(), every.end());
 }
 
 // Each rank's plan, prefixed with its rank when there are several.
@@ -83,6 +91,9 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));
   }
   LATTE_ASSIGN_OR_RETURN(stack->plan, PlanMemory(*stack->weights, config.memory, config.scheduler, available));
+  // Ranks that run the same schedule need the same pool (a preemption depends on its
+  // size): each takes the smallest any rank's budget gave.
+  if (split) stack->plan.num_blocks = SmallestAcrossRanks(world, stack->plan.num_blocks);
   if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
                                            split ? &world : nullptr);
