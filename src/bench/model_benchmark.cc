@@ -122,6 +122,10 @@ Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) 
   if (o.batch < 1 || o.batch > 1024) return Status::InvalidArgument("--batch must be in [1, 1024]");
   if (o.tg_prompt < 1) return Status::InvalidArgument("the tg prompt needs at least one token");
   if (o.depth_chunk < 1) return Status::InvalidArgument("the depth fill needs chunks of at least one token");
+  if (o.batch % o.load.parallel.dp != 0) {
+    return Status::InvalidArgument("--batch " + std::to_string(o.batch) + " must be a multiple of --dp " +
+                                   std::to_string(o.load.parallel.dp) + " (each replica decodes its share)");
+  }
   return Status::Ok();
 }
 
@@ -135,15 +139,21 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   // random tokens), in lockstep through the collectives; rank 0 reports.
   Comm& world = WorldComm();
   const bool split = o.load.parallel.world_size() > 1;
-  Comm* tp = split ? &world : nullptr;
+  Comm* tp = o.load.parallel.tp > 1 ? &world : nullptr;
   LoadOptions load = o.load;
   if (split) load.shard = ShardOf(load.parallel, world.rank());
   load.progress = load.progress && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
   const ModelConfig& c = weights->config();
   const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
-  DeepSeekModel model(*weights, MlaSettings{}, tp);
+  Comm* experts = o.load.parallel.dp > 1 ? &world : nullptr;
+  DeepSeekModel model(*weights, MlaSettings{}, tp, experts);
   if (world.rank() != 0) report = nullptr;
+  // Data-parallel attention: each replica runs its share of the batch (pp: a prompt of
+  // its own), all at once; the figures are the replicas' together.
+  const int64_t replicas = o.load.parallel.dp;
+  const int64_t local_batch = o.batch / replicas;
+  const uint64_t rank_seed = static_cast<uint64_t>(world.rank()) * 100003;
   // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCaches).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
 
@@ -155,8 +165,8 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
     r.tokens_per_run = prompt;
     r.costs = PrefillCostsPerToken(c, prompt, wb, kvb);
     for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
-      LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, prompt, static_cast<uint64_t>(run) + 1));
-      if (run > 0) r.tok_s.push_back(tok_s);
+      LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, prompt, static_cast<uint64_t>(run) + 1 + rank_seed));
+      if (run > 0) r.tok_s.push_back(tok_s * static_cast<double>(replicas));
     }
     Summarize(r);
     if (report) report(r, c, user);
@@ -175,11 +185,12 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       // Deep fills prefill through the latent path (naive mode has none: it decompresses).
       MlaSettings fill_settings;
       fill_settings.decompress_prefill = depth == 0 || o.load.mode == MlaMode::kNaive;
-      DeepSeekModel filler(*weights, fill_settings, tp);
-      LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, gen, o.batch, 1));
+      DeepSeekModel filler(*weights, fill_settings, tp, experts);
+      LATTE_ASSIGN_OR_RETURN(DecodeStart start,
+                             FillCaches(filler, prompt, o.depth_chunk, gen, local_batch, 1 + rank_seed));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
         LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, gen));
-        if (run > 0) r.tok_s.push_back(tok_s);
+        if (run > 0) r.tok_s.push_back(tok_s * static_cast<double>(replicas));
       }
       Summarize(r);
       if (report) report(r, c, user);

@@ -10,7 +10,9 @@ std::string_view CollectiveKindName(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce: return "all_reduce";
     case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
     case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kGather: return "gather";
     case CollectiveKind::kCount: break;
   }
   return "?";
@@ -39,6 +41,14 @@ void SumInRankOrder(const float* parts, int ranks, int64_t count, int64_t stride
 
 void LocalComm::AllGatherV(const float* in, std::span<const int64_t> counts, float* out) {
   if (in != out && !counts.empty()) std::memmove(out, in, static_cast<size_t>(counts[0]) * sizeof(float));
+}
+
+void LocalComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) {
+  if (in != out && !counts.empty()) std::memmove(out, in, static_cast<size_t>(counts[0]) * sizeof(float));
+}
+
+void LocalComm::GatherBytes(const std::vector<uint8_t>& mine, int, std::vector<std::vector<uint8_t>>& all) {
+  all.assign(1, mine);
 }
 
 void LocalComm::AllGatherBytes(const void* in, size_t bytes, void* out) {

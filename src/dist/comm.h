@@ -19,7 +19,7 @@
 
 namespace latte {
 
-enum class CollectiveKind { kAllReduce, kAllGather, kBroadcast, kCount };
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kGather, kCount };
 std::string_view CollectiveKindName(CollectiveKind kind);  // "all_reduce", ...
 
 // What one rank's collectives cost: calls, the bytes this rank sent, the seconds spent
@@ -49,6 +49,12 @@ class Comm {
   virtual void AllReduceSum(float* data, int64_t count) = 0;
   // in: [counts[rank()]]; out: [Σ counts], rank r's values at offset Σ_{q<r} counts[q].
   virtual void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) = 0;
+  // in: [Σ counts] on every rank, rank r's part at offset Σ_{q<r} counts[q]; out:
+  // [counts[rank()]] = Σ over ranks q = 0, 1, ... of rank q's part for this rank, added
+  // in that order (the partial sums of rows that belong to different ranks).
+  virtual void ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) = 0;
+  // Every rank's `mine` (any length) to `root`, in rank order (others get nothing).
+  virtual void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) = 0;
   // `bytes` of every rank, in rank order: out [size() · bytes].
   virtual void AllGatherBytes(const void* in, size_t bytes, void* out) = 0;
   // root's `bytes` to every rank (resized on the others). `idle_wait` (given alike on
@@ -72,6 +78,8 @@ class LocalComm final : public Comm {
   int size() const override { return 1; }
   void AllReduceSum(float*, int64_t) override {}
   void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) override;
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>&, int, bool) override {}
   [[noreturn]] void Abort(const std::string& why) override;

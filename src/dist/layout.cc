@@ -18,22 +18,26 @@ Status CheckLayout(const ParallelLayout& layout, int world_size, bool mpi_built_
                                      field);
     }
   }
-  if (layout.dp > 1) {
+  if (layout.dp > 1 && layout.tp > 1) {
     return Status::Unimplemented(
-        "--dp (data-parallel attention) is not built yet: split the model with --tp (and --ep) instead", "dp");
+        "--dp with --tp (tensor-parallel attention inside each replica) is not built yet: "
+        "use one of them",
+        "dp");
   }
-  if (layout.ep > 1 && layout.ep != layout.tp) {
+  const int experts = layout.world_size();  // the routed experts spread over every rank
+  if (layout.ep > 1 && layout.ep != experts) {
     return Status::InvalidArgument("--ep " + std::to_string(layout.ep) +
-                                       " must be 1 (routed experts split by width) or equal --tp " +
-                                       std::to_string(layout.tp) + " (each rank holds whole experts)",
+                                       " must be 1 (routed experts split by width) or the number of ranks, " +
+                                       std::to_string(experts) + " (each rank holds whole experts)",
                                    "ep");
   }
   const int wanted = layout.world_size();
   if (wanted > 1 && !mpi_built_in) {
-    return Status::FailedPrecondition("--tp " + std::to_string(layout.tp) +
-                                          " needs MPI, and this latte was built without it (install libopenmpi-dev "
-                                          "and rebuild: CMake turns LATTE_MPI on when it finds MPI)",
-                                      "tp");
+    return Status::FailedPrecondition(
+        std::string(layout.dp > 1 ? "--dp " + std::to_string(layout.dp) : "--tp " + std::to_string(layout.tp)) +
+            " needs MPI, and this latte was built without it (install libopenmpi-dev "
+            "and rebuild: CMake turns LATTE_MPI on when it finds MPI)",
+        "tp");
   }
   if (wanted != world_size) {
     if (world_size == 1) {

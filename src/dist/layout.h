@@ -11,7 +11,7 @@ namespace latte {
 struct ParallelLayout {
   int tp = 1;  // ranks that split every layer's heads and widths (one batch, in lockstep)
   int dp = 1;  // replicas with requests of their own
-  int ep = 1;  // ranks that split the routed experts whole (1: experts split by width)
+  int ep = 1;  // 1: routed experts split by width over every rank; tp × dp: split whole
   int world_size() const { return tp * dp; }
 };
 

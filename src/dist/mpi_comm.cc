@@ -78,6 +78,45 @@ void MpiComm::AllGatherV(const float* in, std::span<const int64_t> counts, float
   }
 }
 
+void MpiComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) {
+  const int64_t mine = counts[rank_];
+  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
+  int64_t offset = 0, sent = 0;
+  for (int r = 0; r < size_; ++r) {
+    send_counts[r] = static_cast<int>(counts[r]);
+    send_displs[r] = static_cast<int>(offset);
+    offset += counts[r];
+    recv_counts[r] = static_cast<int>(mine);
+    recv_displs[r] = static_cast<int>(r * mine);
+    if (r != rank_) sent += counts[r];
+  }
+  Timed t(stats_[CollectiveKind::kReduceScatter], sent * static_cast<int64_t>(sizeof(float)));
+  parts_.resize(static_cast<size_t>(std::max<int64_t>(1, size_ * mine)));
+  MPI_Alltoallv(in, send_counts.data(), send_displs.data(), MPI_FLOAT, parts_.data(), recv_counts.data(),
+                recv_displs.data(), MPI_FLOAT, comm_);
+  SumInRankOrder(parts_.data(), size_, mine, mine, out);
+}
+
+void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) {
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(size_), displs(size_);
+  Timed t(stats_[CollectiveKind::kGather], rank_ == root ? 0 : length + static_cast<int64_t>(sizeof(int)));
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm_);
+  std::vector<uint8_t> joined;
+  if (rank_ == root) {
+    int64_t total = 0;
+    for (int r = 0; r < size_; ++r) {
+      displs[r] = static_cast<int>(total);
+      total += lengths[r];
+    }
+    joined.resize(static_cast<size_t>(std::max<int64_t>(1, total)));
+  }
+  MPI_Gatherv(mine.data(), length, MPI_BYTE, joined.data(), lengths.data(), displs.data(), MPI_BYTE, root, comm_);
+  if (rank_ != root) return;
+  all.assign(size_, {});
+  for (int r = 0; r < size_; ++r) all[r].assign(joined.begin() + displs[r], joined.begin() + displs[r] + lengths[r]);
+}
+
 void MpiComm::AllGatherBytes(const void* in, size_t bytes, void* out) {
   Timed t(stats_[CollectiveKind::kAllGather], (size_ - 1) * static_cast<int64_t>(bytes));
   MPI_Allgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, comm_);

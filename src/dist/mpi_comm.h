@@ -21,6 +21,9 @@ class MpiComm final : public Comm {
   // the sums are all-gathered: the bytes of a ring all-reduce, the same bits.
   void AllReduceSum(float* data, int64_t count) override;
   void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) override;
+  // Each rank sends rank r its part (all-to-all) and sums what it receives in rank order.
+  void ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) override;
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) override;
   [[noreturn]] void Abort(const std::string& why) override;

@@ -45,9 +45,11 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 }  // namespace
 
-Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group)
+Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group,
+               bool data_parallel)
     : model_(model),
       group_(group != nullptr && group->size() > 1 ? group : nullptr),
+      data_parallel_(group_ != nullptr && data_parallel),
       tokenizer_(tokenizer),
       options_(options),
       eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
@@ -114,9 +116,22 @@ void Engine::Stop(const std::string& reason) {
   // Followers are waiting for the next step's message: it is the shutdown. What is
   // still in the inbox never reached them and ends here.
   if (group_ && !shutdown_sent_) {
-    SendControl({}, {}, /*shutdown=*/true);
+    SendControl({}, {}, {}, /*shutdown=*/true);
     shutdown_sent_ = true;
   }
+  // Requests other ranks ran end here: their ranks have stopped too.
+  for (auto& [id, remote] : remote_) {
+    for (size_t i = 0; i < remote.finished.size(); ++i) {
+      if (remote.finished[i]) continue;
+      GenerationOutput out;
+      out.index = static_cast<int>(i);
+      out.finish = FinishReason::kAbort;
+      out.error = reason;
+      out.time = Clock::now();
+      remote.stream->Push(std::move(out));
+    }
+  }
+  remote_.clear();
   TakeInbox();
   std::vector<int64_t> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
@@ -153,7 +168,11 @@ Result<std::unique_ptr<RequestState>> Engine::NewRequestState(int64_t id, Genera
   auto r = std::make_unique<RequestState>();
   r->id = id;
   r->stream = std::make_shared<RequestStream>(r->id, request.n);
-  if (!leads()) r->stream->DiscardOutputs();
+  if (!leads() && data_parallel_) {
+    r->stream->SendOutputsTo([this, id](GenerationOutput out) { outbox_.emplace_back(id, std::move(out)); });
+  } else if (!leads()) {
+    r->stream->DiscardOutputs();
+  }
   std::vector<int32_t> stop_ids = request.stop_token_ids;
   if (!request.ignore_eos) stop_ids.push_back(eos_id_);
   for (int i = 0; i < request.n; ++i) {
@@ -193,7 +212,10 @@ void Engine::Loop() {
   while (true) {
     // Sleep while idle, or after a step that could schedule nothing (then only a new
     // request or an abort changes anything).
-    const bool busy = progressed && !scheduler_.idle();
+    const bool idle = data_parallel_ ? std::all_of(shapes_.begin(), shapes_.end(),
+                                                   [](const StepShape& s) { return s.running + s.waiting == 0; })
+                                     : scheduler_.idle();
+    const bool busy = progressed && !idle;
     {
       std::unique_lock lock(mu_);
       if (!busy) {
@@ -210,11 +232,12 @@ void Engine::FollowLoop() {
   while (!shutdown_received_) Step();
 }
 
-void Engine::SendControl(const std::vector<std::unique_ptr<RequestState>>& inbox, const std::vector<int64_t>& aborts,
-                         bool shutdown) {
+void Engine::SendControl(const std::vector<std::unique_ptr<RequestState>>& inbox, const std::vector<int32_t>& ranks,
+                         const std::vector<int64_t>& aborts, bool shutdown) {
   StepControl control;
   control.shutdown = shutdown;
   for (const auto& r : inbox) control.requests.emplace_back(r->id, r->params);
+  control.ranks = ranks;
   control.aborts = aborts;
   std::vector<uint8_t> bytes = EncodeStepControl(control);
   group_->Broadcast(bytes, 0);
@@ -227,7 +250,9 @@ void Engine::ReceiveControl(std::vector<std::unique_ptr<RequestState>>& inbox, s
   Result<StepControl> control = DecodeStepControl(bytes);
   if (!control.ok()) group_->Abort("the leading rank's step message: " + control.status().message());
   shutdown_received_ = control->shutdown;
-  for (auto& [id, request] : control->requests) {
+  for (size_t i = 0; i < control->requests.size(); ++i) {
+    auto& [id, request] = control->requests[i];
+    if (data_parallel_ && (i >= control->ranks.size() || control->ranks[i] != group_->rank())) continue;
     Result<std::unique_ptr<RequestState>> r = NewRequestState(id, std::move(request));
     // The leader accepted it with the same limits: a refusal here is a divergence.
     if (!r.ok()) group_->Abort("request " + std::to_string(id) + " from the leading rank: " + r.status().message());
@@ -247,7 +272,19 @@ void Engine::TakeInbox() {
       inbox.swap(inbox_);
       aborts.swap(aborts_);
     }
-    if (group_ && !shutdown_sent_) SendControl(inbox, aborts, /*shutdown=*/false);
+    if (group_ && !shutdown_sent_) {
+      const std::vector<int32_t> ranks = data_parallel_ ? AssignRanks(inbox) : std::vector<int32_t>{};
+      SendControl(inbox, ranks, aborts, /*shutdown=*/false);
+      // The leader keeps only the streams of requests other ranks run.
+      assigned_.resize(group_->size());
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        ++assigned_[ranks[i]];
+        if (ranks[i] == 0) continue;
+        remote_[inbox[i]->id] = RemoteRequest{inbox[i]->stream, std::vector<char>(inbox[i]->params.n, 0)};
+        inbox[i].reset();
+      }
+      std::erase(inbox, nullptr);
+    }
   }
   for (auto& r : inbox) {
     RequestState& state = *r;
@@ -363,13 +400,25 @@ bool Engine::Step() {
   TakeInbox();
   if (shutdown_received_) return false;
   const std::vector<ScheduledChunk>& chunks = scheduler_.Schedule();
+  // Data-parallel: when any rank has tokens, every rank runs the forward (with none of
+  // its own: only the MoE layers' exchanges).
+  const bool group_has_tokens = data_parallel_ ? ExchangeShapes(chunks) : !chunks.empty();
   if (chunks.empty()) {
-    PublishStats();
-    return false;
+    if (group_has_tokens) {
+      batch_tokens_.clear();
+      batch_spans_.clear();
+      const Status status = RunForward();
+      if (!status.ok()) group_->Abort("an empty forward pass failed: " + status.message());
+    }
+    FinishStep();
+    return group_has_tokens;
   }
   BuildBatch(chunks);
   const Status status = RunForward();
   if (!status.ok()) {
+    // Inputs are checked before any collective: a rank that failed here would leave
+    // the others waiting inside one.
+    if (data_parallel_) group_->Abort("a forward pass failed: " + status.message());
     FailBatch(chunks, status);
     return true;
   }
@@ -382,8 +431,64 @@ bool Engine::Step() {
   std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
   ++counters_.steps;
   counters_.step_seconds += SecondsSince(step_start);
-  PublishStats();
+  FinishStep();
   return true;
+}
+
+void Engine::FinishStep() {
+  if (data_parallel_) ExchangeOutputs();
+  PublishStats();
+}
+
+std::vector<int32_t> Engine::AssignRanks(const std::vector<std::unique_ptr<RequestState>>& inbox) const {
+  std::vector<int64_t> load(group_->size(), 0);
+  for (size_t r = 0; r < shapes_.size(); ++r) load[r] = shapes_[r].running + shapes_[r].waiting;
+  std::vector<int32_t> ranks;
+  for (const auto& request : inbox) {
+    const int32_t r = static_cast<int32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    ranks.push_back(r);
+    load[r] += request->params.n;
+  }
+  return ranks;
+}
+
+bool Engine::ExchangeShapes(const std::vector<ScheduledChunk>& chunks) {
+  StepShape mine;
+  for (const ScheduledChunk& ch : chunks) mine.tokens += ch.count;
+  mine.running = scheduler_.num_running();
+  mine.waiting = scheduler_.num_waiting();
+  mine.kv_blocks_total = options_.num_blocks;
+  mine.kv_blocks_used = pool_.NumInUse();
+  mine.kv_blocks_cached = pool_.NumCached();
+  mine.collective_seconds = group_->stats().TotalSeconds();
+  mine.step_seconds = counters_.step_seconds;
+  shapes_.resize(group_->size());
+  group_->AllGatherBytes(&mine, sizeof mine, shapes_.data());
+  return std::any_of(shapes_.begin(), shapes_.end(), [](const StepShape& s) { return s.tokens > 0; });
+}
+
+void Engine::ExchangeOutputs() {
+  std::vector<std::vector<uint8_t>> every;
+  group_->GatherBytes(EncodeOutputs(outbox_), 0, every);
+  outbox_.clear();
+  if (!leads()) return;
+  for (size_t rank = 1; rank < every.size(); ++rank) {
+    Result<std::vector<std::pair<int64_t, GenerationOutput>>> outputs = DecodeOutputs(every[rank]);
+    if (!outputs.ok()) group_->Abort("rank " + std::to_string(rank) + "'s outputs: " + outputs.status().message());
+    for (auto& [id, out] : *outputs) {
+      auto it = remote_.find(id);
+      if (it == remote_.end()) continue;
+      RemoteRequest& remote = it->second;
+      out.time = Clock::now();  // this host's clock: the client's latencies are measured here
+      if (out.finish && out.index >= 0 && static_cast<size_t>(out.index) < remote.finished.size()) {
+        remote.finished[out.index] = 1;
+      }
+      remote.stream->Push(std::move(out));
+      if (std::all_of(remote.finished.begin(), remote.finished.end(), [](char f) { return f != 0; })) {
+        remote_.erase(it);
+      }
+    }
+  }
 }
 
 void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
@@ -415,6 +520,7 @@ Status Engine::RunForward() {
 }
 
 void Engine::FailBatch(const std::vector<ScheduledChunk>& chunks, const Status& status) {
+  // (Only without data parallelism: a data-parallel rank ends the job instead.)
   // Inputs are validated at Submit: a failed forward is a bug, not a client's error.
   std::vector<RequestState*> failed;
   failed.reserve(chunks.size());
@@ -503,9 +609,33 @@ void Engine::PublishStats() {
   counters_.prefix_queries = kv_.counters().queries;
   counters_.prefix_hits = kv_.counters().hits;
   counters_.preemptions = scheduler_.num_preemptions();
+  if (group_) counters_.collective_seconds = group_->stats().TotalSeconds();
+  if (data_parallel_ && leads() && !shapes_.empty()) {
+    // Rank 0's own load as it is now, the others' as they reported it this step.
+    counters_.ranks.clear();
+    for (size_t r = 0; r < shapes_.size(); ++r) {
+      const StepShape& s = shapes_[r];
+      counters_.ranks.push_back(r == 0 ? RankLoad{counters_.running, counters_.waiting, counters_.kv_blocks_total,
+                                                  counters_.kv_blocks_used, counters_.collective_seconds,
+                                                  counters_.step_seconds}
+                                       : RankLoad{s.running, s.waiting, s.kv_blocks_total, s.kv_blocks_used,
+                                                  s.collective_seconds, s.step_seconds});
+      counters_.ranks.back().requests_assigned = r < assigned_.size() ? assigned_[r] : 0;
+    }
+  }
   std::lock_guard lock(mu_);
   published_ = counters_;
   published_.waiting += static_cast<int64_t>(inbox_.size());
+  if (!published_.ranks.empty()) {
+    published_.running = published_.waiting = published_.kv_blocks_total = published_.kv_blocks_used = 0;
+    for (const RankLoad& r : published_.ranks) {
+      published_.running += r.running;
+      published_.waiting += r.waiting;
+      published_.kv_blocks_total += r.kv_blocks_total;
+      published_.kv_blocks_used += r.kv_blocks_used;
+    }
+    published_.waiting += static_cast<int64_t>(inbox_.size());
+  }
 }
 
 EngineStats Engine::Stats() const {

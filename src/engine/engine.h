@@ -28,6 +28,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_control.h"
 #include "engine/stop_matcher.h"
 #include "model/deepseek.h"
 #include "model/kv_cache.h"
@@ -48,6 +49,17 @@ struct EngineOptions {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
 };
 
+// One rank's load in a data-parallel group, as it reported it after its last step.
+struct RankLoad {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  double collective_seconds = 0;  // inside collectives so far
+  double step_seconds = 0;        // inside engine steps so far
+  int64_t requests_assigned = 0;  // requests rank 0 gave it
+};
+
 // A snapshot of the engine's counters (the server's /metrics).
 struct EngineStats {
   int64_t running = 0;
@@ -63,8 +75,12 @@ struct EngineStats {
   int64_t generation_tokens = 0;
   int64_t steps = 0;
   int64_t requests_finished = 0;
-  double model_seconds = 0;  // inside the forward passes
-  double step_seconds = 0;   // whole steps (scheduling, forward, sampling, outputs)
+  double model_seconds = 0;       // inside the forward passes
+  double step_seconds = 0;        // whole steps (scheduling, forward, sampling, outputs)
+  double collective_seconds = 0;  // of those, inside collectives (a job of several ranks)
+  // A data-parallel group's ranks, rank 0 first; running, waiting and the KV blocks
+  // above are their sums.
+  std::vector<RankLoad> ranks;
 };
 
 class Engine {
@@ -75,7 +91,13 @@ class Engine {
   // leads: clients submit to it, and each of its steps starts by broadcasting the new
   // requests and aborts (engine/step_control.h); every other rank runs the same
   // scheduler over the same requests in lockstep and drops its outputs. Null: one process.
-  Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group = nullptr);
+  // `data_parallel`: the group's ranks run requests of their own (data-parallel
+  // attention): rank 0 assigns each new request to the least loaded rank, every step
+  // every rank reports its tokens and load (all-gathered; a forward runs on every rank
+  // when any has tokens, since its MoE layers are collective), and each rank's outputs
+  // travel to rank 0, which streams them to the clients.
+  Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group = nullptr,
+         bool data_parallel = false);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -113,8 +135,17 @@ class Engine {
   void FollowLoop();
   // The leader's side of the step broadcast (new requests and aborts, or the shutdown),
   // and the followers' (requests decoded into their own states).
-  void SendControl(const std::vector<std::unique_ptr<RequestState>>& inbox, const std::vector<int64_t>& aborts,
-                   bool shutdown);
+  void SendControl(const std::vector<std::unique_ptr<RequestState>>& inbox, const std::vector<int32_t>& ranks,
+                   const std::vector<int64_t>& aborts, bool shutdown);
+  // Data-parallel: the rank each new request runs on (least running + waiting, then the
+  // lowest rank), from the last step's loads.
+  std::vector<int32_t> AssignRanks(const std::vector<std::unique_ptr<RequestState>>& inbox) const;
+  // Data-parallel: every rank's tokens and load this step; true when any rank has tokens.
+  bool ExchangeShapes(const std::vector<ScheduledChunk>& chunks);
+  // Data-parallel: the step's outputs of every rank to rank 0, pushed to their streams.
+  void ExchangeOutputs();
+  // The end of every step: outputs exchanged, counters published.
+  void FinishStep();
   void ReceiveControl(std::vector<std::unique_ptr<RequestState>>& inbox, std::vector<int64_t>& aborts);
   // The engine-thread state of a request accepted with id `id`.
   Result<std::unique_ptr<RequestState>> NewRequestState(int64_t id, GenerationRequest request);
@@ -146,6 +177,17 @@ class Engine {
 
   DeepSeekModel& model_;
   Comm* group_;
+  bool data_parallel_ = false;
+  std::vector<StepShape> shapes_;  // data-parallel: every rank's, from the last step
+  // Data-parallel, rank 0: the streams of requests other ranks run, and which of their
+  // choices have finished.
+  struct RemoteRequest {
+    std::shared_ptr<RequestStream> stream;
+    std::vector<char> finished;
+  };
+  std::unordered_map<int64_t, RemoteRequest> remote_;
+  std::vector<int64_t> assigned_;                             // data-parallel, rank 0: requests given to each rank
+  std::vector<std::pair<int64_t, GenerationOutput>> outbox_;  // data-parallel, rank > 0: this step's outputs
   const Tokenizer* tokenizer_;
   bool shutdown_sent_ = false;      // leader: the followers were told to stop
   bool shutdown_received_ = false;  // follower: the leader stopped

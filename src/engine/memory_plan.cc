@@ -35,9 +35,12 @@ int64_t WeightBytesInMode(const ModelWeights& weights, MlaMode mode) {
 
 }  // namespace
 
-int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads) {
+int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads,
+                           const TensorShard& shard) {
   const int64_t logit_rows = std::max(scheduler.max_num_seqs, scheduler.max_num_batched_tokens);
-  return DeepSeekModel::ScratchBytes(config, scheduler.max_num_batched_tokens, logit_rows, threads);
+  const int dp_ranks = shard.size == 1 ? shard.expert_size : 1;
+  return DeepSeekModel::ScratchBytes(config, scheduler.max_num_batched_tokens, logit_rows, threads, MlaSettings{},
+                                     shard.size, dp_ranks);
 }
 
 int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scratch_bytes, int64_t block_bytes) {
@@ -95,7 +98,7 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
                           ? static_cast<int64_t>(std::llround(*options.memory_gb * static_cast<double>(kBytesPerGB)))
                           : static_cast<int64_t>(kDefaultMemoryFraction * static_cast<double>(available));
   plan.weight_bytes = static_cast<int64_t>(weights.memory().Total());
-  plan.scratch_bytes = EngineScratchBytes(c, scheduler, omp_get_max_threads());
+  plan.scratch_bytes = EngineScratchBytes(c, scheduler, omp_get_max_threads(), weights.shard());
   plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
   plan.block_size = options.block_size;
   plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);

@@ -54,7 +54,9 @@ struct MemoryPlan {
 // The forward pass's scratch at the engine's largest step: a chunk of
 // max_num_batched_tokens tokens and logits for every running sequence's sampled row
 // or a whole chunk of prompt rows, with `threads` compute threads.
-int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads);
+// Under data-parallel attention (`shard`) a MoE layer runs every rank's tokens.
+int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads,
+                           const TensorShard& shard = {});
 
 // The KV blocks a budget holds: whole blocks of what the weights and scratch leave.
 int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scratch_bytes, int64_t block_bytes);

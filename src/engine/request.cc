@@ -110,6 +110,14 @@ void RequestStream::set_notify(std::function<void()> notify) {
 }
 
 void RequestStream::Push(GenerationOutput output) {
+  if (sink_) {
+    {
+      std::lock_guard lock(mu_);
+      if (output.finish) --open_choices_;
+    }
+    sink_(std::move(output));
+    return;
+  }
   std::function<void()> notify;
   {
     std::lock_guard lock(mu_);

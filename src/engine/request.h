@@ -95,6 +95,9 @@ class RequestStream {
   // Outputs are dropped as they are pushed: a tensor-parallel follower's copy of a
   // request, which no client reads (the leader's copy streams the same outputs).
   void DiscardOutputs() { discard_ = true; }
+  // Outputs go to `sink` as they are pushed, not to a reader: a data-parallel rank's
+  // request, whose outputs travel to the rank that serves its client.
+  void SendOutputsTo(std::function<void(GenerationOutput)> sink) { sink_ = std::move(sink); }
 
  private:
   const int64_t id_;
@@ -103,6 +106,7 @@ class RequestStream {
   std::deque<GenerationOutput> outputs_;
   int open_choices_;
   bool discard_ = false;
+  std::function<void(GenerationOutput)> sink_;
   std::function<void()> notify_;
 };
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <vector>
 #include <filesystem>
+#include <vector>
 
 #include "dist/runtime.h"
 #include "model/tensor_parallel.h"
@@ -85,7 +85,9 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   load.progress = log && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
   SetThreadsForModel(config.threads, stack->weights->memory().Total());
-  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, split ? &world : nullptr);
+  const bool tp = load.parallel.tp > 1, dp = load.parallel.dp > 1;
+  stack->model =
+      std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, tp ? &world : nullptr, dp ? &world : nullptr);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));
@@ -96,7 +98,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   if (split) stack->plan.num_blocks = SmallestAcrossRanks(world, stack->plan.num_blocks);
   if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
-                                           split ? &world : nullptr);
+                                           split ? &world : nullptr, dp);
   stack->engine->Start();
   return stack;
 }

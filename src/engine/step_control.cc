@@ -82,7 +82,79 @@ bool GetSampling(Reader& r, SamplingParams& p) {
   return ok;
 }
 
+void PutToken(Writer& w, const SampledToken& t) {
+  w.Put(t.id);
+  w.Put(t.logprob);
+  w.Put(t.num_top);
+  for (int i = 0; i < t.num_top; ++i) w.Put(t.top[i]);
+}
+
+bool GetToken(Reader& r, SampledToken& t) {
+  if (!r.Get(t.id) || !r.Get(t.logprob) || !r.Get(t.num_top)) return false;
+  if (t.num_top < 0 || t.num_top > kMaxTopLogprobs) return false;
+  for (int i = 0; i < t.num_top; ++i) {
+    if (!r.Get(t.top[i])) return false;
+  }
+  return true;
+}
+
+void PutTokens(Writer& w, const std::vector<SampledToken>& tokens) {
+  w.Put<uint64_t>(tokens.size());
+  for (const SampledToken& t : tokens) PutToken(w, t);
+}
+
+bool GetTokens(Reader& r, std::vector<SampledToken>& tokens, size_t limit) {
+  uint64_t n = 0;
+  if (!r.Get(n) || n > limit) return false;
+  tokens.resize(n);
+  for (SampledToken& t : tokens) {
+    if (!GetToken(r, t)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::vector<uint8_t> EncodeOutputs(const std::vector<std::pair<int64_t, GenerationOutput>>& outputs) {
+  Writer w;
+  w.Put<uint64_t>(outputs.size());
+  for (const auto& [id, o] : outputs) {
+    w.Put(id);
+    w.Put(o.index);
+    PutTokens(w, o.tokens);
+    w.PutString(o.text);
+    w.Put<int32_t>(o.finish ? static_cast<int32_t>(*o.finish) : -1);
+    w.PutString(o.stop_reason);
+    w.PutString(o.error);
+    PutTokens(w, o.prompt_logprobs);
+    w.PutVector(o.logits);
+    w.Put(o.prompt_tokens);
+    w.Put(o.cached_tokens);
+  }
+  return w.Take();
+}
+
+Result<std::vector<std::pair<int64_t, GenerationOutput>>> DecodeOutputs(const std::vector<uint8_t>& bytes) {
+  Reader r(bytes);
+  std::vector<std::pair<int64_t, GenerationOutput>> outputs;
+  uint64_t n = 0;
+  bool ok = r.Get(n) && n <= bytes.size();
+  for (uint64_t i = 0; ok && i < n; ++i) {
+    int64_t id = 0;
+    GenerationOutput o;
+    int32_t finish = -1;
+    ok = r.Get(id) && r.Get(o.index) && GetTokens(r, o.tokens, bytes.size()) && r.GetString(o.text) && r.Get(finish) &&
+         r.GetString(o.stop_reason) && r.GetString(o.error) && GetTokens(r, o.prompt_logprobs, bytes.size()) &&
+         r.GetVector(o.logits) && r.Get(o.prompt_tokens) && r.Get(o.cached_tokens) && finish >= -1 &&
+         finish <= static_cast<int32_t>(FinishReason::kAbort);
+    if (finish >= 0) o.finish = static_cast<FinishReason>(finish);
+    outputs.emplace_back(id, std::move(o));
+  }
+  if (!ok || !r.done()) {
+    return Status::DataLoss("a rank's step outputs of " + std::to_string(bytes.size()) + " bytes are cut short");
+  }
+  return outputs;
+}
 
 std::vector<uint8_t> EncodeStepControl(const StepControl& control) {
   Writer w;
@@ -102,6 +174,7 @@ std::vector<uint8_t> EncodeStepControl(const StepControl& control) {
     w.Put<uint8_t>(req.prompt_logprobs);
     w.Put<uint8_t>(req.return_logits);
   }
+  w.PutVector(control.ranks);
   w.PutVector(control.aborts);
   return w.Take();
 }
@@ -133,7 +206,7 @@ Result<StepControl> DecodeStepControl(const std::vector<uint8_t>& bytes) {
     req.return_logits = return_logits != 0;
     control.requests.emplace_back(id, std::move(req));
   }
-  ok = ok && r.GetVector(control.aborts) && r.done();
+  ok = ok && r.GetVector(control.ranks) && r.GetVector(control.aborts) && r.done();
   if (!ok) return Status::DataLoss("a step control message of " + std::to_string(bytes.size()) + " bytes is cut short");
   return control;
 }

@@ -6,13 +6,19 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/scratch.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 
 namespace latte {
 
-DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings, Comm* tp)
-    : w_(weights), tp_(tp), mla_(weights.shard_config(), weights.mode(), settings) {
+DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings, Comm* tp, Comm* experts)
+    : w_(weights),
+      tp_(tp),
+      experts_(experts != nullptr && experts->size() > 1 ? experts : nullptr),
+      mla_(weights.shard_config(), weights.mode(), settings) {
+  LATTE_CHECK(experts_ == nullptr || experts_->size() == weights.shard().expert_size, "DeepSeekModel: experts split ",
+              weights.shard().expert_size, " ways over ", experts_->size(), " ranks");
   LATTE_CHECK((tp == nullptr ? 1 : tp->size()) == weights.shard().size, "DeepSeekModel: weights split ",
               weights.shard().size, " ways over ", tp == nullptr ? 1 : tp->size(), " ranks");
 }
@@ -37,7 +43,7 @@ template <typename T> int64_t CapacityBytes(const std::vector<T>& v) {
 }  // namespace
 
 int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows, int64_t threads,
-                                    const MlaSettings& settings, int tp_ranks) {
+                                    const MlaSettings& settings, int tp_ranks, int dp_ranks) {
   const int64_t T = max_tokens, d = c.hidden_size, H = c.num_attention_heads;
   const int64_t d_in = c.q_lora_rank ? *c.q_lora_rank : d, d_c = c.kv_lora_rank, d_l = c.LatentDim();
   const int64_t qk = c.QkHeadDim(), d_v = c.v_head_dim, d_n = c.qk_nope_head_dim;
@@ -53,10 +59,12 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
   floats += grown(2 * T * H) + grown(T * H * d_v);
   // FFN: the larger of a dense MLP's gate/up and a MoE step's router, routes, rows and gate/up.
   const int64_t k = c.num_experts_per_tok;
-  const int64_t moe_hidden = T * (k + c.n_shared_experts) * c.moe_intermediate_size;
-  const int64_t moe = c.n_routed_experts > 0
-                          ? grown(T * c.n_routed_experts) + 4 * T * k + 2 * grown(T * k * d) + 2 * grown(moe_hidden)
-                          : 0;
+  const int64_t all = T * dp_ranks;  // the rows a MoE layer runs
+  const int64_t moe_hidden = all * (k + c.n_shared_experts) * c.moe_intermediate_size;
+  const int64_t moe = c.n_routed_experts > 0 ? grown(all * c.n_routed_experts) + 4 * all * k + 2 * grown(all * k * d) +
+                                                   2 * grown(moe_hidden)
+                                             : 0;
+  if (dp_ranks > 1) floats += 2 * grown(all * d);  // gathered rows, expert sums
   floats += std::max(2 * grown(T * c.intermediate_size), moe);
   const int64_t index_bytes = 8 * (grown(T) * 2 + T * k);  // positions, latent rows, expert rows
   return floats * static_cast<int64_t>(sizeof(float)) + index_bytes + threads * kKernelScratchPerThread;
@@ -66,7 +74,8 @@ int64_t DeepSeekModel::ScratchBytesInUse() const {
   const MlaScratch& m = mla_scratch_;
   const FfnScratch& f = ffn_scratch_;
   int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(normed_) + CapacityBytes(delta_) + CapacityBytes(final_rows_) +
-                  CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) + CapacityBytes(gathered_logits_);
+                  CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) + CapacityBytes(gathered_logits_) +
+                  CapacityBytes(gathered_) + CapacityBytes(moe_partial_) + CapacityBytes(rank_tokens_);
   for (const std::vector<float>* v :
        {&m.c_q,      &m.kv,         &m.rows_in, &m.q,        &m.q_lat,  &m.query,        &m.o_lat,  &m.o,
         &m.rows_out, &m.cache_rows, &m.kv_dec,  &m.k,        &m.v,      &m.lse,          &m.o_part, &m.lse_part,
@@ -140,19 +149,31 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     for (int64_t j = 0; j < d; ++j) hidden_[t * d + j] = embed.At(tokens[t], j);
   }
 
+  // Data-parallel attention: every rank's token count, the MoE exchanges' sizes. A rank
+  // with none still runs every MoE layer's exchange.
+  if (experts_ != nullptr) {
+    rank_tokens_.resize(experts_->size());
+    experts_->AllGatherBytes(&T, sizeof T, rank_tokens_.data());
+  }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& lw = w_.layers()[layer];
-    RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
-    mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
-    SumPartials(T * d);
-    AddToResidual(T * d, layer, NonFiniteSite::kAttention);
-
-    RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
-    if (lw.is_moe) {
+    if (T > 0) {
+      RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
+      mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
+      SumPartials(T * d);
+      AddToResidual(T * d, layer, NonFiniteSite::kAttention);
+      RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
+    }
+    if (lw.is_moe && experts_ != nullptr) {
+      DataParallelMoe(lw, T);
+    } else if (T == 0) {
+      continue;
+    } else if (lw.is_moe) {
       MoeForward(c, lw.moe, normed_.data(), T, delta_.data(), ffn_scratch_);
     } else {
       MlpForward(lw.mlp, normed_.data(), T, delta_.data(), ffn_scratch_);
     }
+    if (T == 0) continue;
     SumPartials(T * d);
     AddToResidual(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
   }
@@ -180,6 +201,28 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
 
 void DeepSeekModel::SumPartials(int64_t count) {
   if (tp_ != nullptr && tp_->size() > 1) tp_->AllReduceSum(delta_.data(), count);
+}
+
+void DeepSeekModel::DataParallelMoe(const LayerWeights& lw, int64_t T) {
+  const ModelConfig& c = config();
+  const int64_t d = c.hidden_size;
+  std::vector<int64_t> counts;
+  int64_t all = 0;
+  for (int64_t t : rank_tokens_) {
+    counts.push_back(t * d);
+    all += t;
+  }
+  // gathered: [all, d], rank 0's rows first; moe_partial: this rank's experts' part of each.
+  gathered_.resize(std::max<int64_t>(1, all * d));
+  moe_partial_.resize(std::max<int64_t>(1, all * d));
+  experts_->AllGatherV(normed_.data(), counts, gathered_.data());
+  if (all > 0) MoeForward(c, lw.moe, gathered_.data(), all, moe_partial_.data(), ffn_scratch_, /*with_shared=*/false);
+  experts_->ReduceScatterV(moe_partial_.data(), counts, delta_.data());
+  if (!lw.moe.shared || T == 0) return;
+  // The shared expert over this rank's own rows, added to the routed sum.
+  float* shared = Grow(ffn_scratch_.rows_out, T * d);
+  MlpForward(*lw.moe.shared, normed_.data(), T, shared, ffn_scratch_);
+  for (int64_t i = 0; i < T * d; ++i) delta_[i] += shared[i];
 }
 
 void DeepSeekModel::LmHead(int64_t n, std::vector<float>& logits) {

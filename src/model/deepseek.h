@@ -37,7 +37,12 @@ class DeepSeekModel {
   // (weights.shard()); each Forward then sums the partial attention and FFN outputs over
   // them and gathers the logits, so every rank returns the same logits. Every rank of
   // `tp` must call Forward with the same tokens and spans. Null in one process.
-  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {}, Comm* tp = nullptr);
+  // `experts`: under data-parallel attention, every rank: each runs Forward over its own
+  // tokens (zero rows too: it still joins every MoE layer), and each MoE layer gathers
+  // every rank's rows, runs this rank's routed experts on them and hands each rank the
+  // sum of its rows' parts (the shared expert runs on the rank's own rows).
+  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {}, Comm* tp = nullptr,
+                         Comm* experts = nullptr);
 
   // A cache of its own for each of `sequences` sequences of up to `capacity` tokens
   // (tests, benchmarks and tools that run fixed sequences; the engine manages a shared
@@ -58,8 +63,9 @@ class DeepSeekModel {
   // this model's scratch, the MLA and FFN scratch, and a per-thread allowance for the
   // kernels' own buffers), so a memory budget can set them aside up front.
   // `tp_ranks` > 1: the logits gather's two buffers too.
+  // `dp_ranks` > 1: the MoE layers run every rank's tokens, and the exchange's buffers.
   static int64_t ScratchBytes(const ModelConfig& c, int64_t max_tokens, int64_t max_logit_rows, int64_t threads,
-                              const MlaSettings& settings = {}, int tp_ranks = 1);
+                              const MlaSettings& settings = {}, int tp_ranks = 1, int dp_ranks = 1);
   // The bytes the buffers this model grew so far hold (capacities), for checking
   // ScratchBytes.
   int64_t ScratchBytesInUse() const;
@@ -74,6 +80,9 @@ class DeepSeekModel {
  private:
   const ModelWeights& w_;
   Comm* tp_;
+  Comm* experts_;
+  std::vector<int64_t> rank_tokens_;           // data-parallel: every rank's tokens this Forward
+  std::vector<float> gathered_, moe_partial_;  // data-parallel: [Σ tokens, d] rows and expert sums
   MlaLayer mla_;
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;
@@ -88,6 +97,8 @@ class DeepSeekModel {
   void SumPartials(int64_t count);
   // logits: [n, vocab] = lm_head · final_rows_, each rank's vocabulary rows gathered.
   void LmHead(int64_t n, std::vector<float>& logits);
+  // delta_ [T, d] = the MoE of normed_ under data-parallel attention (see the constructor).
+  void DataParallelMoe(const LayerWeights& lw, int64_t T);
 };
 
 }  // namespace latte

@@ -90,7 +90,9 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
   }
 }
 
-void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s) {
+void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s,
+                bool with_shared) {
+  const MlpWeights* shared = with_shared && w.shared ? &*w.shared : nullptr;
   const int64_t d = c.hidden_size, E = c.n_routed_experts, k = c.num_experts_per_tok;
   float* logits = Grow(s.logits, n * E);  // logits: [n, E]
   Matmul(x, n, WeightView{DType::kF32, E, d, d, w.router.data()}, logits);
@@ -120,9 +122,9 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   std::vector<MoePart>& parts = s.parts;
   parts.clear();
   int64_t in_rows = 0, hidden_total = 0;
-  if (w.shared) {
-    parts.push_back({&*w.shared, -1, n, w.shared->gate_proj.rows, x, 0, out});
-    hidden_total += n * w.shared->gate_proj.rows;
+  if (shared) {
+    parts.push_back({shared, -1, n, shared->gate_proj.rows, x, 0, out});
+    hidden_total += n * shared->gate_proj.rows;
   }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t m = static_cast<int64_t>(s.expert_rows[e].size());
@@ -159,7 +161,7 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
   }
   MatmulMany(problems.data(), static_cast<int64_t>(problems.size()));
 
-  if (!w.shared) std::fill(out, out + n * d, 0.0f);
+  if (!shared) std::fill(out, out + n * d, 0.0f);
   for (const MoePart& p : parts) {
     if (p.expert < 0) continue;
     const std::vector<int64_t>& rows = s.expert_rows[p.expert];

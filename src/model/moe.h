@@ -23,6 +23,9 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
                 RouterScratch& scratch);
 
 // out: [n, d] = Σ_routed w_e · expert_e(x) + shared(x), each expert run once over its rows.
-void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s);
+// with_shared false: the routed experts alone (data-parallel attention adds each rank's
+// shared expert to its own rows after the exchange).
+void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s,
+                bool with_shared = true);
 
 }  // namespace latte

@@ -12,16 +12,30 @@ IndexRange EvenPart(int64_t total, int rank, int size) {
   return {rank * part, part};
 }
 
-std::string Ranks(const TensorShard& s) { return "--tp " + std::to_string(s.size); }
+std::string Ranks(const TensorShard& s) {
+  return s.size > 1 ? "--tp " + std::to_string(s.size) : std::to_string(s.expert_size) + " expert ranks";
+}
 
 }  // namespace
 
 TensorShard ShardOf(const ParallelLayout& layout, int rank) {
-  return {rank % layout.tp, layout.tp, layout.tp > 1 && layout.ep == layout.tp};
+  TensorShard s;
+  s.rank = rank % layout.tp;
+  s.size = layout.tp;
+  s.expert_rank = rank;
+  s.expert_size = layout.world_size();
+  s.whole_experts = s.expert_size > 1 && layout.ep == s.expert_size;
+  return s;
 }
 
 Status CheckTensorShard(const ModelConfig& c, const TensorShard& shard, std::optional<Fp8Quantization> fp8_blocks) {
   if (!shard.sharded()) return Status::Ok();
+  if (shard.expert_size > 1 && c.n_routed_experts == 0) {
+    return Status::InvalidArgument("the model has no routed experts to spread over " +
+                                       std::to_string(shard.expert_size) +
+                                       " ranks (data-parallel attention needs them)",
+                                   "dp");
+  }
   const int64_t P = shard.size;
   const auto indivisible = [&](int64_t n, const std::string& what) {
     return Status::InvalidArgument(Ranks(shard) + " does not divide the model's " + std::to_string(n) + " " + what,
@@ -30,14 +44,18 @@ Status CheckTensorShard(const ModelConfig& c, const TensorShard& shard, std::opt
   if (c.num_attention_heads % P != 0) return indivisible(c.num_attention_heads, "attention heads");
   const bool dense = c.n_routed_experts == 0 || c.first_k_dense_replace > 0 || c.moe_layer_freq > 1;
   if (dense && c.intermediate_size % P != 0) return indivisible(c.intermediate_size, "columns of the dense MLP");
+  const int64_t EP = shard.expert_size;
   if (c.n_routed_experts > 0) {
-    if (shard.whole_experts && c.n_routed_experts % P != 0) {
-      return Status::InvalidArgument("--ep " + std::to_string(P) + " does not divide the model's " +
+    if (shard.whole_experts && c.n_routed_experts % EP != 0) {
+      return Status::InvalidArgument("--ep " + std::to_string(EP) + " does not divide the model's " +
                                          std::to_string(c.n_routed_experts) + " routed experts",
                                      "ep");
     }
-    if (!shard.whole_experts && c.moe_intermediate_size % P != 0) {
-      return indivisible(c.moe_intermediate_size, "columns of each routed expert");
+    if (!shard.whole_experts && c.moe_intermediate_size % EP != 0) {
+      return Status::InvalidArgument(
+          std::to_string(EP) + " expert ranks do not divide the model's " + std::to_string(c.moe_intermediate_size) +
+              " columns of each routed expert (split them whole with --ep " + std::to_string(EP) + ")",
+          "ep");
     }
     const int64_t shared = c.n_shared_experts * c.moe_intermediate_size;
     if (shared % P != 0) return indivisible(shared, "columns of the shared experts");
@@ -52,15 +70,20 @@ Status CheckTensorShard(const ModelConfig& c, const TensorShard& shard, std::opt
     int64_t block;
     const char* what;
   };
-  std::vector<Cut> cuts = {
-      {heads * c.QkHeadDim(), q.block_rows, "rows of q_b_proj (its heads' query rows)"},
-      {heads * (c.qk_nope_head_dim + c.v_head_dim), q.block_rows, "rows of kv_b_proj"},
-      {heads * c.v_head_dim, q.block_cols, "columns of o_proj"},
-  };
-  if (dense) cuts.push_back({c.intermediate_size / P, q.block_rows, "columns of the dense MLP"});
-  if (c.n_routed_experts > 0) {
-    if (!shard.whole_experts) cuts.push_back({c.moe_intermediate_size / P, q.block_rows, "columns of each expert"});
-    cuts.push_back({c.n_shared_experts * c.moe_intermediate_size / P, q.block_rows, "columns of the shared experts"});
+  std::vector<Cut> cuts;
+  if (P > 1) {
+    cuts = {
+        {heads * c.QkHeadDim(), q.block_rows, "rows of q_b_proj (its heads' query rows)"},
+        {heads * (c.qk_nope_head_dim + c.v_head_dim), q.block_rows, "rows of kv_b_proj"},
+        {heads * c.v_head_dim, q.block_cols, "columns of o_proj"},
+    };
+    if (dense) cuts.push_back({c.intermediate_size / P, q.block_rows, "columns of the dense MLP"});
+    if (c.n_routed_experts > 0) {
+      cuts.push_back({c.n_shared_experts * c.moe_intermediate_size / P, q.block_rows, "columns of the shared experts"});
+    }
+  }
+  if (c.n_routed_experts > 0 && EP > 1 && !shard.whole_experts) {
+    cuts.push_back({c.moe_intermediate_size / EP, q.block_rows, "columns of each expert"});
   }
   for (const Cut& cut : cuts) {
     if (cut.size % cut.block != 0) {
@@ -92,11 +115,11 @@ ShardRanges RangesOf(const ModelConfig& c, const TensorShard& shard, int64_t voc
   s.dense_width = EvenPart(c.intermediate_size, r, P);
   s.shared_width = EvenPart(c.n_shared_experts * c.moe_intermediate_size, r, P);
   if (shard.whole_experts) {
-    s.experts = EvenPart(c.n_routed_experts, r, P);
+    s.experts = EvenPart(c.n_routed_experts, shard.expert_rank, shard.expert_size);
     s.expert_width = {0, c.moe_intermediate_size};
   } else {
     s.experts = {0, c.n_routed_experts};
-    s.expert_width = EvenPart(c.moe_intermediate_size, r, P);
+    s.expert_width = EvenPart(c.moe_intermediate_size, shard.expert_rank, shard.expert_size);
   }
   s.vocab = VocabRanges(c, P, vocab_align)[r];
   return s;

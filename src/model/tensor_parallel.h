@@ -17,14 +17,21 @@
 
 namespace latte {
 
+// Attention, the dense MLP, the shared experts and lm_head split `size` ways (tensor
+// parallelism); routed experts split `expert_size` ways: the same ranks under TP, every
+// rank of the job under data-parallel attention (where `size` is 1: each rank holds the
+// whole attention and runs its own requests).
 struct TensorShard {
   int rank = 0;
   int size = 1;
-  bool whole_experts = false;  // routed experts split whole (--ep = --tp), not by width
-  bool sharded() const { return size > 1; }
+  int expert_rank = 0;
+  int expert_size = 1;
+  bool whole_experts = false;  // routed experts split whole (--ep = the expert ranks), not by width
+  bool sharded() const { return size > 1 || expert_size > 1; }
 };
 
-// The shard of `rank` (0 ≤ rank < layout.tp) under `layout`: whole experts when --ep = --tp.
+// The shard of world rank `rank` under `layout`: whole experts when --ep is the number of
+// ranks the experts are split over (--tp, or --dp under data-parallel attention).
 TensorShard ShardOf(const ParallelLayout& layout, int rank);
 
 // [first, first + count) of some dimension.

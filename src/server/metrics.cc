@@ -92,6 +92,39 @@ void ServerMetrics::Record(const RequestRecord& r) {
     ++finished_abort_;
 }
 
+void ServerMetrics::RenderRanks(std::string& out, const EngineStats& s) const {
+  if (s.ranks.empty()) return;
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const RankLoad&);
+  };
+  static const Family families[] = {
+      {"latte:rank_num_requests_running", "gauge", "Sequences running on each data-parallel rank.",
+       [](const RankLoad& r) { return static_cast<double>(r.running); }},
+      {"latte:rank_num_requests_waiting", "gauge", "Sequences waiting on each data-parallel rank.",
+       [](const RankLoad& r) { return static_cast<double>(r.waiting); }},
+      {"latte:rank_kv_cache_usage_perc", "gauge", "Each data-parallel rank's KV-cache usage (1 means 100 percent).",
+       [](const RankLoad& r) {
+         return r.kv_blocks_total > 0 ? static_cast<double>(r.kv_blocks_used) / r.kv_blocks_total : 0.0;
+       }},
+      {"latte:rank_requests_assigned_total", "counter", "Requests rank 0 assigned to each data-parallel rank.",
+       [](const RankLoad& r) { return static_cast<double>(r.requests_assigned); }},
+      {"latte:rank_collective_seconds_total", "counter", "Time each rank's engine steps spent inside collectives.",
+       [](const RankLoad& r) { return r.collective_seconds; }},
+      {"latte:rank_engine_step_seconds_total", "counter", "Time inside each rank's engine steps.",
+       [](const RankLoad& r) { return r.step_seconds; }},
+  };
+  for (const Family& f : families) {
+    out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
+    for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
+      out += std::string(f.name) + "{" + labels_ + ",rank=\"" + std::to_string(rank) + "\"} " +
+             Number(f.value(s.ranks[rank])) + "\n";
+    }
+  }
+}
+
 std::string ServerMetrics::Render(const EngineStats& s) const {
   std::string out;
   const std::string& l = labels_;
@@ -117,6 +150,9 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
          "Time inside engine steps (scheduling, forward, sampling, outputs).", l, s.step_seconds);
   Metric(out, "latte:engine_forward_seconds_total", "counter", "Time inside the model's forward passes.", l,
          s.model_seconds);
+  Metric(out, "latte:collective_seconds_total", "counter",
+         "Time rank 0's engine steps spent inside collectives (a job of several ranks).", l, s.collective_seconds);
+  RenderRanks(out, s);
   out +=
       "# HELP latte:mla_mode The MLA attention mode the server runs (absorbed, materialized, naive).\n"
       "# TYPE latte:mla_mode gauge\n";

@@ -44,6 +44,9 @@ class ServerMetrics {
   std::string Render(const EngineStats& stats) const;
 
  private:
+  // Per-rank gauges and counters of a data-parallel group (stats.ranks).
+  void RenderRanks(std::string& out, const EngineStats& stats) const;
+
   const std::string labels_;  // model_name="..."
   const std::string mla_mode_;
   mutable std::mutex mu_;

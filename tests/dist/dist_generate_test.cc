@@ -1,4 +1,4 @@
-// `mpirun -np N latte generate --tp N` against one process on the same model: the
+// `mpirun -np N latte generate --tp N` (or --dp N) against one process on the same model: the
 // logits of every prompt row and every generated token (f32: within 1e-5 of the
 // largest), and the greedy tokens (every dtype: identical), in each MLA mode, for
 // heads/widths split (tp) and experts split whole (ep), over shared memory and TCP.
@@ -132,7 +132,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny", "absorbed", 4, "--tp 4 --ep 4", "tcp"}, Case{"tiny-bf16", "absorbed", 2, "--tp 2", "shm"},
         Case{"default", "absorbed", 2, "--tp 2", "shm"}, Case{"default", "materialized", 2, "--tp 2 --ep 2", "shm"},
         Case{"r1-2", "absorbed", 2, "--tp 2", "shm"}, Case{"r1-2-fp8", "absorbed", 2, "--tp 2", "shm"},
-        Case{"r1-2", "absorbed", 2, "--tp 2 --quantize fp8", "shm"}),
+        Case{"r1-2", "absorbed", 2, "--tp 2 --quantize fp8", "shm"},
+        // Data-parallel attention: the request runs on rank 0, the others join every MoE
+        // layer with no rows of their own.
+        Case{"tiny", "absorbed", 2, "--dp 2 --ep 2", "shm"}, Case{"tiny", "materialized", 2, "--dp 2", "shm"},
+        Case{"tiny", "naive", 4, "--dp 4 --ep 4", "shm"}, Case{"tiny", "absorbed", 4, "--dp 4", "tcp"},
+        Case{"default", "absorbed", 2, "--dp 2 --ep 2", "shm"}, Case{"r1-2", "absorbed", 2, "--dp 2 --ep 2", "shm"}),
     CaseName);
 
 // A layout the model or the job cannot take is one sentence, before any weight loads.
@@ -145,9 +150,11 @@ TEST(DistLayout, RefusedWithOneSentence) {
       {"", "--tp 2", "--tp 2 × --dp 1 needs 2 processes: run it under mpirun -np 2"},
       {Mpirun(3, "shm"), "--tp 3", "--tp 3 does not divide the model's 4 attention heads"},
       {Mpirun(2, "shm"), "--tp 4", "--tp 4 × --dp 1 = 4 ranks, but the job has 2 processes"},
-      {"", "--ep 3", "--ep 3 must be 1 (routed experts split by width) or equal --tp 1"},
+      {"", "--ep 3", "--ep 3 must be 1 (routed experts split by width) or the number of ranks, 1"},
       {"", "--tp 0", "--tp must be at least 1, not 0"},
-      {"", "--dp 2", "--dp (data-parallel attention) is not built yet"},
+      {Mpirun(4, "shm"), "--dp 2 --tp 2",
+       "--dp with --tp (tensor-parallel attention inside each replica) is not built"},
+      {Mpirun(3, "shm"), "--dp 3 --ep 3", "--ep 3 does not divide the model's 8 routed experts"},
   };
   // fp8 blocks are 128 rows: the trained default's 2 heads of 64 query rows per rank
   // would cut one (vLLM refuses the same).

@@ -30,13 +30,13 @@ function makeModel({ dtype = 'f32', seed = 1 } = {}) {
 }
 
 // Starts `latte serve` with `args` on port 0 and resolves once it logs its port.
-async function startServer(model, args = [], env = {}) {
+async function startServer(model, args = [], env = {}, { launcher: launcherOverride } = {}) {
   // One compute thread: the suites test behaviour, and an OpenMP team on a shared,
   // busy machine spends its time waiting for its slowest thread.
   // LATTE_SERVE_LAUNCHER (e.g. "mpirun -np 2 --oversubscribe"): the same suites against
   // a server split over several processes; LATTE_SERVE_ARGS adds its flags ("--tp 2").
-  const launcher = (process.env.LATTE_SERVE_LAUNCHER || '').split(' ').filter(Boolean);
-  const extra = (process.env.LATTE_SERVE_ARGS || '').split(' ').filter(Boolean);
+  const launcher = (launcherOverride ?? process.env.LATTE_SERVE_LAUNCHER ?? '').split(' ').filter(Boolean);
+  const extra = launcherOverride !== undefined ? [] : (process.env.LATTE_SERVE_ARGS || '').split(' ').filter(Boolean);
   const serveArgs = ['serve', '--model', model, '--port', '0', '--memory-gb', '1', '--threads', '1', ...extra, ...args];
   const command = launcher.length ? launcher[0] : LATTE;
   const commandArgs = launcher.length ? [...launcher.slice(1), LATTE, ...serveArgs] : serveArgs;

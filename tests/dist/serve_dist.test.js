@@ -1,0 +1,73 @@
+// latte serve split over 2 ranks (mpirun), against one process on the same f32 model:
+// TP2 and DP2 (data-parallel attention, experts spread over both ranks). Concurrent
+// greedy requests give the one-process tokens; under DP2 rank 1 runs some of them (its
+// /metrics gauges say so) and a client that hangs up on a stream frees its blocks on
+// whichever rank ran it; SIGTERM to mpirun stops every rank cleanly.
+'use strict';
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const h = require('../server/harness');
+
+const MPIRUN = `${process.env.LATTE_MPIRUN || 'mpirun'} -np 2 --oversubscribe --bind-to none --mca btl self,vader`;
+
+function requests(n) {
+  return Array.from({ length: n }, (_, i) => ({
+    model: 'tiny', max_tokens: 8 + (i % 4) * 3, temperature: 0, ignore_eos: true, logprobs: 0,
+    return_tokens_as_token_ids: true,
+    prompt: Array.from({ length: 4 + (i * 5) % 23 }, (_, k) => 2 + ((i * 37 + k * 11) % 480)),
+  }));
+}
+
+async function tokensOf(client, reqs) {
+  return Promise.all(reqs.map(async (r) => (await client.completions.create(r)).choices[0].logprobs.tokens));
+}
+
+async function oneProcessTokens(model, reqs) {
+  const server = await h.startServer(model, ['--served-model-name', 'tiny'], {}, { launcher: '' });
+  try {
+    return await tokensOf(server.client(), reqs);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+}
+
+for (const layout of [['--tp', '2'], ['--dp', '2', '--ep', '2']]) {
+  test(`mpirun -np 2 latte serve ${layout.join(' ')} answers as one process`, async () => {
+    const model = h.makeModel();
+    const reqs = requests(12);
+    const want = await oneProcessTokens(model, reqs);
+    const server = await h.startServer(model, ['--served-model-name', 'tiny', ...layout], {}, { launcher: MPIRUN });
+    try {
+      const client = server.client();
+      assert.deepEqual(await tokensOf(client, reqs), want);
+      const m = await h.metrics(server.base);
+      if (layout[0] === '--dp') {
+        assert.ok(m['latte:rank_requests_assigned_total{model_name="tiny",rank="1"}'] > 0, 'rank 1 ran requests');
+        assert.ok(m['latte:rank_requests_assigned_total{model_name="tiny",rank="0"}'] > 0, 'rank 0 ran requests');
+      }
+      assert.ok(m['latte:collective_seconds_total'] > 0);
+
+      // Streams that their clients abandon after a few tokens: every rank's blocks come back.
+      const controllers = reqs.slice(0, 6).map(() => new AbortController());
+      await Promise.all(reqs.slice(0, 6).map(async (r, i) => {
+        const stream = await client.completions.create({ ...r, max_tokens: 400, stream: true },
+                                                       { signal: controllers[i].signal });
+        let seen = 0;
+        try {
+          for await (const chunk of stream) {
+            if (chunk.choices.length && ++seen === 3) controllers[i].abort();
+          }
+        } catch (e) { /* the abort */ }
+      }));
+      const [freed, ms, last] = await h.waitForMetrics(server.base, (mm) =>
+        mm['latte:num_requests_running'] === 0 && mm['latte:kv_cache_usage_perc'] === 0, 10000);
+      assert.ok(freed, `blocks still held ${ms} ms after the hang-ups: ${JSON.stringify(last)}`);
+      if (layout[0] === '--dp') {
+        assert.equal(last['latte:rank_kv_cache_usage_perc{model_name="tiny",rank="1"}'], 0);
+      }
+    } finally {
+      assert.equal(await server.stop(), 0, server.log());
+    }
+    assert.match(server.log(), /latte serve: stopped/);
+  });
+}
