@@ -165,9 +165,15 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
     r.tokens_per_run = prompt;
     r.costs = PrefillCostsPerToken(c, prompt, wb, kvb);
     for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
+      if (run == 1) world.ResetStats();
       LATTE_ASSIGN_OR_RETURN(double tok_s, RunPrefill(model, prompt, static_cast<uint64_t>(run) + 1 + rank_seed));
-      if (run > 0) r.tok_s.push_back(tok_s * static_cast<double>(replicas));
+      if (run > 0) {
+        r.tok_s.push_back(tok_s * static_cast<double>(replicas));
+        r.timed_seconds += static_cast<double>(prompt) / tok_s;
+      }
     }
+    r.collectives = world.stats();
+    r.timed_forwards = o.repetitions;
     Summarize(r);
     if (report) report(r, c, user);
   }
@@ -189,9 +195,15 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       LATTE_ASSIGN_OR_RETURN(DecodeStart start,
                              FillCaches(filler, prompt, o.depth_chunk, gen, local_batch, 1 + rank_seed));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
+        if (run == 1) world.ResetStats();
         LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, gen));
-        if (run > 0) r.tok_s.push_back(tok_s * static_cast<double>(replicas));
+        if (run > 0) {
+          r.tok_s.push_back(tok_s * static_cast<double>(replicas));
+          r.timed_seconds += static_cast<double>(local_batch * gen) / tok_s;
+        }
       }
+      r.collectives = world.stats();
+      r.timed_forwards = o.repetitions * gen;
       Summarize(r);
       if (report) report(r, c, user);
     }

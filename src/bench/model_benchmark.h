@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/comm.h"
 #include "model/config.h"
 #include "model/cost_model.h"
 #include "model/mla_mode.h"
@@ -51,6 +52,12 @@ struct ModelBenchResult {
   TokenCosts costs;            // per token
   double achieved_gbps = 0;    // costs.Bytes() · tok_s_mean
   double achieved_gflops = 0;  // costs.flops · tok_s_mean
+  // A job of several ranks: rank 0's collectives over the timed runs, their forward
+  // passes (pp: one per run; tg: one per step) and the runs' time, so per forward and
+  // as a share of the time.
+  CommStats collectives;
+  int64_t timed_forwards = 0;
+  double timed_seconds = 0;
 };
 
 // The options on their own and against the model's config (every test fits in its

@@ -2,6 +2,8 @@
 // gathered for one config; ModelCostReportJson: the report as one JSON object.
 #include "bench/model_cost_report.h"
 
+#include "dist/link_model.h"
+
 #include <omp.h>
 
 #include <cmath>
@@ -154,6 +156,23 @@ json EngineFitJson(const EngineFit& e, int64_t block_size) {
 
 }  // namespace
 
+json CollectivesJson(const ModelCostReport& r) {
+  if (r.layout.world_size() <= 1) return nullptr;
+  const ForwardCollectives& f = r.collectives;
+  const auto cost = [](const CollectiveCost& c) { return json{{"calls", c.calls}, {"bytes_sent", c.bytes_sent}}; };
+  json seconds;
+  for (const LinkModel& link : LinkPresets()) {
+    seconds[std::string(link.name)] = CollectiveSeconds(link, f.calls(), f.bytes_sent(), r.layout.world_size());
+  }
+  return {{"layout", LayoutName(r.layout)},
+          {"ranks", r.layout.world_size()},
+          {"batch", r.options.batch},
+          {"all_reduce", cost(f.all_reduce)},
+          {"all_gather", cost(f.all_gather)},
+          {"reduce_scatter", cost(f.reduce_scatter)},
+          {"seconds", seconds}};
+}
+
 ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& config, const ModelCostOptions& options) {
   ModelCostReport r;
   r.source = std::move(source);
@@ -177,6 +196,10 @@ ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& conf
     r.fit_materialized = FitKvCache(*r.memory_bytes, r.per_gpu_materialized, r.kv.latent_model);
     r.engine_fit = FitEngine(config, options, *r.memory_bytes);
   }
+  const int ranks = static_cast<int>(options.tp);
+  r.layout = options.dp_attention ? ParallelLayout{1, ranks, static_cast<int>(options.ep)}
+                                  : ParallelLayout{ranks, 1, static_cast<int>(options.ep)};
+  r.collectives = ForwardCollectivesOf(config, r.layout, options.batch);
   return r;
 }
 
@@ -191,6 +214,7 @@ json ModelCostReportJson(const ModelCostReport& r) {
   j["dp_attention"] = r.options.dp_attention;
   j["context"] = r.options.context;
   j["memory_gb"] = r.options.memory_gb ? json(*r.options.memory_gb) : json(nullptr);
+  j["collectives_per_decode_step"] = CollectivesJson(r);
   j["shape"] = ShapeJson(r);
   j["per_layer_params"] = PerLayerParamsJson(c);
   j["layer_kinds"] = LayerKindsJson(r);

@@ -31,6 +31,11 @@
 //   kv_fit                  null without a memory budget, else {memory_bytes,
 //                           absorbed {weight_bytes, free_bytes, tokens}, materialized {...},
 //                           token_ratio (absorbed / materialized tokens; null when 0)}
+//   collectives_per_decode_step  null in one process, else {layout, batch, ranks,
+//                           all_reduce|all_gather|reduce_scatter {calls, bytes_sent},
+//                           seconds {shm, 25gbe, 100gbe, ib200}}: one decode step of `batch`
+//                           sequences as latte's ranks run it (rank 0's sends; --tp: heads
+//                           split, --dp: data-parallel attention)
 //   engine_fit              null without a memory budget, else {scratch_bytes, block_bytes, block_size,
 //                           naive|absorbed|materialized {weight_bytes, blocks, tokens}}: what
 //                           latte's engine holds in that budget (one process, TP 1)
@@ -54,8 +59,10 @@ namespace latte {
 
 // How the model is laid out and what it is measured against.
 struct ModelCostOptions {
-  int64_t tp = 1;  // tensor-parallel GPUs
+  int64_t tp = 1;  // tensor-parallel GPUs (ranks)
   bool dp_attention = false;
+  int64_t ep = 1;                   // 1: experts split by width; tp: whole experts per rank
+  int64_t batch = 1;                // sequences in the decode step the collectives table describes
   std::optional<double> memory_gb;  // one GPU's memory (1e9 bytes); none: no fit tables
   int64_t context = 4096;           // cached tokens for the naive-mode FLOPs
   // latte's engine on this machine, for the engine fit within memory_gb.
@@ -94,6 +101,8 @@ struct ModelCostReport {
   std::optional<int64_t> memory_bytes;   // with memory_gb
   KvFit fit_absorbed, fit_materialized;  // with memory_gb
   std::optional<EngineFit> engine_fit;   // with memory_gb
+  ParallelLayout layout;                 // latte's ranks: tp, or dp under dp_attention
+  ForwardCollectives collectives;        // one decode step of options.batch sequences
 
   const WeightCosts& Mode(MlaMode mode) const {
     return mode == MlaMode::kNaive ? naive : mode == MlaMode::kAbsorbed ? absorbed : materialized;

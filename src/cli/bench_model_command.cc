@@ -107,6 +107,22 @@ void PrintModelRow(const std::vector<std::string>& cells, char fill = ' ') {
   std::printf("%s\n", line.c_str());
 }
 
+// Rank 0's collectives per timed forward pass, by kind: {"all_reduce": {"calls",
+// "bytes_sent", "seconds"}, ...} (only kinds that ran).
+nlohmann::json CollectivesJson(const ModelBenchResult& r) {
+  nlohmann::json j = nlohmann::json::object();
+  const double n = static_cast<double>(r.timed_forwards);
+  for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+    const CollectiveStats& s = r.collectives.by_kind[k];
+    if (s.calls == 0) continue;
+    j[std::string(CollectiveKindName(static_cast<CollectiveKind>(k)))] = {
+        {"calls", static_cast<double>(s.calls) / n},
+        {"bytes_sent", static_cast<double>(s.bytes_sent) / n},
+        {"seconds", s.seconds / n}};
+  }
+  return j;
+}
+
 // One test as a JSON object: its figures, the probe's, and its place on the roofline.
 nlohmann::json ModelResultJson(const ModelBenchResult& r, const ModelPrintContext& ctx, const RooflinePlace& place) {
   const bool memory = place.bound == RooflineBound::kMemory;
@@ -140,6 +156,10 @@ nlohmann::json ModelResultJson(const ModelBenchResult& r, const ModelPrintContex
     j["machine_bf16_gflops"] = ctx.probe.bf16_gflops->max;
     j["machine_bf16_gflops_min"] = ctx.probe.bf16_gflops->min;
   }
+  if (r.timed_forwards > 0 && r.collectives.TotalBytesSent() + r.collectives[CollectiveKind::kAllGather].calls > 0) {
+    j["collectives_per_forward"] = CollectivesJson(r);
+    j["collective_share"] = r.timed_seconds > 0 ? r.collectives.TotalSeconds() / r.timed_seconds : 0.0;
+  }
   return j;
 }
 
@@ -153,6 +173,18 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
                    Fixed(r.tok_s_mean, 2) + " ± " + Fixed(r.tok_s_sd, 2), Fixed(r.costs.Bytes() / 1e6, 2),
                    Fixed(r.costs.flops / 1e9, 3), Fixed(r.achieved_gbps, 1), Fixed(r.achieved_gflops, 1),
                    DescribeRooflinePlace(place, ctx.roof)});
+    if (r.timed_forwards > 0 && r.collectives.TotalSeconds() > 0) {
+      std::string line = "  collectives per forward (rank 0):";
+      for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
+        const CollectiveStats& c = r.collectives.by_kind[k];
+        if (c.calls == 0) continue;
+        line += " " + std::string(CollectiveKindName(static_cast<CollectiveKind>(k))) + " " +
+                Fixed(static_cast<double>(c.calls) / r.timed_forwards, 0) + " calls, " +
+                Fixed(static_cast<double>(c.bytes_sent) / r.timed_forwards / 1e3, 1) + " kB;";
+      }
+      line += " " + Fixed(100 * r.collectives.TotalSeconds() / r.timed_seconds, 1) + "% of the time inside them";
+      std::printf("%s\n", line.c_str());
+    }
   }
   std::fflush(stdout);
 }

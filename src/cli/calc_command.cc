@@ -17,6 +17,7 @@
 #include "bench/model_cost_report.h"
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
+#include "dist/link_model.h"
 #include "model/config.h"
 #include "model/cost_model.h"
 #include "model/presets.h"
@@ -30,6 +31,7 @@ struct CalcArgs {
   std::string preset;
   ModelCostOptions report;  // report.memory_gb set from memory_gb_arg when --memory-gb is given
   double memory_gb_arg = 0;
+  int64_t dp = 1;  // --dp N: data-parallel attention over N ranks
   bool json = false;
 };
 
@@ -230,6 +232,29 @@ void PrintFit(const ModelCostReport& r) {
   }
 }
 
+void PrintCollectives(const ModelCostReport& r) {
+  const ForwardCollectives& f = r.collectives;
+  const int ranks = r.layout.world_size();
+  Table t;
+  t.Row({"Collectives per decode step, " + LayoutName(r.layout) + ", batch " + std::to_string(r.options.batch) +
+             " (rank 0 sends)",
+         "calls", "bytes"});
+  const auto row = [&](const char* name, const CollectiveCost& c) {
+    if (c.calls > 0) t.Row({std::string("  ") + name, Commas(c.calls), Commas(c.bytes_sent)});
+  };
+  row("all-reduce (after attention and FFN)", f.all_reduce);
+  row(r.layout.dp > 1 ? "all-gather (token counts, MoE rows)" : "all-gather (logits)", f.all_gather);
+  row("reduce-scatter (MoE sums)", f.reduce_scatter);
+  t.Print();
+  Table links;
+  links.Row({"  projected time in them per step", "link", "ms"});
+  for (const LinkModel& link : LinkPresets()) {
+    links.Row({"  " + std::string(link.describe), std::string(link.name),
+               Fixed(1e3 * CollectiveSeconds(link, f.calls(), f.bytes_sent(), ranks), 3)});
+  }
+  links.Print();
+}
+
 void PrintEngineFit(const ModelCostReport& r) {
   const EngineFit& e = *r.engine_fit;
   Table t;
@@ -279,6 +304,10 @@ void PrintHuman(const ModelCostReport& r) {
   PrintFlops(r);
   std::printf("\n");
   PrintKv(r);
+  if (r.layout.world_size() > 1) {
+    std::printf("\n");
+    PrintCollectives(r);
+  }
   if (r.memory_bytes) {
     std::printf("\n");
     PrintFit(r);
@@ -301,6 +330,17 @@ void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
     return Fail(s.message());
   }
   if (args.report.tp < 1) return Fail("--tp must be at least 1, got " + std::to_string(args.report.tp));
+  CalcArgs resolved = args;
+  if (args.dp > 1) {
+    if (args.report.tp > 1) return Fail("--dp with --tp is not built yet: give one of them");
+    resolved.report.tp = args.dp;
+    resolved.report.dp_attention = true;
+  }
+  const int64_t ranks = resolved.report.tp;
+  if (args.report.ep != 1 && args.report.ep != ranks) {
+    return Fail("--ep " + std::to_string(args.report.ep) + " must be 1 or the number of ranks, " +
+                std::to_string(ranks));
+  }
   if (args.report.context < 0) {
     return Fail("--context must be >= 0, got " + std::to_string(args.report.context));
   }
@@ -311,7 +351,7 @@ void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
       args.preset.empty() ? ModelConfig::FromFile(args.config_path) : ReleasedConfig(args.preset);
   if (!config.ok()) return Fail(config.status().message());
   const std::string source = args.preset.empty() ? args.config_path : "preset " + args.preset;
-  const ModelCostReport report = BuildModelCostReport(source, *config, args.report);
+  const ModelCostReport report = BuildModelCostReport(source, *config, resolved.report);
   if (args.json) {
     std::printf("%s\n", ModelCostReportJson(report).dump(2).c_str());
   } else {
@@ -332,6 +372,15 @@ void AddCalcCommand(CLI::App& app) {
       ->capture_default_str();
   calc->add_flag("--dp-attention", args->report.dp_attention,
                  "attention replicated on every GPU (only MoE/MLP/embeddings split)");
+  calc->add_option("--dp", args->dp, "data-parallel attention over N ranks (--tp N --dp-attention)")
+      ->check(IntIn(1, 1 << 16))
+      ->capture_default_str();
+  calc->add_option("--ep", args->report.ep, "expert-parallel ranks: 1 (experts split by width) or the ranks")
+      ->check(IntIn(1, 1 << 16))
+      ->capture_default_str();
+  calc->add_option("--batch", args->report.batch, "sequences in the decode step of the collectives table")
+      ->check(IntIn(1, 1 << 20))
+      ->capture_default_str();
   CLI::Option* memory_gb = calc->add_option("--memory-gb", args->memory_gb_arg,
                                             "GPU memory in GB (1e9 bytes): how many KV tokens fit per GPU")
                                ->check(NumberIn(0, 1e9, /*lo_open=*/true));

@@ -72,6 +72,13 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
       ->capture_default_str();
   cmd.add_flag_callback(
       "--no-prefix-cache", [&c] { c.prefix_caching = false; }, "Do not reuse the KV blocks of shared prompt prefixes");
+  cmd.add_flag("--dist-check", c.dist_check,
+               "Under --tp: hash the replicated residual stream after every sublayer on every rank and stop "
+               "naming the layer where ranks differ");
+  cmd.add_option("--dist-timeout", c.dist_timeout_s,
+                 "Under mpirun: a step longer than this many seconds means a rank stopped answering, and the "
+                 "job ends (0: no limit)")
+      ->capture_default_str();
 }
 
 }  // namespace latte::cli

@@ -30,6 +30,14 @@ int64_t CommStats::TotalBytesSent() const {
   return b;
 }
 
+int64_t AllReduceBytesSent(int64_t count, int ranks, int rank) {
+  const int64_t P = ranks, f = sizeof(float);
+  if (P <= 1 || count == 0) return 0;
+  if (P == 2 || count * f <= kAllReduceExchangeBytes) return (P - 1) * count * f;
+  const int64_t mine = count * (rank + 1) / P - count * rank / P;
+  return f * ((count - mine) + (P - 1) * mine);
+}
+
 void SumInRankOrder(const float* parts, int ranks, int64_t count, int64_t stride, float* out) {
 #pragma omp parallel for schedule(static) if (count >= (int64_t{1} << 16))
   for (int64_t i = 0; i < count; ++i) {

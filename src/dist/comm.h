@@ -85,6 +85,13 @@ class LocalComm final : public Comm {
   [[noreturn]] void Abort(const std::string& why) override;
 };
 
+// The bytes one rank sends for an all-reduce of `count` floats over `ranks` ranks, as
+// MpiComm does it: below kAllReduceExchangeBytes (and always for 2 ranks) it sends its
+// whole partial to every other rank, (ranks − 1) · count floats; above, one chunk to
+// each rank and its summed chunk back, about 2 · (ranks − 1) / ranks · count.
+inline constexpr int64_t kAllReduceExchangeBytes = 64 << 10;
+int64_t AllReduceBytesSent(int64_t count, int ranks, int rank = 0);
+
 // The rank order sum both implementations and the tests share:
 // out[i] = parts[0][i] + parts[1][i] + ... (left to right), parts: [ranks, count].
 void SumInRankOrder(const float* parts, int ranks, int64_t count, int64_t stride, float* out);

@@ -34,8 +34,8 @@ MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {
 void MpiComm::AllReduceSum(float* data, int64_t count) {
   if (size_ == 1 || count == 0) return;
   const int64_t P = size_;
-  if (P == 2 || count * static_cast<int64_t>(sizeof(float)) <= kExchangeBytes) {
-    Timed t(stats_[CollectiveKind::kAllReduce], (P - 1) * count * static_cast<int64_t>(sizeof(float)));
+  Timed t(stats_[CollectiveKind::kAllReduce], AllReduceBytesSent(count, size_, rank_));
+  if (P == 2 || count * static_cast<int64_t>(sizeof(float)) <= kAllReduceExchangeBytes) {
     parts_.resize(static_cast<size_t>(P * count));
     MPI_Allgather(data, static_cast<int>(count), MPI_FLOAT, parts_.data(), static_cast<int>(count), MPI_FLOAT, comm_);
     SumInRankOrder(parts_.data(), size_, count, count, data);
@@ -50,7 +50,6 @@ void MpiComm::AllReduceSum(float* data, int64_t count) {
     displs_[r] = static_cast<int>(begin);
   }
   const int64_t mine = counts_[rank_];
-  Timed t(stats_[CollectiveKind::kAllReduce], static_cast<int64_t>(sizeof(float)) * ((count - mine) + (P - 1) * mine));
   parts_.resize(static_cast<size_t>(P * mine));
   // Every rank sends chunk r to rank r and receives its own chunk of every rank's partial.
   std::vector<int> recv_counts(P, static_cast<int>(mine)), recv_displs(P);

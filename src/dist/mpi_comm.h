@@ -15,7 +15,7 @@ class MpiComm final : public Comm {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // Below kExchangeBytes per rank (and always for 2 ranks) every rank all-gathers the
+  // Below kAllReduceExchangeBytes per rank (and always for 2 ranks) every rank all-gathers the
   // whole partials and sums them in rank order (log2 P steps); above it, each rank
   // receives one chunk of everyone's partial (all-to-all), sums it in rank order and
   // the sums are all-gathered: the bytes of a ring all-reduce, the same bits.
@@ -27,8 +27,6 @@ class MpiComm final : public Comm {
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) override;
   [[noreturn]] void Abort(const std::string& why) override;
-
-  static constexpr int64_t kExchangeBytes = 64 << 10;
 
  private:
   // Waits for `request`, sleeping between polls (50 µs, doubling up to 5 ms): a blocking

@@ -15,6 +15,9 @@ Status EngineConfig::Validate() const {
   }
   LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
   LATTE_RETURN_IF_ERROR(CheckLayout(load.parallel, LauncherWorldSize(), MpiBuiltIn()));
+  if (!(dist_timeout_s >= 0)) {
+    return Status::InvalidArgument("dist_timeout must be >= 0 seconds (0: no limit)", "dist_timeout");
+  }
   LATTE_RETURN_IF_ERROR(memory.Validate());
   return scheduler.Validate();
 }

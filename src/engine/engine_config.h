@@ -25,6 +25,11 @@ struct EngineConfig {
   MemoryOptions memory;
   SchedulerConfig scheduler;
   bool prefix_caching = true;
+  // A job of several ranks (load.parallel): --dist-check hashes the replicated residual
+  // stream after every sublayer (DeepSeekModel::set_dist_check); a step longer than
+  // dist_timeout_s seconds ends the job (EngineOptions::step_timeout_s; 0: never).
+  bool dist_check = false;
+  double dist_timeout_s = 600;
 
   // Each value on its own and the load options together, before anything is read;
   // an error names the field ("max_num_seqs", "block_size"), one message per value.

@@ -27,6 +27,7 @@ EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& pla
   options.num_blocks = plan.num_blocks;
   options.prefix_caching = config.prefix_caching;
   options.kv_cache_dtype = config.memory.kv_cache_dtype;
+  options.step_timeout_s = config.dist_timeout_s;
   return options;
 }
 
@@ -88,6 +89,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   const bool tp = load.parallel.tp > 1, dp = load.parallel.dp > 1;
   stack->model =
       std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, tp ? &world : nullptr, dp ? &world : nullptr);
+  stack->model->set_dist_check(config.dist_check);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));

@@ -5,7 +5,9 @@
 #include <string>
 #include <string_view>
 
+#include "dist/comm.h"
 #include "model/model_weights.h"
+#include "model/tensor_parallel.h"
 #include "model/tensor_specs.h"
 
 namespace latte {
@@ -340,6 +342,26 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const Weig
   t.kv_bytes = static_cast<double>(c.num_hidden_layers) * static_cast<double>(LatentRowBytes(c, kv_value_bytes));
   t.flops = flops;
   return t;
+}
+
+ForwardCollectives ForwardCollectivesOf(const ModelConfig& c, const ParallelLayout& layout, int64_t rows,
+                                        int64_t vocab_align) {
+  ForwardCollectives f;
+  const int64_t P = layout.world_size(), d = c.hidden_size, fb = sizeof(float);
+  if (P <= 1 || rows <= 0) return f;
+  if (layout.dp > 1) {
+    int64_t moe_layers = 0;
+    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) moe_layers += c.IsMoeLayer(layer);
+    const int64_t local = rows / layout.dp;
+    f.all_gather = {1 + moe_layers,
+                    (P - 1) * static_cast<int64_t>(sizeof(int64_t)) + moe_layers * (P - 1) * local * d * fb};
+    f.reduce_scatter = {moe_layers, moe_layers * (P - 1) * local * d * fb};
+    return f;
+  }
+  f.all_reduce = {2 * c.num_hidden_layers, 2 * c.num_hidden_layers * AllReduceBytesSent(rows * d, static_cast<int>(P))};
+  const int64_t vocab_rank0 = VocabRanges(c, static_cast<int>(P), vocab_align)[0].count;
+  f.all_gather = {1, (P - 1) * rows * vocab_rank0 * fb};
+  return f;
 }
 
 }  // namespace latte

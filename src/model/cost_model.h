@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dist/layout.h"
 #include "model/config.h"
 #include "model/mla_mode.h"
 
@@ -246,5 +247,26 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
 // kv_bytes: the latent rows written.
 TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const WeightValueBytes& wb,
                                 int64_t kv_value_bytes);
+
+// The collectives of one forward pass over `rows` tokens, each with a row of logits, as
+// DeepSeekModel issues them under `layout`, and the bytes rank 0 sends (dist/comm.h's
+// accounting, what CommStats measures):
+//   tp: an all-reduce of [rows, d] f32 after every attention and every FFN, and one
+//       all-gather of the logits (rank 0's vocabulary rows, [rows, V_0]);
+//   dp: each replica runs rows / dp of the tokens: one all-gather of the token counts,
+//       then per MoE layer an all-gather of the normed rows and a reduce-scatter of the
+//       expert sums ([rows / dp, d] to and from each other rank).
+struct CollectiveCost {
+  int64_t calls = 0;
+  int64_t bytes_sent = 0;
+};
+struct ForwardCollectives {
+  CollectiveCost all_reduce, all_gather, reduce_scatter;
+  int64_t calls() const { return all_reduce.calls + all_gather.calls + reduce_scatter.calls; }
+  int64_t bytes_sent() const { return all_reduce.bytes_sent + all_gather.bytes_sent + reduce_scatter.bytes_sent; }
+};
+// `vocab_align`: the lm_head split's piece (fp8 block rows when lm_head is fp8).
+ForwardCollectives ForwardCollectivesOf(const ModelConfig& c, const ParallelLayout& layout, int64_t rows,
+                                        int64_t vocab_align = 1);
 
 }  // namespace latte

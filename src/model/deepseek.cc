@@ -162,6 +162,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
       mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
       SumPartials(T * d);
       AddToResidual(T * d, layer, NonFiniteSite::kAttention);
+      CheckReplicated(T * d, layer, NonFiniteSite::kAttention);
       RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
     }
     if (lw.is_moe && experts_ != nullptr) {
@@ -176,6 +177,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     if (T == 0) continue;
     SumPartials(T * d);
     AddToResidual(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
+    CheckReplicated(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
   }
 
   // Final norm and lm_head on the rows that need logits.
@@ -197,6 +199,22 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
   }
   LmHead(n, logits);
   return Status::Ok();
+}
+
+void DeepSeekModel::CheckReplicated(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer) {
+  if (!dist_check_ || tp_ == nullptr || tp_->size() == 1) return;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the floats' bits
+  for (int64_t i = 0; i < count; ++i) {
+    hash = (hash ^ std::bit_cast<uint32_t>(hidden_[i])) * 1099511628211ull;
+  }
+  std::vector<uint64_t> every(tp_->size());
+  tp_->AllGatherBytes(&hash, sizeof hash, every.data());
+  for (size_t r = 1; r < every.size(); ++r) {
+    if (every[r] == every[0]) continue;
+    NonFiniteSite site{layer, sublayer};
+    tp_->Abort("--dist-check: after layer " + std::to_string(layer) + "'s " + site.SublayerName() +
+               " the residual stream differs between rank 0 and rank " + std::to_string(r));
+  }
 }
 
 void DeepSeekModel::SumPartials(int64_t count) {

@@ -74,6 +74,11 @@ class DeepSeekModel {
   // when the residual stream stayed finite.
   const std::optional<NonFiniteSite>& first_non_finite() const { return first_non_finite_; }
 
+  // --dist-check: under tensor parallelism, after every sublayer each rank hashes its
+  // residual stream (replicated: it must hold the same bits on every rank) and the
+  // hashes are compared; the first difference ends the job naming the layer.
+  void set_dist_check(bool on) { dist_check_ = on; }
+
   const ModelConfig& config() const { return w_.config(); }
   const ModelWeights& weights() const { return w_; }
 
@@ -81,6 +86,7 @@ class DeepSeekModel {
   const ModelWeights& w_;
   Comm* tp_;
   Comm* experts_;
+  bool dist_check_ = false;
   std::vector<int64_t> rank_tokens_;           // data-parallel: every rank's tokens this Forward
   std::vector<float> gathered_, moe_partial_;  // data-parallel: [Σ tokens, d] rows and expert sums
   MlaLayer mla_;
@@ -93,6 +99,8 @@ class DeepSeekModel {
 
   // hidden_ += delta_ over `count` values, noting the first non-finite sublayer output.
   void AddToResidual(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer);
+  // --dist-check after one sublayer (see set_dist_check).
+  void CheckReplicated(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer);
   // delta_ summed over the tensor-parallel ranks (their partial outputs of one sublayer).
   void SumPartials(int64_t count);
   // logits: [n, vocab] = lm_head · final_rows_, each rank's vocabulary rows gathered.

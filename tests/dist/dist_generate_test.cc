@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/npy.h"
 #include "run_command.h"
@@ -169,6 +170,57 @@ TEST(DistLayout, RefusedWithOneSentence) {
     EXPECT_NE(run.exit_code, 0) << r.flags;
     EXPECT_NE(run.log.find(r.message), std::string::npos) << r.flags << ":\n" << run.log;
     EXPECT_EQ(run.log.find("loading:"), std::string::npos) << r.flags << " loaded weights:\n" << run.log;
+  }
+}
+
+}  // namespace
+}  // namespace latte
+
+namespace latte {
+namespace {
+
+// What `latte calc` predicts a decode step's collectives send is what rank 0's Comm
+// counted in `bench model`'s timed steps: calls and bytes, per kind, exactly (TP on
+// both all-reduce paths, DP with each replica's share of the batch).
+TEST(DistCollectives, BenchModelSendsWhatCalcPredicts) {
+  const std::string model = ModelDir("tiny");
+  struct Layout {
+    int ranks;
+    std::string flags, calc_flags;
+    int64_t batch;
+  };
+  const std::vector<Layout> layouts = {
+      {2, "--tp 2", "--tp 2", 1},
+      {4, "--tp 4 --ep 4", "--tp 4 --ep 4", 16},
+      {4, "--tp 4", "--tp 4", 1024},  // [1024, 64] floats: the exchange path of the all-reduce
+      {2, "--dp 2 --ep 2", "--dp 2 --ep 2", 2},
+      {4, "--dp 4", "--dp 4", 8},
+  };
+  for (const Layout& l : layouts) {
+    int exit_code = -1;
+    const std::string bench =
+        RunCommand(Mpirun(l.ranks, "shm") + LATTE_BINARY + " bench model --model " + model + " " + l.flags +
+                       " -p 0 -n 3 -r 2 --threads 1 --json --batch " + std::to_string(l.batch) + " 2>/dev/null",
+                   &exit_code);
+    ASSERT_EQ(exit_code, 0) << l.flags << "\n" << bench;
+    const std::string calc = RunCommand(std::string(LATTE_BINARY) + " calc --config " + model + "/config.json " +
+                                            l.calc_flags + " --json --batch " + std::to_string(l.batch),
+                                        &exit_code);
+    ASSERT_EQ(exit_code, 0) << calc;
+    const nlohmann::json measured = nlohmann::json::parse(bench)["collectives_per_forward"];
+    const nlohmann::json predicted = nlohmann::json::parse(calc)["collectives_per_decode_step"];
+    for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
+      const int64_t calls = predicted[kind]["calls"];
+      if (calls == 0) {
+        EXPECT_FALSE(measured.contains(kind)) << l.flags << " " << kind;
+        continue;
+      }
+      ASSERT_TRUE(measured.contains(kind)) << l.flags << " " << kind << "\n" << measured.dump();
+      EXPECT_EQ(measured[kind]["calls"].get<double>(), static_cast<double>(calls)) << l.flags << " " << kind;
+      EXPECT_EQ(measured[kind]["bytes_sent"].get<double>(), predicted[kind]["bytes_sent"].get<double>())
+          << l.flags << " " << kind;
+    }
+    EXPECT_GT(nlohmann::json::parse(bench)["collective_share"].get<double>(), 0.0) << l.flags;
   }
 }
 

@@ -71,3 +71,40 @@ for (const layout of [['--tp', '2'], ['--dp', '2', '--ep', '2']]) {
     assert.match(server.log(), /latte serve: stopped/);
   });
 }
+
+// The ranks of an mpirun job, by rank (from each process's OMPI_COMM_WORLD_RANK).
+function ranksOf(mpirunPid) {
+  const fs = require('node:fs');
+  const { execFileSync } = require('node:child_process');
+  let children = [];
+  try {
+    children = execFileSync('pgrep', ['-P', String(mpirunPid)]).toString().trim().split('\n').map(Number);
+  } catch (e) { /* none */ }
+  const ranks = {};
+  for (const pid of children) {
+    try {
+      const env = fs.readFileSync(`/proc/${pid}/environ`).toString().split('\0');
+      const entry = env.find((v) => v.startsWith('OMPI_COMM_WORLD_RANK='));
+      if (entry) ranks[Number(entry.split('=')[1])] = pid;
+    } catch (e) { /* gone */ }
+  }
+  return ranks;
+}
+
+test('a rank that stops answering ends the job within --dist-timeout, naming the waiting rank', async () => {
+  const server = await h.startServer(h.makeModel(), ['--served-model-name', 'tiny', '--dp', '2', '--ep', '2',
+                                                     '--dist-timeout', '3'], {}, { launcher: MPIRUN });
+  const ranks = ranksOf(server.proc.pid);
+  assert.ok(ranks[1], `rank 1 among mpirun's children: ${JSON.stringify(ranks)}`);
+  const exited = new Promise((resolve) => server.proc.on('exit', (code) => resolve(code)));
+  process.kill(ranks[1], 'SIGSTOP');
+  const started = Date.now();
+  // A request makes rank 0 step, and wait inside a collective for rank 1.
+  h.post(server.base, '/v1/completions', { model: 'tiny', prompt: [1, 2, 3], max_tokens: 4 }).catch(() => {});
+  const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('hung'), 30000))]);
+  try { process.kill(ranks[1], 'SIGKILL'); } catch (e) { /* mpirun ended it */ }
+  assert.notEqual(code, 'hung', 'the job did not end within 30 s');
+  assert.notEqual(code, 0);
+  assert.ok(Date.now() - started < 30000);
+  assert.match(server.log(), /\[rank 0\] one engine step has run 3 s \(--dist-timeout\): a rank stopped answering/);
+});
