@@ -148,6 +148,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
   Comm* experts = o.load.parallel.dp > 1 ? &world : nullptr;
   DeepSeekModel model(*weights, MlaSettings{}, tp, experts);
+  if (experts) model.set_moe_exchange(o.load.parallel.moe_exchange);
   if (world.rank() != 0) report = nullptr;
   // Data-parallel attention: each replica runs its share of the batch (pp: a prompt of
   // its own), all at once; the figures are the replicas' together.
@@ -192,6 +193,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       MlaSettings fill_settings;
       fill_settings.decompress_prefill = depth == 0 || o.load.mode == MlaMode::kNaive;
       DeepSeekModel filler(*weights, fill_settings, tp, experts);
+      if (experts) filler.set_moe_exchange(o.load.parallel.moe_exchange);
       LATTE_ASSIGN_OR_RETURN(DecodeStart start,
                              FillCaches(filler, prompt, o.depth_chunk, gen, local_batch, 1 + rank_seed));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up

@@ -164,13 +164,10 @@ json CollectivesJson(const ModelCostReport& r) {
   for (const LinkModel& link : LinkPresets()) {
     seconds[std::string(link.name)] = CollectiveSeconds(link, f.calls(), f.bytes_sent(), r.layout.world_size());
   }
-  return {{"layout", LayoutName(r.layout)},
-          {"ranks", r.layout.world_size()},
-          {"batch", r.options.batch},
-          {"all_reduce", cost(f.all_reduce)},
-          {"all_gather", cost(f.all_gather)},
-          {"reduce_scatter", cost(f.reduce_scatter)},
-          {"seconds", seconds}};
+  return {{"layout", LayoutName(r.layout)},   {"ranks", r.layout.world_size()},
+          {"batch", r.options.batch},         {"all_reduce", cost(f.all_reduce)},
+          {"all_gather", cost(f.all_gather)}, {"reduce_scatter", cost(f.reduce_scatter)},
+          {"all_to_all", cost(f.all_to_all)}, {"seconds", seconds}};
 }
 
 ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& config, const ModelCostOptions& options) {

@@ -32,7 +32,7 @@
 //                           absorbed {weight_bytes, free_bytes, tokens}, materialized {...},
 //                           token_ratio (absorbed / materialized tokens; null when 0)}
 //   collectives_per_decode_step  null in one process, else {layout, batch, ranks,
-//                           all_reduce|all_gather|reduce_scatter {calls, bytes_sent},
+//                           all_reduce|all_gather|reduce_scatter|all_to_all {calls, bytes_sent},
 //                           seconds {shm, 25gbe, 100gbe, ib200}}: one decode step of `batch`
 //                           sequences as latte's ranks run it (rank 0's sends; --tp: heads
 //                           split, --dp: data-parallel attention)

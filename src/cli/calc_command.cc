@@ -243,8 +243,9 @@ void PrintCollectives(const ModelCostReport& r) {
     if (c.calls > 0) t.Row({std::string("  ") + name, Commas(c.calls), Commas(c.bytes_sent)});
   };
   row("all-reduce (after attention and FFN)", f.all_reduce);
-  row(r.layout.dp > 1 ? "all-gather (token counts, MoE rows)" : "all-gather (logits)", f.all_gather);
+  row(r.layout.dp > 1 ? "all-gather (counts, MoE rows, final rows)" : "all-gather (logits)", f.all_gather);
   row("reduce-scatter (MoE sums)", f.reduce_scatter);
+  row("all-to-all (logits of each rank's rows)", f.all_to_all);
   t.Print();
   Table links;
   links.Row({"  projected time in them per step", "link", "ms"});

@@ -46,6 +46,10 @@ void AddLoadFlags(CLI::App& cmd, LoadOptions& load) {
       ->capture_default_str();
   cmd.add_option("--dp", load.parallel.dp, "Data-parallel attention replicas (not built yet: 1)")
       ->capture_default_str();
+  AddChoiceOption(cmd, "--moe-exchange", load.parallel.moe_exchange, {"allgather", "alltoall"}, ParseMoeExchange,
+                  "allgather",
+                  "--dp: how MoE layers exchange rows: allgather (every rank's rows to every rank, sums "
+                  "reduce-scattered back) | alltoall (each row to the ranks holding its experts; needs --ep)");
   cmd.add_option("--ep", load.parallel.ep,
                  "Expert-parallel ranks: 1 (routed experts split by width) or --tp (each rank holds whole experts)")
       ->capture_default_str();

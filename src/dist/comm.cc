@@ -11,6 +11,7 @@ std::string_view CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kAllReduce: return "all_reduce";
     case CollectiveKind::kAllGather: return "all_gather";
     case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllToAll: return "all_to_all";
     case CollectiveKind::kBroadcast: return "broadcast";
     case CollectiveKind::kGather: return "gather";
     case CollectiveKind::kCount: break;
@@ -53,6 +54,14 @@ void LocalComm::AllGatherV(const float* in, std::span<const int64_t> counts, flo
 
 void LocalComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) {
   if (in != out && !counts.empty()) std::memmove(out, in, static_cast<size_t>(counts[0]) * sizeof(float));
+}
+
+void LocalComm::AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) {
+  recv_counts[0] = send_counts[0];
+}
+
+void LocalComm::AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out, std::span<const int64_t>) {
+  if (in != out) std::memmove(out, in, static_cast<size_t>(send_counts[0]) * sizeof(float));
 }
 
 void LocalComm::GatherBytes(const std::vector<uint8_t>& mine, int, std::vector<std::vector<uint8_t>>& all) {

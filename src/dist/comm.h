@@ -19,7 +19,7 @@
 
 namespace latte {
 
-enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kGather, kCount };
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kGather, kCount };
 std::string_view CollectiveKindName(CollectiveKind kind);  // "all_reduce", ...
 
 // What one rank's collectives cost: calls, the bytes this rank sent, the seconds spent
@@ -53,6 +53,13 @@ class Comm {
   // [counts[rank()]] = Σ over ranks q = 0, 1, ... of rank q's part for this rank, added
   // in that order (the partial sums of rows that belong to different ranks).
   virtual void ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) = 0;
+  // send_counts[r]: what this rank sends rank r; recv_counts (out): what each rank sends
+  // this one.
+  virtual void AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) = 0;
+  // in: [Σ send_counts] in rank order, rank r's part to rank r; out: [Σ recv_counts],
+  // what rank q sent at offset Σ_{p<q} recv_counts[p].
+  virtual void AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out,
+                         std::span<const int64_t> recv_counts) = 0;
   // Every rank's `mine` (any length) to `root`, in rank order (others get nothing).
   virtual void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) = 0;
   // `bytes` of every rank, in rank order: out [size() · bytes].
@@ -79,6 +86,9 @@ class LocalComm final : public Comm {
   void AllReduceSum(float*, int64_t) override {}
   void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) override;
   void ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) override;
+  void AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out,
+                 std::span<const int64_t> recv_counts) override;
   void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) override;
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>&, int, bool) override {}

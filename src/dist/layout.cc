@@ -1,6 +1,18 @@
 #include "dist/layout.h"
 
+#include <algorithm>
+
 namespace latte {
+
+std::optional<MoeExchange> ParseMoeExchange(std::string_view name) {
+  if (name == "allgather") return MoeExchange::kAllGather;
+  if (name == "alltoall") return MoeExchange::kAllToAll;
+  return std::nullopt;
+}
+
+std::string_view MoeExchangeName(MoeExchange exchange) {
+  return exchange == MoeExchange::kAllToAll ? "alltoall" : "allgather";
+}
 
 std::string LayoutName(const ParallelLayout& layout) {
   if (layout.world_size() == 1) return "one process";
@@ -30,6 +42,12 @@ Status CheckLayout(const ParallelLayout& layout, int world_size, bool mpi_built_
                                        " must be 1 (routed experts split by width) or the number of ranks, " +
                                        std::to_string(experts) + " (each rank holds whole experts)",
                                    "ep");
+  }
+  if (layout.moe_exchange == MoeExchange::kAllToAll && (layout.dp == 1 || layout.ep != experts)) {
+    return Status::InvalidArgument("--moe-exchange alltoall needs data-parallel attention with whole experts (--dp " +
+                                       std::to_string(std::max(layout.dp, 2)) + " --ep " +
+                                       std::to_string(std::max(layout.dp, 2)) + ")",
+                                   "moe_exchange");
   }
   const int wanted = layout.world_size();
   if (wanted > 1 && !mpi_built_in) {

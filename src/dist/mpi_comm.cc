@@ -96,6 +96,28 @@ void MpiComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, f
   SumInRankOrder(parts_.data(), size_, mine, mine, out);
 }
 
+void MpiComm::AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) {
+  Timed t(stats_[CollectiveKind::kAllToAll], (size_ - 1) * static_cast<int64_t>(sizeof(int64_t)));
+  MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1, MPI_INT64_T, comm_);
+}
+
+void MpiComm::AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out,
+                        std::span<const int64_t> recv_counts) {
+  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+  int64_t s_off = 0, r_off = 0, sent = 0;
+  for (int r = 0; r < size_; ++r) {
+    sc[r] = static_cast<int>(send_counts[r]);
+    sd[r] = static_cast<int>(s_off);
+    rc[r] = static_cast<int>(recv_counts[r]);
+    rd[r] = static_cast<int>(r_off);
+    s_off += send_counts[r];
+    r_off += recv_counts[r];
+    if (r != rank_) sent += send_counts[r];
+  }
+  Timed t(stats_[CollectiveKind::kAllToAll], sent * static_cast<int64_t>(sizeof(float)));
+  MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_);
+}
+
 void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) {
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(size_), displs(size_);

@@ -23,6 +23,9 @@ class MpiComm final : public Comm {
   void AllGatherV(const float* in, std::span<const int64_t> counts, float* out) override;
   // Each rank sends rank r its part (all-to-all) and sums what it receives in rank order.
   void ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) override;
+  void AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) override;
+  void AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out,
+                 std::span<const int64_t> recv_counts) override;
   void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) override;
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) override;

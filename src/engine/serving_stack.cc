@@ -90,6 +90,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   stack->model =
       std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, tp ? &world : nullptr, dp ? &world : nullptr);
   stack->model->set_dist_check(config.dist_check);
+  if (dp) stack->model->set_moe_exchange(load.parallel.moe_exchange);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));

@@ -353,9 +353,12 @@ ForwardCollectives ForwardCollectivesOf(const ModelConfig& c, const ParallelLayo
     int64_t moe_layers = 0;
     for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) moe_layers += c.IsMoeLayer(layer);
     const int64_t local = rows / layout.dp;
-    f.all_gather = {1 + moe_layers,
-                    (P - 1) * static_cast<int64_t>(sizeof(int64_t)) + moe_layers * (P - 1) * local * d * fb};
+    const int64_t count_bytes = (P - 1) * static_cast<int64_t>(sizeof(int64_t));
+    // Token counts, each MoE layer's rows, then lm_head's: logit-row counts and final rows.
+    f.all_gather = {3 + moe_layers, 2 * count_bytes + (moe_layers + 1) * (P - 1) * local * d * fb};
     f.reduce_scatter = {moe_layers, moe_layers * (P - 1) * local * d * fb};
+    const int64_t vocab_rank0 = VocabRanges(c, static_cast<int>(P), vocab_align)[0].count;
+    f.all_to_all = {1, (P - 1) * local * vocab_rank0 * fb};  // rank 0's slice of the others' logits
     return f;
   }
   f.all_reduce = {2 * c.num_hidden_layers, 2 * c.num_hidden_layers * AllReduceBytesSent(rows * d, static_cast<int>(P))};

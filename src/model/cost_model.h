@@ -255,15 +255,19 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const Weig
 //       all-gather of the logits (rank 0's vocabulary rows, [rows, V_0]);
 //   dp: each replica runs rows / dp of the tokens: one all-gather of the token counts,
 //       then per MoE layer an all-gather of the normed rows and a reduce-scatter of the
-//       expert sums ([rows / dp, d] to and from each other rank).
+//       expert sums ([rows / dp, d] to and from each other rank); lm_head split by
+//       vocabulary: an all-gather of the logit-row counts and of the final rows, and an
+//       all-to-all of the logits (rank 0's slice of the others' rows).
 struct CollectiveCost {
   int64_t calls = 0;
   int64_t bytes_sent = 0;
 };
 struct ForwardCollectives {
-  CollectiveCost all_reduce, all_gather, reduce_scatter;
-  int64_t calls() const { return all_reduce.calls + all_gather.calls + reduce_scatter.calls; }
-  int64_t bytes_sent() const { return all_reduce.bytes_sent + all_gather.bytes_sent + reduce_scatter.bytes_sent; }
+  CollectiveCost all_reduce, all_gather, reduce_scatter, all_to_all;
+  int64_t calls() const { return all_reduce.calls + all_gather.calls + reduce_scatter.calls + all_to_all.calls; }
+  int64_t bytes_sent() const {
+    return all_reduce.bytes_sent + all_gather.bytes_sent + reduce_scatter.bytes_sent + all_to_all.bytes_sent;
+  }
 };
 // `vocab_align`: the lm_head split's piece (fp8 block rows when lm_head is fp8).
 ForwardCollectives ForwardCollectivesOf(const ModelConfig& c, const ParallelLayout& layout, int64_t rows,

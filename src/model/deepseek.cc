@@ -64,7 +64,11 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
   const int64_t moe = c.n_routed_experts > 0 ? grown(all * c.n_routed_experts) + 4 * all * k + 2 * grown(all * k * d) +
                                                    2 * grown(moe_hidden)
                                              : 0;
-  if (dp_ranks > 1) floats += 2 * grown(all * d);  // gathered rows, expert sums
+  if (dp_ranks > 1) {
+    floats += 2 * grown(all * d);  // gathered rows, expert sums
+    // lm_head: every rank's final rows, this rank's slice of their logits, its rows' logits.
+    floats += max_logit_rows * (dp_ranks * d + 2 * (c.vocab_size + dp_ranks * 128));
+  }
   floats += std::max(2 * grown(T * c.intermediate_size), moe);
   const int64_t index_bytes = 8 * (grown(T) * 2 + T * k);  // positions, latent rows, expert rows
   return floats * static_cast<int64_t>(sizeof(float)) + index_bytes + threads * kKernelScratchPerThread;
@@ -221,8 +225,95 @@ void DeepSeekModel::SumPartials(int64_t count) {
   if (tp_ != nullptr && tp_->size() > 1) tp_->AllReduceSum(delta_.data(), count);
 }
 
+void DeepSeekModel::set_moe_exchange(MoeExchange exchange) {
+  LATTE_CHECK(exchange == MoeExchange::kAllGather || w_.shard().whole_experts,
+              "DeepSeekModel: the all-to-all MoE exchange needs whole experts on each rank");
+  moe_exchange_ = exchange;
+}
+
+void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
+  const ModelConfig& c = config();
+  const int64_t d = c.hidden_size, k = c.num_experts_per_tok, P = experts_->size();
+  const int64_t per_rank = c.n_routed_experts / P, width = d + 2 * k;  // a row: x | ids | weights
+  route_ids_.resize(std::max<int64_t>(1, T * k));
+  route_weights_.resize(std::max<int64_t>(1, T * k));
+  if (T > 0) RouteRows(c, lw.moe, normed_.data(), T, route_ids_.data(), route_weights_.data(), ffn_scratch_);
+  // The own rows each rank gets: those with at least one expert there, in row order.
+  sent_rows_.assign(P, {});
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<char> to(P, 0);
+    for (int64_t i = 0; i < k; ++i) to[route_ids_[t * k + i] / per_rank] = 1;
+    for (int64_t q = 0; q < P; ++q) {
+      if (to[q]) sent_rows_[q].push_back(t);
+    }
+  }
+  send_counts_.assign(P, 0);
+  int64_t sent = 0;
+  for (int64_t q = 0; q < P; ++q) sent += static_cast<int64_t>(sent_rows_[q].size());
+  send_rows_.resize(std::max<int64_t>(1, sent * width));
+  float* out = send_rows_.data();
+  for (int64_t q = 0; q < P; ++q) {
+    send_counts_[q] = static_cast<int64_t>(sent_rows_[q].size()) * width;
+    for (int64_t t : sent_rows_[q]) {
+      std::memcpy(out, normed_.data() + t * d, d * sizeof(float));
+      for (int64_t i = 0; i < k; ++i) {
+        out[d + i] = static_cast<float>(route_ids_[t * k + i]);  // exact: ids < 2^24
+        out[d + k + i] = route_weights_[t * k + i];
+      }
+      out += width;
+    }
+  }
+  recv_counts_.assign(P, 0);
+  experts_->AllToAllCounts(send_counts_, recv_counts_);
+  int64_t received = 0;
+  for (int64_t q = 0; q < P; ++q) received += recv_counts_[q] / width;
+  recv_rows_.resize(std::max<int64_t>(1, received * width));
+  experts_->AllToAllV(send_rows_.data(), send_counts_, recv_rows_.data(), recv_counts_);
+  // The received rows unpacked (x into gathered_, routing beside), run through this
+  // rank's experts into moe_partial_.
+  gathered_.resize(std::max<int64_t>(1, received * d));
+  moe_partial_.resize(std::max<int64_t>(1, std::max(received, sent) * d));
+  std::vector<int64_t> ids(std::max<int64_t>(1, received * k));
+  std::vector<float> weights(std::max<int64_t>(1, received * k));
+  for (int64_t r = 0; r < received; ++r) {
+    const float* row = recv_rows_.data() + r * width;
+    std::memcpy(gathered_.data() + r * d, row, d * sizeof(float));
+    for (int64_t i = 0; i < k; ++i) {
+      ids[r * k + i] = static_cast<int64_t>(row[d + i]);
+      weights[r * k + i] = row[d + k + i];
+    }
+  }
+  if (received > 0) {
+    MoeExperts(c, lw.moe, gathered_.data(), received, ids.data(), weights.data(), moe_partial_.data(), ffn_scratch_,
+               /*with_shared=*/false);
+  }
+  // The sums go back the way the rows came; each rank adds its rows' parts in rank order.
+  back_send_counts_.resize(P);
+  back_recv_counts_.resize(P);
+  for (int64_t q = 0; q < P; ++q) {
+    back_send_counts_[q] = recv_counts_[q] / width * d;
+    back_recv_counts_[q] = send_counts_[q] / width * d;
+  }
+  recv_rows_.resize(std::max<int64_t>(1, sent * d));
+  experts_->AllToAllV(moe_partial_.data(), back_send_counts_, recv_rows_.data(), back_recv_counts_);
+  std::fill(delta_.begin(), delta_.begin() + T * d, 0.0f);
+  const float* back = recv_rows_.data();
+  for (int64_t q = 0; q < P; ++q) {
+    for (int64_t t : sent_rows_[q]) {
+      float* dst = delta_.data() + t * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] += back[j];
+      back += d;
+    }
+  }
+}
+
 void DeepSeekModel::DataParallelMoe(const LayerWeights& lw, int64_t T) {
   const ModelConfig& c = config();
+  if (moe_exchange_ == MoeExchange::kAllToAll) {
+    AllToAllMoe(lw, T);
+    AddSharedExpert(lw, T);
+    return;
+  }
   const int64_t d = c.hidden_size;
   std::vector<int64_t> counts;
   int64_t all = 0;
@@ -236,16 +327,57 @@ void DeepSeekModel::DataParallelMoe(const LayerWeights& lw, int64_t T) {
   experts_->AllGatherV(normed_.data(), counts, gathered_.data());
   if (all > 0) MoeForward(c, lw.moe, gathered_.data(), all, moe_partial_.data(), ffn_scratch_, /*with_shared=*/false);
   experts_->ReduceScatterV(moe_partial_.data(), counts, delta_.data());
+  AddSharedExpert(lw, T);
+}
+
+void DeepSeekModel::AddSharedExpert(const LayerWeights& lw, int64_t T) {
   if (!lw.moe.shared || T == 0) return;
   // The shared expert over this rank's own rows, added to the routed sum.
+  const int64_t d = config().hidden_size;
   float* shared = Grow(ffn_scratch_.rows_out, T * d);
   MlpForward(*lw.moe.shared, normed_.data(), T, shared, ffn_scratch_);
   for (int64_t i = 0; i < T * d; ++i) delta_[i] += shared[i];
 }
 
+void DeepSeekModel::DataParallelLmHead(int64_t n, std::vector<float>& logits) {
+  const int64_t V = config().vocab_size, d = config().hidden_size;
+  const int P = experts_->size(), me = experts_->rank();
+  std::vector<int64_t> rows(P);
+  experts_->AllGatherBytes(&n, sizeof n, rows.data());
+  std::vector<int64_t> row_counts(P), send_counts(P), recv_counts(P);
+  const std::vector<IndexRange>& vocab = w_.vocab_ranges();
+  const int64_t local = vocab[me].count;
+  int64_t all = 0;
+  for (int q = 0; q < P; ++q) {
+    row_counts[q] = rows[q] * d;
+    send_counts[q] = rows[q] * local;  // [rows of q, this rank's vocabulary]
+    recv_counts[q] = n * vocab[q].count;
+    all += rows[q];
+  }
+  if (all == 0) return;
+  // gathered: [all, d], every rank's final rows in rank order; local_logits: [all, V_me].
+  gathered_.resize(std::max<int64_t>(1, all * d));
+  experts_->AllGatherV(final_rows_.data(), row_counts, gathered_.data());
+  local_logits_.resize(std::max<int64_t>(1, all * local));
+  if (local > 0) Matmul(gathered_.data(), all, w_.lm_head(), local_logits_.data());
+  gathered_logits_.resize(std::max<int64_t>(1, n * V));
+  experts_->AllToAllV(local_logits_.data(), send_counts, gathered_logits_.data(), recv_counts);
+  const float* block = gathered_logits_.data();  // rank q's slice of this rank's rows: [n, V_q]
+  for (int q = 0; q < P; ++q) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(logits.data() + i * V + vocab[q].first, block + i * vocab[q].count, vocab[q].count * sizeof(float));
+    }
+    block += n * vocab[q].count;
+  }
+}
+
 void DeepSeekModel::LmHead(int64_t n, std::vector<float>& logits) {
   const int64_t V = config().vocab_size;
   logits.resize(n * V);
+  if (experts_ != nullptr) {
+    DataParallelLmHead(n, logits);
+    return;
+  }
   if (tp_ == nullptr || tp_->size() == 1) {
     if (n > 0) Matmul(final_rows_.data(), n, w_.lm_head(), logits.data());
     return;

@@ -78,6 +78,9 @@ class DeepSeekModel {
   // residual stream (replicated: it must hold the same bits on every rank) and the
   // hashes are compared; the first difference ends the job naming the layer.
   void set_dist_check(bool on) { dist_check_ = on; }
+  // Data-parallel attention: how MoE layers exchange rows (dist/layout.h); all-to-all
+  // needs whole experts.
+  void set_moe_exchange(MoeExchange exchange);
 
   const ModelConfig& config() const { return w_.config(); }
   const ModelWeights& weights() const { return w_; }
@@ -87,6 +90,11 @@ class DeepSeekModel {
   Comm* tp_;
   Comm* experts_;
   bool dist_check_ = false;
+  MoeExchange moe_exchange_ = MoeExchange::kAllGather;
+  // All-to-all: per destination rank the own rows sent and the counts; the packed rows.
+  std::vector<std::vector<int64_t>> sent_rows_;
+  std::vector<int64_t> send_counts_, recv_counts_, back_send_counts_, back_recv_counts_, route_ids_;
+  std::vector<float> send_rows_, recv_rows_, route_weights_;
   std::vector<int64_t> rank_tokens_;           // data-parallel: every rank's tokens this Forward
   std::vector<float> gathered_, moe_partial_;  // data-parallel: [Σ tokens, d] rows and expert sums
   MlaLayer mla_;
@@ -105,8 +113,17 @@ class DeepSeekModel {
   void SumPartials(int64_t count);
   // logits: [n, vocab] = lm_head · final_rows_, each rank's vocabulary rows gathered.
   void LmHead(int64_t n, std::vector<float>& logits);
+  // The same under data-parallel attention, where each rank holds 1/P of lm_head and has
+  // rows of its own: every rank's n rows are all-gathered, each rank computes its
+  // vocabulary slice of all of them, and an all-to-all gives each rank its rows' slices.
+  void DataParallelLmHead(int64_t n, std::vector<float>& logits);
   // delta_ [T, d] = the MoE of normed_ under data-parallel attention (see the constructor).
   void DataParallelMoe(const LayerWeights& lw, int64_t T);
+  // The same by all-to-all: each of the T own rows goes to the ranks holding one of its
+  // experts, with its routing, and comes back as their sums (added in rank order).
+  void AllToAllMoe(const LayerWeights& lw, int64_t T);
+  // delta_ += the shared expert over this rank's own T rows (data-parallel attention).
+  void AddSharedExpert(const LayerWeights& lw, int64_t T);
 };
 
 }  // namespace latte

@@ -97,7 +97,7 @@ class WeightLoader {
     m_.compute_dtype_ = ChooseComputeDType();
     total_bytes_ = m_.checkpoint_->TotalBytes();
     ranges_ = RangesOf(c, options_.shard, VocabAlign());
-    m_.vocab_ranges_ = VocabRanges(c, options_.shard.size, VocabAlign());
+    m_.vocab_ranges_ = VocabRanges(c, VocabRanks(options_.shard), VocabAlign());
 
     LATTE_ASSIGN_OR_RETURN(m_.embed_tokens_,
                            Matrix("model.embed_tokens.weight", &m_.memory_.embeddings, Fp8Role::kNever));

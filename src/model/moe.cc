@@ -90,14 +90,30 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
   }
 }
 
-void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s,
-                bool with_shared) {
-  const MlpWeights* shared = with_shared && w.shared ? &*w.shared : nullptr;
+void RouteRows(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, int64_t* ids, float* weights,
+               FfnScratch& s) {
   const int64_t d = c.hidden_size, E = c.n_routed_experts, k = c.num_experts_per_tok;
   float* logits = Grow(s.logits, n * E);  // logits: [n, E]
   Matmul(x, n, WeightView{DType::kF32, E, d, d, w.router.data()}, logits);
+  for (int64_t t = 0; t < n; ++t) {
+    RouteToken(c, logits + t * E, w.score_bias.empty() ? nullptr : w.score_bias.data(), ids + t * k, weights + t * k,
+               s.router);
+  }
+}
+
+void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s,
+                bool with_shared) {
+  const int64_t k = c.num_experts_per_tok;
   int64_t* ids = Grow(s.route_ids, n * k);
   float* weights = Grow(s.route_weights, n * k);
+  RouteRows(c, w, x, n, ids, weights, s);
+  MoeExperts(c, w, x, n, ids, weights, out, s, with_shared);
+}
+
+void MoeExperts(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, const int64_t* ids,
+                const float* weights, float* out, FfnScratch& s, bool with_shared) {
+  const MlpWeights* shared = with_shared && w.shared ? &*w.shared : nullptr;
+  const int64_t d = c.hidden_size, E = c.n_routed_experts, k = c.num_experts_per_tok;
   s.expert_rows.resize(E);
   s.expert_weights.resize(E);
   for (int64_t e = 0; e < E; ++e) {
@@ -105,8 +121,6 @@ void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64
     s.expert_weights[e].clear();
   }
   for (int64_t t = 0; t < n; ++t) {
-    RouteToken(c, logits + t * E, w.score_bias.empty() ? nullptr : w.score_bias.data(), ids + t * k, weights + t * k,
-               s.router);
     for (int64_t i = 0; i < k; ++i) {
       s.expert_rows[ids[t * k + i]].push_back(t);
       s.expert_weights[ids[t * k + i]].push_back(weights[t * k + i]);

@@ -23,6 +23,18 @@ void RouteToken(const ModelConfig& c, const float* logits, const float* score_bi
                 RouterScratch& scratch);
 
 // out: [n, d] = Σ_routed w_e · expert_e(x) + shared(x), each expert run once over its rows.
+// The routing of n rows x: [n, d]: ids, weights: [n, num_experts_per_tok] (RouteToken
+// of each row's router logits).
+void RouteRows(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, int64_t* ids, float* weights,
+               FfnScratch& s);
+
+// out: [n, d] = Σ over each row's experts (ids, weights: [n, k]) that this process
+// holds of weight · expert(x), plus the shared expert when with_shared: MoeForward
+// once the rows are routed (data-parallel attention routes on one rank and runs the
+// experts on another).
+void MoeExperts(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, const int64_t* ids,
+                const float* weights, float* out, FfnScratch& s, bool with_shared);
+
 // with_shared false: the routed experts alone (data-parallel attention adds each rank's
 // shared expert to its own rows after the exchange).
 void MoeForward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out, FfnScratch& s,

@@ -18,6 +18,9 @@ std::string Ranks(const TensorShard& s) {
 
 }  // namespace
 
+int VocabRanks(const TensorShard& shard) { return shard.size > 1 ? shard.size : shard.expert_size; }
+int VocabRank(const TensorShard& shard) { return shard.size > 1 ? shard.rank : shard.expert_rank; }
+
 TensorShard ShardOf(const ParallelLayout& layout, int rank) {
   TensorShard s;
   s.rank = rank % layout.tp;
@@ -121,7 +124,9 @@ ShardRanges RangesOf(const ModelConfig& c, const TensorShard& shard, int64_t voc
     s.experts = {0, c.n_routed_experts};
     s.expert_width = EvenPart(c.moe_intermediate_size, shard.expert_rank, shard.expert_size);
   }
-  s.vocab = VocabRanges(c, P, vocab_align)[r];
+  // lm_head rows: over the tensor-parallel ranks, or under data-parallel attention over
+  // every rank (each computes its slice of every rank's logits).
+  s.vocab = VocabRanges(c, VocabRanks(shard), vocab_align)[VocabRank(shard)];
   return s;
 }
 

@@ -34,6 +34,11 @@ struct TensorShard {
 // ranks the experts are split over (--tp, or --dp under data-parallel attention).
 TensorShard ShardOf(const ParallelLayout& layout, int rank);
 
+// The ranks lm_head's vocabulary rows are split over (the tensor-parallel ranks, else
+// every data-parallel rank), and this rank's place among them.
+int VocabRanks(const TensorShard& shard);
+int VocabRank(const TensorShard& shard);
+
 // [first, first + count) of some dimension.
 struct IndexRange {
   int64_t first = 0;

@@ -138,7 +138,11 @@ INSTANTIATE_TEST_SUITE_P(
         // layer with no rows of their own.
         Case{"tiny", "absorbed", 2, "--dp 2 --ep 2", "shm"}, Case{"tiny", "materialized", 2, "--dp 2", "shm"},
         Case{"tiny", "naive", 4, "--dp 4 --ep 4", "shm"}, Case{"tiny", "absorbed", 4, "--dp 4", "tcp"},
-        Case{"default", "absorbed", 2, "--dp 2 --ep 2", "shm"}, Case{"r1-2", "absorbed", 2, "--dp 2 --ep 2", "shm"}),
+        Case{"default", "absorbed", 2, "--dp 2 --ep 2", "shm"}, Case{"r1-2", "absorbed", 2, "--dp 2 --ep 2", "shm"},
+        // The all-to-all exchange: each row only to the ranks holding its experts.
+        Case{"tiny", "absorbed", 2, "--dp 2 --ep 2 --moe-exchange alltoall", "shm"},
+        Case{"tiny", "materialized", 4, "--dp 4 --ep 4 --moe-exchange alltoall", "tcp"},
+        Case{"r1-2", "absorbed", 2, "--dp 2 --ep 2 --moe-exchange alltoall", "shm"}),
     CaseName);
 
 // A layout the model or the job cannot take is one sentence, before any weight loads.
@@ -156,6 +160,8 @@ TEST(DistLayout, RefusedWithOneSentence) {
       {Mpirun(4, "shm"), "--dp 2 --tp 2",
        "--dp with --tp (tensor-parallel attention inside each replica) is not built"},
       {Mpirun(3, "shm"), "--dp 3 --ep 3", "--ep 3 does not divide the model's 8 routed experts"},
+      {Mpirun(2, "shm"), "--dp 2 --moe-exchange alltoall",
+       "--moe-exchange alltoall needs data-parallel attention with whole experts (--dp 2 --ep 2)"},
   };
   // fp8 blocks are 128 rows: the trained default's 2 heads of 64 query rows per rank
   // would cut one (vLLM refuses the same).
@@ -209,7 +215,7 @@ TEST(DistCollectives, BenchModelSendsWhatCalcPredicts) {
     ASSERT_EQ(exit_code, 0) << calc;
     const nlohmann::json measured = nlohmann::json::parse(bench)["collectives_per_forward"];
     const nlohmann::json predicted = nlohmann::json::parse(calc)["collectives_per_decode_step"];
-    for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
       const int64_t calls = predicted[kind]["calls"];
       if (calls == 0) {
         EXPECT_FALSE(measured.contains(kind)) << l.flags << " " << kind;

@@ -31,7 +31,7 @@ async function oneProcessTokens(model, reqs) {
   }
 }
 
-for (const layout of [['--tp', '2'], ['--dp', '2', '--ep', '2']]) {
+for (const layout of [['--tp', '2'], ['--dp', '2', '--ep', '2'], ['--dp', '2', '--ep', '2', '--moe-exchange', 'alltoall']]) {
   test(`mpirun -np 2 latte serve ${layout.join(' ')} answers as one process`, async () => {
     const model = h.makeModel();
     const reqs = requests(12);
