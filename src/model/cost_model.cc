@@ -352,13 +352,14 @@ ForwardCollectives ForwardCollectivesOf(const ModelConfig& c, const ParallelLayo
   if (layout.dp > 1) {
     int64_t moe_layers = 0;
     for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) moe_layers += c.IsMoeLayer(layer);
-    const int64_t local = rows / layout.dp;
+    // Rank q runs rows / dp rows, the first rows % dp ranks one more.
+    const int64_t mine = rows / layout.dp + (rows % layout.dp > 0 ? 1 : 0), others = rows - mine;
     const int64_t count_bytes = (P - 1) * static_cast<int64_t>(sizeof(int64_t));
     // Token counts, each MoE layer's rows, then lm_head's: logit-row counts and final rows.
-    f.all_gather = {3 + moe_layers, 2 * count_bytes + (moe_layers + 1) * (P - 1) * local * d * fb};
-    f.reduce_scatter = {moe_layers, moe_layers * (P - 1) * local * d * fb};
+    f.all_gather = {3 + moe_layers, 2 * count_bytes + (moe_layers + 1) * (P - 1) * mine * d * fb};
+    f.reduce_scatter = {moe_layers, moe_layers * others * d * fb};  // the others' rows' sums
     const int64_t vocab_rank0 = VocabRanges(c, static_cast<int>(P), vocab_align)[0].count;
-    f.all_to_all = {1, (P - 1) * local * vocab_rank0 * fb};  // rank 0's slice of the others' logits
+    f.all_to_all = {1, others * vocab_rank0 * fb};  // rank 0's slice of the others' logits
     return f;
   }
   f.all_reduce = {2 * c.num_hidden_layers, 2 * c.num_hidden_layers * AllReduceBytesSent(rows * d, static_cast<int>(P))};
