@@ -25,7 +25,8 @@ int64_t WeightBytesInMode(const ModelWeights& weights, MlaMode mode) {
   const WeightMemory& m = weights.memory();
   const int64_t value = static_cast<int64_t>(DTypeSize(weights.compute_dtype()));
   const auto derived = [&](MlaMode which) {
-    const WeightComponents& p = ComputeWeightCosts(weights.config(), which).model_params;
+    // shard_config: this rank's heads under tensor parallelism (its share of the derived tensors).
+    const WeightComponents& p = ComputeWeightCosts(weights.shard_config(), which).model_params;
     // fp8 checkpoints: kv_b_proj is dequantized to bf16 and the products derived from it are bf16.
     const int64_t derived_value = p.kv_b_bf16 > 0 ? kBf16Bytes : value;
     return (p.kv_b_bf16 + p.w_uk_t + p.materialized) * derived_value;
