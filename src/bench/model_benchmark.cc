@@ -138,17 +138,14 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   // Under tensor parallelism every rank runs the same tests on its shard (the same
   // random tokens), in lockstep through the collectives; rank 0 reports.
   Comm& world = WorldComm();
-  const bool split = o.load.parallel.world_size() > 1;
-  Comm* tp = o.load.parallel.tp > 1 ? &world : nullptr;
+  const ModelRanks ranks = RanksOf(o.load.parallel, world);
   LoadOptions load = o.load;
-  if (split) load.shard = ShardOf(load.parallel, world.rank());
+  load.shard = ShardOf(load.parallel, world.rank());
   load.progress = load.progress && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights, ModelWeights::Load(o.model_dir, load));
   const ModelConfig& c = weights->config();
   const WeightValueBytes wb = MeasureWeightValueBytes(*weights);
-  Comm* experts = o.load.parallel.dp > 1 ? &world : nullptr;
-  DeepSeekModel model(*weights, MlaSettings{}, tp, experts);
-  if (experts) model.set_moe_exchange(o.load.parallel.moe_exchange);
+  DeepSeekModel model(*weights, MlaSettings{}, ranks);
   if (world.rank() != 0) report = nullptr;
   // Data-parallel attention: each replica runs its share of the batch (pp: a prompt of
   // its own), all at once; the figures are the replicas' together.
@@ -192,8 +189,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       // Deep fills prefill through the latent path (naive mode has none: it decompresses).
       MlaSettings fill_settings;
       fill_settings.decompress_prefill = depth == 0 || o.load.mode == MlaMode::kNaive;
-      DeepSeekModel filler(*weights, fill_settings, tp, experts);
-      if (experts) filler.set_moe_exchange(o.load.parallel.moe_exchange);
+      DeepSeekModel filler(*weights, fill_settings, ranks);
       LATTE_ASSIGN_OR_RETURN(DecodeStart start,
                              FillCaches(filler, prompt, o.depth_chunk, gen, local_batch, 1 + rank_seed));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up

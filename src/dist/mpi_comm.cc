@@ -24,6 +24,19 @@ class Timed {
   Clock::time_point start_;
 };
 
+// `counts` as MPI's ints, and where each rank's part starts (rank order); the total.
+int64_t ToMpiCounts(std::span<const int64_t> counts, std::vector<int>& ints, std::vector<int>& displs) {
+  ints.resize(counts.size());
+  displs.resize(counts.size());
+  int64_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    ints[r] = static_cast<int>(counts[r]);
+    displs[r] = static_cast<int>(offset);
+    offset += counts[r];
+  }
+  return offset;
+}
+
 }  // namespace
 
 MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {
@@ -42,18 +55,14 @@ void MpiComm::AllReduceSum(float* data, int64_t count) {
     return;
   }
   // Chunk r of the vector is summed by rank r: [displs[r], displs[r] + counts[r]).
-  counts_.assign(P, 0);
-  displs_.assign(P, 0);
-  for (int64_t r = 0; r < P; ++r) {
-    const int64_t begin = count * r / P, end = count * (r + 1) / P;
-    counts_[r] = static_cast<int>(end - begin);
-    displs_[r] = static_cast<int>(begin);
-  }
+  std::vector<int64_t> chunks(P);
+  for (int64_t r = 0; r < P; ++r) chunks[r] = count * (r + 1) / P - count * r / P;
+  ToMpiCounts(chunks, counts_, displs_);
   const int64_t mine = counts_[rank_];
   parts_.resize(static_cast<size_t>(P * mine));
   // Every rank sends chunk r to rank r and receives its own chunk of every rank's partial.
-  std::vector<int> recv_counts(P, static_cast<int>(mine)), recv_displs(P);
-  for (int64_t r = 0; r < P; ++r) recv_displs[r] = static_cast<int>(r * mine);
+  std::vector<int> recv_counts, recv_displs;
+  ToMpiCounts(std::vector<int64_t>(P, mine), recv_counts, recv_displs);
   MPI_Alltoallv(data, counts_.data(), displs_.data(), MPI_FLOAT, parts_.data(), recv_counts.data(), recv_displs.data(),
                 MPI_FLOAT, comm_);
   SumInRankOrder(parts_.data(), size_, mine, mine, data + displs_[rank_]);
@@ -61,14 +70,7 @@ void MpiComm::AllReduceSum(float* data, int64_t count) {
 }
 
 void MpiComm::AllGatherV(const float* in, std::span<const int64_t> counts, float* out) {
-  counts_.resize(size_);
-  displs_.resize(size_);
-  int64_t offset = 0;
-  for (int r = 0; r < size_; ++r) {
-    counts_[r] = static_cast<int>(counts[r]);
-    displs_[r] = static_cast<int>(offset);
-    offset += counts[r];
-  }
+  ToMpiCounts(counts, counts_, displs_);
   Timed t(stats_[CollectiveKind::kAllGather], (size_ - 1) * counts[rank_] * static_cast<int64_t>(sizeof(float)));
   if (in == out + displs_[rank_]) {
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
@@ -79,16 +81,9 @@ void MpiComm::AllGatherV(const float* in, std::span<const int64_t> counts, float
 
 void MpiComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, float* out) {
   const int64_t mine = counts[rank_];
-  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
-  int64_t offset = 0, sent = 0;
-  for (int r = 0; r < size_; ++r) {
-    send_counts[r] = static_cast<int>(counts[r]);
-    send_displs[r] = static_cast<int>(offset);
-    offset += counts[r];
-    recv_counts[r] = static_cast<int>(mine);
-    recv_displs[r] = static_cast<int>(r * mine);
-    if (r != rank_) sent += counts[r];
-  }
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  const int64_t sent = ToMpiCounts(counts, send_counts, send_displs) - mine;
+  ToMpiCounts(std::vector<int64_t>(size_, mine), recv_counts, recv_displs);  // rank r's part of my rows
   Timed t(stats_[CollectiveKind::kReduceScatter], sent * static_cast<int64_t>(sizeof(float)));
   parts_.resize(static_cast<size_t>(std::max<int64_t>(1, size_ * mine)));
   MPI_Alltoallv(in, send_counts.data(), send_displs.data(), MPI_FLOAT, parts_.data(), recv_counts.data(),
@@ -103,17 +98,9 @@ void MpiComm::AllToAllCounts(std::span<const int64_t> send_counts, std::span<int
 
 void MpiComm::AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out,
                         std::span<const int64_t> recv_counts) {
-  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
-  int64_t s_off = 0, r_off = 0, sent = 0;
-  for (int r = 0; r < size_; ++r) {
-    sc[r] = static_cast<int>(send_counts[r]);
-    sd[r] = static_cast<int>(s_off);
-    rc[r] = static_cast<int>(recv_counts[r]);
-    rd[r] = static_cast<int>(r_off);
-    s_off += send_counts[r];
-    r_off += recv_counts[r];
-    if (r != rank_) sent += send_counts[r];
-  }
+  std::vector<int> sc, sd, rc, rd;
+  const int64_t sent = ToMpiCounts(send_counts, sc, sd) - send_counts[rank_];
+  ToMpiCounts(recv_counts, rc, rd);
   Timed t(stats_[CollectiveKind::kAllToAll], sent * static_cast<int64_t>(sizeof(float)));
   MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_);
 }

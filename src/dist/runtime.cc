@@ -1,6 +1,7 @@
 #include "dist/runtime.h"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 
 #ifdef LATTE_HAVE_MPI
@@ -21,6 +22,17 @@ std::unique_ptr<Comm>& World() {
 
 bool g_initialised = false;
 
+// The first of the launchers' variables that holds a count of at least 1, else 1.
+int FirstCountIn(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n >= 1) return n;
+    }
+  }
+  return 1;
+}
+
 }  // namespace
 
 bool MpiBuiltIn() {
@@ -38,25 +50,9 @@ bool LaunchedByMpi() {
   return std::getenv("PMIX_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
 }
 
-int LauncherWorldSize() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n >= 1) return n;
-    }
-  }
-  return 1;
-}
+int LauncherWorldSize() { return FirstCountIn({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}); }
 
-int LocalRanks() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n >= 1) return n;
-    }
-  }
-  return 1;
-}
+int LocalRanks() { return FirstCountIn({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}); }
 
 Status InitDistributed(int* argc, char*** argv) {
   if (g_initialised || !LaunchedByMpi()) return Status::Ok();

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 
 #include "base/check.h"
 #include "engine/step_control.h"
@@ -155,8 +154,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   LATTE_CHECK(leads(), "Engine::Submit on a follower rank");
   LATTE_RETURN_IF_ERROR(CheckRequest(request, limits()));
   // Every rank of a group samples the request with the same seed.
-  if (group_ && !request.sampling.seed)
-    request.sampling.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  if (group_ && !request.sampling.seed) request.sampling.seed = RandomSeed();
   LATTE_ASSIGN_OR_RETURN(std::unique_ptr<RequestState> r, NewRequestState(next_id_++, std::move(request)));
   std::shared_ptr<RequestStream> stream = r->stream;
   {

@@ -19,12 +19,12 @@ std::string RangeError(const char* field, float value, const char* range) {
   return std::string(field) + " must be in " + range + ", got " + std::to_string(value);
 }
 
+}  // namespace
+
 uint64_t RandomSeed() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
-
-}  // namespace
 
 Status SamplingParams::Validate() const {
   if (!InRange(temperature, 0.0f, 2.0f))

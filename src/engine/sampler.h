@@ -49,6 +49,9 @@ enum class LogprobsMode {
   kProcessed,  // log_softmax(logits after penalties and temperature, before filtering)
 };
 
+// A seed from std::random_device: what a request without one samples with.
+uint64_t RandomSeed();
+
 struct SamplingParams {
   float temperature = 1.0f;         // [0, 2] (OpenAI); 0 (below kGreedyTemperature): greedy
   int top_k = 0;                    // >= -1; 0 and -1 (vLLM's old spelling): off

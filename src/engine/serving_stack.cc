@@ -82,15 +82,12 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   // load, every rank its memory plan.
   Comm& world = WorldComm();
   const bool split = load.parallel.world_size() > 1;
-  if (split) load.shard = ShardOf(load.parallel, world.rank());
+  load.shard = ShardOf(load.parallel, world.rank());
   load.progress = log && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
   SetThreadsForModel(config.threads, stack->weights->memory().Total());
-  const bool tp = load.parallel.tp > 1, dp = load.parallel.dp > 1;
-  stack->model =
-      std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, tp ? &world : nullptr, dp ? &world : nullptr);
+  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, RanksOf(load.parallel, world));
   stack->model->set_dist_check(config.dist_check);
-  if (dp) stack->model->set_moe_exchange(load.parallel.moe_exchange);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {
     LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));
@@ -101,7 +98,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   if (split) stack->plan.num_blocks = SmallestAcrossRanks(world, stack->plan.num_blocks);
   if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
-                                           split ? &world : nullptr, dp);
+                                           split ? &world : nullptr, load.parallel.dp > 1);
   stack->engine->Start();
   return stack;
 }

@@ -12,15 +12,22 @@
 
 namespace latte {
 
-DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings, Comm* tp, Comm* experts)
+ModelRanks RanksOf(const ParallelLayout& layout, Comm& world) {
+  return {layout.tp > 1 ? &world : nullptr, layout.dp > 1 ? &world : nullptr, layout.moe_exchange};
+}
+
+DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings, const ModelRanks& ranks)
     : w_(weights),
-      tp_(tp),
-      experts_(experts != nullptr && experts->size() > 1 ? experts : nullptr),
+      tp_(ranks.tp),
+      experts_(ranks.experts != nullptr && ranks.experts->size() > 1 ? ranks.experts : nullptr),
+      moe_exchange_(experts_ != nullptr ? ranks.exchange : MoeExchange::kAllGather),
       mla_(weights.shard_config(), weights.mode(), settings) {
   LATTE_CHECK(experts_ == nullptr || experts_->size() == weights.shard().expert_size, "DeepSeekModel: experts split ",
               weights.shard().expert_size, " ways over ", experts_->size(), " ranks");
-  LATTE_CHECK((tp == nullptr ? 1 : tp->size()) == weights.shard().size, "DeepSeekModel: weights split ",
-              weights.shard().size, " ways over ", tp == nullptr ? 1 : tp->size(), " ranks");
+  LATTE_CHECK((tp_ == nullptr ? 1 : tp_->size()) == weights.shard().size, "DeepSeekModel: weights split ",
+              weights.shard().size, " ways over ", tp_ == nullptr ? 1 : tp_->size(), " ranks");
+  LATTE_CHECK(moe_exchange_ == MoeExchange::kAllGather || weights.shard().whole_experts,
+              "DeepSeekModel: the all-to-all MoE exchange needs whole experts on each rank");
 }
 
 SequenceCaches DeepSeekModel::NewCaches(int64_t sequences, int64_t capacity, KvCacheDtype dtype,
@@ -225,12 +232,6 @@ void DeepSeekModel::SumPartials(int64_t count) {
   if (tp_ != nullptr && tp_->size() > 1) tp_->AllReduceSum(delta_.data(), count);
 }
 
-void DeepSeekModel::set_moe_exchange(MoeExchange exchange) {
-  LATTE_CHECK(exchange == MoeExchange::kAllGather || w_.shard().whole_experts,
-              "DeepSeekModel: the all-to-all MoE exchange needs whole experts on each rank");
-  moe_exchange_ = exchange;
-}
-
 void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
   const ModelConfig& c = config();
   const int64_t d = c.hidden_size, k = c.num_experts_per_tok, P = experts_->size();
@@ -240,11 +241,15 @@ void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
   if (T > 0) RouteRows(c, lw.moe, normed_.data(), T, route_ids_.data(), route_weights_.data(), ffn_scratch_);
   // The own rows each rank gets: those with at least one expert there, in row order.
   sent_rows_.assign(P, {});
+  // A row's experts are listed once each, so a rank is its destination at its first expert there.
   for (int64_t t = 0; t < T; ++t) {
-    std::vector<char> to(P, 0);
-    for (int64_t i = 0; i < k; ++i) to[route_ids_[t * k + i] / per_rank] = 1;
     for (int64_t q = 0; q < P; ++q) {
-      if (to[q]) sent_rows_[q].push_back(t);
+      for (int64_t i = 0; i < k; ++i) {
+        if (route_ids_[t * k + i] / per_rank == q) {
+          sent_rows_[q].push_back(t);
+          break;
+        }
+      }
     }
   }
   send_counts_.assign(P, 0);
@@ -273,8 +278,8 @@ void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
   // rank's experts into moe_partial_.
   gathered_.resize(std::max<int64_t>(1, received * d));
   moe_partial_.resize(std::max<int64_t>(1, std::max(received, sent) * d));
-  std::vector<int64_t> ids(std::max<int64_t>(1, received * k));
-  std::vector<float> weights(std::max<int64_t>(1, received * k));
+  int64_t* ids = Grow(recv_ids_, received * k);
+  float* weights = Grow(recv_weights_, received * k);
   for (int64_t r = 0; r < received; ++r) {
     const float* row = recv_rows_.data() + r * width;
     std::memcpy(gathered_.data() + r * d, row, d * sizeof(float));
@@ -284,7 +289,7 @@ void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
     }
   }
   if (received > 0) {
-    MoeExperts(c, lw.moe, gathered_.data(), received, ids.data(), weights.data(), moe_partial_.data(), ffn_scratch_,
+    MoeExperts(c, lw.moe, gathered_.data(), received, ids, weights, moe_partial_.data(), ffn_scratch_,
                /*with_shared=*/false);
   }
   // The sums go back the way the rows came; each rank adds its rows' parts in rank order.

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "dist/comm.h"
+#include "dist/layout.h"
 #include "model/kv_cache.h"
 #include "model/mla.h"
 #include "model/mlp.h"
@@ -30,19 +31,29 @@ struct NonFiniteSite {
   const char* SublayerName() const;
 };
 
+// The ranks a model is split over (null: none; one process has neither).
+//   tp: the ranks that hold the other shards of tensor-parallel weights
+//     (ModelWeights::shard()); each Forward sums the partial attention and FFN outputs
+//     over them and gathers the logits, so every rank returns the same logits. Every
+//     rank of `tp` must call Forward with the same tokens and spans.
+//   experts: under data-parallel attention, every rank: each runs Forward over its own
+//     tokens (zero rows too: it still joins every MoE layer), and each MoE layer sends
+//     its rows to the ranks' routed experts (`exchange`) and takes back the sums of its
+//     rows' parts (the shared expert runs on the rank's own rows); lm_head is split by
+//     vocabulary over them.
+struct ModelRanks {
+  Comm* tp = nullptr;
+  Comm* experts = nullptr;
+  MoeExchange exchange = MoeExchange::kAllGather;  // all-to-all needs whole experts
+};
+// The ranks `layout` splits a model over, all of them `world`.
+ModelRanks RanksOf(const ParallelLayout& layout, Comm& world);
+
 class DeepSeekModel {
  public:
-  // Attention runs in the mode the weights were prepared for (weights.mode()).
-  // `tp`: the ranks that hold the other shards of tensor-parallel weights
-  // (weights.shard()); each Forward then sums the partial attention and FFN outputs over
-  // them and gathers the logits, so every rank returns the same logits. Every rank of
-  // `tp` must call Forward with the same tokens and spans. Null in one process.
-  // `experts`: under data-parallel attention, every rank: each runs Forward over its own
-  // tokens (zero rows too: it still joins every MoE layer), and each MoE layer gathers
-  // every rank's rows, runs this rank's routed experts on them and hands each rank the
-  // sum of its rows' parts (the shared expert runs on the rank's own rows).
-  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {}, Comm* tp = nullptr,
-                         Comm* experts = nullptr);
+  // Attention runs in the mode the weights were prepared for (weights.mode()); `ranks`
+  // must match how the weights were split (weights.shard()).
+  explicit DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings = {}, const ModelRanks& ranks = {});
 
   // A cache of its own for each of `sequences` sequences of up to `capacity` tokens
   // (tests, benchmarks and tools that run fixed sequences; the engine manages a shared
@@ -78,9 +89,6 @@ class DeepSeekModel {
   // residual stream (replicated: it must hold the same bits on every rank) and the
   // hashes are compared; the first difference ends the job naming the layer.
   void set_dist_check(bool on) { dist_check_ = on; }
-  // Data-parallel attention: how MoE layers exchange rows (dist/layout.h); all-to-all
-  // needs whole experts.
-  void set_moe_exchange(MoeExchange exchange);
 
   const ModelConfig& config() const { return w_.config(); }
   const ModelWeights& weights() const { return w_; }
@@ -90,11 +98,11 @@ class DeepSeekModel {
   Comm* tp_;
   Comm* experts_;
   bool dist_check_ = false;
-  MoeExchange moe_exchange_ = MoeExchange::kAllGather;
+  MoeExchange moe_exchange_;
   // All-to-all: per destination rank the own rows sent and the counts; the packed rows.
   std::vector<std::vector<int64_t>> sent_rows_;
-  std::vector<int64_t> send_counts_, recv_counts_, back_send_counts_, back_recv_counts_, route_ids_;
-  std::vector<float> send_rows_, recv_rows_, route_weights_;
+  std::vector<int64_t> send_counts_, recv_counts_, back_send_counts_, back_recv_counts_, route_ids_, recv_ids_;
+  std::vector<float> send_rows_, recv_rows_, route_weights_, recv_weights_;
   std::vector<int64_t> rank_tokens_;           // data-parallel: every rank's tokens this Forward
   std::vector<float> gathered_, moe_partial_;  // data-parallel: [Σ tokens, d] rows and expert sums
   MlaLayer mla_;
