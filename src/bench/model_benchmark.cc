@@ -138,7 +138,7 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   // Under tensor parallelism every rank runs the same tests on its shard (the same
   // random tokens), in lockstep through the collectives; rank 0 reports.
   Comm& world = WorldComm();
-  const ModelRanks ranks = RanksOf(o.load.parallel, world);
+  const ModelRanks ranks = RanksOf(o.load.parallel, world, ReplicaComm(o.load.parallel.tp));
   LoadOptions load = o.load;
   load.shard = ShardOf(load.parallel, world.rank());
   load.progress = load.progress && world.rank() == 0;
@@ -151,7 +151,8 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   // its own), all at once; the figures are the replicas' together.
   const int64_t replicas = o.load.parallel.dp;
   const int64_t local_batch = o.batch / replicas;
-  const uint64_t rank_seed = static_cast<uint64_t>(world.rank()) * 100003;
+  // The ranks of one replica run the same tokens; replicas draw their own.
+  const uint64_t rank_seed = static_cast<uint64_t>(world.rank() / o.load.parallel.tp) * 100003;
   // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCaches).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
 

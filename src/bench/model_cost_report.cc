@@ -179,8 +179,9 @@ ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& conf
   r.absorbed = ComputeWeightCosts(config, MlaMode::kAbsorbed);
   r.materialized = ComputeWeightCosts(config, MlaMode::kMaterialized);
   CountLayerKinds(config, r);
-  r.parallel = {.gpus = options.tp, .dp_attention = options.dp_attention};
-  r.extra = ComputeMaterializeExtra(config, options.tp);
+  const int64_t attention_tp = options.dp_attention ? options.attention_tp : 1;
+  r.parallel = {.gpus = options.tp, .dp_attention = options.dp_attention, .attention_tp = attention_tp};
+  r.extra = ComputeMaterializeExtra(config, options.tp, attention_tp);
   r.decode = ComputeDecodeProjectionFlops(config);
   r.core = ComputeAttentionCoreFlops(config);
   r.kv = ComputeKvCacheBytes(config);
@@ -194,7 +195,8 @@ ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& conf
     r.engine_fit = FitEngine(config, options, *r.memory_bytes);
   }
   const int ranks = static_cast<int>(options.tp);
-  r.layout = options.dp_attention ? ParallelLayout{1, ranks, static_cast<int>(options.ep)}
+  r.layout = options.dp_attention ? ParallelLayout{static_cast<int>(attention_tp),
+                                                   ranks / static_cast<int>(attention_tp), static_cast<int>(options.ep)}
                                   : ParallelLayout{ranks, 1, static_cast<int>(options.ep)};
   r.collectives = ForwardCollectivesOf(config, r.layout, options.batch);
   return r;
@@ -209,6 +211,7 @@ json ModelCostReportJson(const ModelCostReport& r) {
   j["bytes_per_gb"] = kBytesPerGB;
   j["tp"] = r.options.tp;
   j["dp_attention"] = r.options.dp_attention;
+  j["attention_tp"] = r.options.dp_attention ? r.options.attention_tp : 1;
   j["context"] = r.options.context;
   j["memory_gb"] = r.options.memory_gb ? json(*r.options.memory_gb) : json(nullptr);
   j["collectives_per_decode_step"] = CollectivesJson(r);

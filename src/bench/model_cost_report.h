@@ -61,6 +61,7 @@ namespace latte {
 struct ModelCostOptions {
   int64_t tp = 1;  // tensor-parallel GPUs (ranks)
   bool dp_attention = false;
+  int64_t attention_tp = 1;         // dp_attention: ranks per replica (tp divides them)
   int64_t ep = 1;                   // 1: experts split by width; tp: whole experts per rank
   int64_t batch = 1;                // sequences in the decode step the collectives table describes
   std::optional<double> memory_gb;  // one GPU's memory (1e9 bytes); none: no fit tables

@@ -146,7 +146,11 @@ void PrintWeights(const ModelCostReport& r) {
   row("materialized total", mat, total, true);
   t.Print();
 
-  const char* layout = r.options.dp_attention ? " with DP attention (attention replicated)" : "";
+  const std::string layout =
+      !r.options.dp_attention       ? ""
+      : r.options.attention_tp == 1 ? " with DP attention (attention replicated)"
+                                    : " with DP attention (attention split " + std::to_string(r.options.attention_tp) +
+                                          " ways in each replica)";
   Table g;
   g.Row({"Weight bytes per GPU, TP " + std::to_string(r.options.tp) + layout, "bytes", "GB"});
   for (MlaMode mode : kMlaModesInPrintOrder) {
@@ -164,7 +168,8 @@ void PrintMaterializeExtra(const ModelCostReport& r) {
   t.Row({"  per layer", Commas(r.extra.per_layer), Gb(r.extra.per_layer)});
   t.Row({"  whole model", Commas(r.extra.whole_model), Gb(r.extra.whole_model)});
   t.Row({"  per GPU, TP " + tp + " (heads sharded: / " + tp + ")", Commas(r.extra.per_gpu_tp), Gb(r.extra.per_gpu_tp)});
-  t.Row({"  per GPU, DP attention (replicated: x 1 per replica)", Commas(r.extra.per_gpu_dp_attention),
+  t.Row({"  per GPU, DP attention (x 1 per replica / " + std::to_string(r.parallel.attention_tp) + " ranks in it)",
+         Commas(r.extra.per_gpu_dp_attention),
          Gb(r.extra.per_gpu_dp_attention)});
   t.Print();
 }
@@ -243,7 +248,10 @@ void PrintCollectives(const ModelCostReport& r) {
     if (c.calls > 0) t.Row({std::string("  ") + name, Commas(c.calls), Commas(c.bytes_sent)});
   };
   row("all-reduce (after attention and FFN)", f.all_reduce);
-  row(r.layout.dp > 1 ? "all-gather (counts, MoE rows, final rows)" : "all-gather (logits)", f.all_gather);
+  row(r.layout.dp > 1 && r.layout.tp > 1 ? "all-gather (counts, MoE rows, logits)"
+      : r.layout.dp > 1                  ? "all-gather (counts, MoE rows, final rows)"
+                                         : "all-gather (logits)",
+      f.all_gather);
   row("reduce-scatter (MoE sums)", f.reduce_scatter);
   row("all-to-all (logits of each rank's rows)", f.all_to_all);
   t.Print();
@@ -332,9 +340,9 @@ void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
   }
   if (args.report.tp < 1) return Fail("--tp must be at least 1, got " + std::to_string(args.report.tp));
   CalcArgs resolved = args;
-  if (args.dp > 1) {
-    if (args.report.tp > 1) return Fail("--dp with --tp is not built yet: give one of them");
-    resolved.report.tp = args.dp;
+  if (args.dp > 1) {  // dp replicas of tp ranks each
+    resolved.report.attention_tp = args.report.tp;
+    resolved.report.tp = args.dp * args.report.tp;
     resolved.report.dp_attention = true;
   }
   const int64_t ranks = resolved.report.tp;
@@ -373,7 +381,8 @@ void AddCalcCommand(CLI::App& app) {
       ->capture_default_str();
   calc->add_flag("--dp-attention", args->report.dp_attention,
                  "attention replicated on every GPU (only MoE/MLP/embeddings split)");
-  calc->add_option("--dp", args->dp, "data-parallel attention over N ranks (--tp N --dp-attention)")
+  calc->add_option("--dp", args->dp,
+                   "data-parallel attention: N replicas of --tp ranks each (--dp N alone: --tp N --dp-attention)")
       ->check(IntIn(1, 1 << 16))
       ->capture_default_str();
   calc->add_option("--ep", args->report.ep, "expert-parallel ranks: 1 (experts split by width) or the ranks")

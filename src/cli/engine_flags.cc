@@ -44,14 +44,17 @@ void AddLoadFlags(CLI::App& cmd, LoadOptions& load) {
                  "Tensor-parallel ranks (under mpirun -np N): heads, MLP and expert widths and lm_head split "
                  "N ways, partial outputs summed across ranks")
       ->capture_default_str();
-  cmd.add_option("--dp", load.parallel.dp, "Data-parallel attention replicas (not built yet: 1)")
+  cmd.add_option("--dp", load.parallel.dp,
+                 "Data-parallel attention replicas (mpirun -np tp x dp): each runs its own requests with the "
+                 "whole attention (split --tp ways inside it), routed experts spread over every rank")
       ->capture_default_str();
   AddChoiceOption(cmd, "--moe-exchange", load.parallel.moe_exchange, {"allgather", "alltoall"}, ParseMoeExchange,
                   "allgather",
                   "--dp: how MoE layers exchange rows: allgather (every rank's rows to every rank, sums "
                   "reduce-scattered back) | alltoall (each row to the ranks holding its experts; needs --ep)");
   cmd.add_option("--ep", load.parallel.ep,
-                 "Expert-parallel ranks: 1 (routed experts split by width) or --tp (each rank holds whole experts)")
+                 "Expert-parallel ranks: 1 (routed experts split by width) or every rank, tp x dp (each rank holds whole "
+                 "experts)")
       ->capture_default_str();
 }
 

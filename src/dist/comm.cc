@@ -77,4 +77,10 @@ void LocalComm::Abort(const std::string& why) {
   std::exit(1);
 }
 
+std::unique_ptr<Comm> LocalComm::Split(int) {
+  auto child = std::make_unique<LocalComm>();
+  child->CountInto(*this);
+  return child;
+}
+
 }  // namespace latte

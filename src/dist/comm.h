@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct CommStats {
 
 class Comm {
  public:
+  Comm() = default;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -70,12 +74,22 @@ class Comm {
   virtual void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait = false) = 0;
   // Ends every process of the job with `why` on stderr (a rank that cannot go on).
   [[noreturn]] virtual void Abort(const std::string& why) = 0;
+  // The ranks that give the same `color` (every rank calls it, as a collective), as a
+  // communicator of their own, ranked in this one's order. Its collectives count in this
+  // communicator's stats(), so the job's one Comm reports them all.
+  virtual std::unique_ptr<Comm> Split(int color) = 0;
 
-  const CommStats& stats() const { return stats_; }
-  void ResetStats() { stats_ = {}; }
+  const CommStats& stats() const { return *stats_; }
+  void ResetStats() { *stats_ = {}; }
 
  protected:
-  CommStats stats_;
+  // A Split() child shares its parent's counters.
+  void CountInto(Comm& parent) { stats_ = parent.stats_; }
+  CommStats& counters() { return *stats_; }
+
+ private:
+  CommStats own_stats_;
+  CommStats* stats_ = &own_stats_;
 };
 
 // One process: a sum over one rank is the data itself.
@@ -93,6 +107,7 @@ class LocalComm final : public Comm {
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>&, int, bool) override {}
   [[noreturn]] void Abort(const std::string& why) override;
+  std::unique_ptr<Comm> Split(int color) override;
 };
 
 // The bytes one rank sends for an all-reduce of `count` floats over `ranks` ranks, as

@@ -30,12 +30,6 @@ Status CheckLayout(const ParallelLayout& layout, int world_size, bool mpi_built_
                                      field);
     }
   }
-  if (layout.dp > 1 && layout.tp > 1) {
-    return Status::Unimplemented(
-        "--dp with --tp (tensor-parallel attention inside each replica) is not built yet: "
-        "use one of them",
-        "dp");
-  }
   const int experts = layout.world_size();  // the routed experts spread over every rank
   if (layout.ep > 1 && layout.ep != experts) {
     return Status::InvalidArgument("--ep " + std::to_string(layout.ep) +
@@ -44,9 +38,12 @@ Status CheckLayout(const ParallelLayout& layout, int world_size, bool mpi_built_
                                    "ep");
   }
   if (layout.moe_exchange == MoeExchange::kAllToAll && (layout.dp == 1 || layout.ep != experts)) {
+    // What would run: these replicas (or two), whole experts on every rank.
+    const ParallelLayout hint{layout.dp > 1 ? layout.tp : 1, std::max(layout.dp, 2)};
+    const std::string tp = hint.tp > 1 ? " --tp " + std::to_string(hint.tp) : "";
     return Status::InvalidArgument("--moe-exchange alltoall needs data-parallel attention with whole experts (--dp " +
-                                       std::to_string(std::max(layout.dp, 2)) + " --ep " +
-                                       std::to_string(std::max(layout.dp, 2)) + ")",
+                                       std::to_string(hint.dp) + tp + " --ep " + std::to_string(hint.world_size()) +
+                                       ")",
                                    "moe_exchange");
   }
   const int wanted = layout.world_size();

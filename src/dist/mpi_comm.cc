@@ -39,15 +39,30 @@ int64_t ToMpiCounts(std::span<const int64_t> counts, std::vector<int>& ints, std
 
 }  // namespace
 
-MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {
+MpiComm::MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Comm> MpiComm::Split(int color) {
+  MPI_Comm part = MPI_COMM_NULL;
+  MPI_Comm_split(comm_, color, rank_, &part);
+  auto child = std::make_unique<MpiComm>(part, /*owned=*/true);
+  child->CountInto(*this);
+  return child;
 }
 
 void MpiComm::AllReduceSum(float* data, int64_t count) {
   if (size_ == 1 || count == 0) return;
   const int64_t P = size_;
-  Timed t(stats_[CollectiveKind::kAllReduce], AllReduceBytesSent(count, size_, rank_));
+  Timed t(counters()[CollectiveKind::kAllReduce], AllReduceBytesSent(count, size_, rank_));
   if (P == 2 || count * static_cast<int64_t>(sizeof(float)) <= kAllReduceExchangeBytes) {
     parts_.resize(static_cast<size_t>(P * count));
     MPI_Allgather(data, static_cast<int>(count), MPI_FLOAT, parts_.data(), static_cast<int>(count), MPI_FLOAT, comm_);
@@ -71,7 +86,7 @@ void MpiComm::AllReduceSum(float* data, int64_t count) {
 
 void MpiComm::AllGatherV(const float* in, std::span<const int64_t> counts, float* out) {
   ToMpiCounts(counts, counts_, displs_);
-  Timed t(stats_[CollectiveKind::kAllGather], (size_ - 1) * counts[rank_] * static_cast<int64_t>(sizeof(float)));
+  Timed t(counters()[CollectiveKind::kAllGather], (size_ - 1) * counts[rank_] * static_cast<int64_t>(sizeof(float)));
   if (in == out + displs_[rank_]) {
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
   } else {
@@ -84,7 +99,7 @@ void MpiComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, f
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
   const int64_t sent = ToMpiCounts(counts, send_counts, send_displs) - mine;
   ToMpiCounts(std::vector<int64_t>(size_, mine), recv_counts, recv_displs);  // rank r's part of my rows
-  Timed t(stats_[CollectiveKind::kReduceScatter], sent * static_cast<int64_t>(sizeof(float)));
+  Timed t(counters()[CollectiveKind::kReduceScatter], sent * static_cast<int64_t>(sizeof(float)));
   parts_.resize(static_cast<size_t>(std::max<int64_t>(1, size_ * mine)));
   MPI_Alltoallv(in, send_counts.data(), send_displs.data(), MPI_FLOAT, parts_.data(), recv_counts.data(),
                 recv_displs.data(), MPI_FLOAT, comm_);
@@ -92,7 +107,7 @@ void MpiComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, f
 }
 
 void MpiComm::AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) {
-  Timed t(stats_[CollectiveKind::kAllToAll], (size_ - 1) * static_cast<int64_t>(sizeof(int64_t)));
+  Timed t(counters()[CollectiveKind::kAllToAll], (size_ - 1) * static_cast<int64_t>(sizeof(int64_t)));
   MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1, MPI_INT64_T, comm_);
 }
 
@@ -101,14 +116,14 @@ void MpiComm::AllToAllV(const float* in, std::span<const int64_t> send_counts, f
   std::vector<int> sc, sd, rc, rd;
   const int64_t sent = ToMpiCounts(send_counts, sc, sd) - send_counts[rank_];
   ToMpiCounts(recv_counts, rc, rd);
-  Timed t(stats_[CollectiveKind::kAllToAll], sent * static_cast<int64_t>(sizeof(float)));
+  Timed t(counters()[CollectiveKind::kAllToAll], sent * static_cast<int64_t>(sizeof(float)));
   MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_);
 }
 
 void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) {
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(size_), displs(size_);
-  Timed t(stats_[CollectiveKind::kGather], rank_ == root ? 0 : length + static_cast<int64_t>(sizeof(int)));
+  Timed t(counters()[CollectiveKind::kGather], rank_ == root ? 0 : length + static_cast<int64_t>(sizeof(int)));
   MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm_);
   std::vector<uint8_t> joined;
   if (rank_ == root) {
@@ -126,7 +141,7 @@ void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vecto
 }
 
 void MpiComm::AllGatherBytes(const void* in, size_t bytes, void* out) {
-  Timed t(stats_[CollectiveKind::kAllGather], (size_ - 1) * static_cast<int64_t>(bytes));
+  Timed t(counters()[CollectiveKind::kAllGather], (size_ - 1) * static_cast<int64_t>(bytes));
   MPI_Allgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, comm_);
 }
 
@@ -143,7 +158,7 @@ void MpiComm::WaitSleeping(MPI_Request& request) {
 
 void MpiComm::Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) {
   uint64_t length = rank_ == root ? bytes.size() : 0;
-  Timed t(stats_[CollectiveKind::kBroadcast],
+  Timed t(counters()[CollectiveKind::kBroadcast],
           rank_ == root ? static_cast<int64_t>((size_ - 1) * (sizeof(length) + bytes.size())) : 0);
   // The length always goes by MPI_Ibcast (a nonblocking collective matches only
   // nonblocking ones): receivers that may wait long poll it asleep.
@@ -159,9 +174,9 @@ void MpiComm::Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) {
 }
 
 void MpiComm::Abort(const std::string& why) {
-  std::fprintf(stderr, "latte: [rank %d] %s\n", rank_, why.c_str());
+  std::fprintf(stderr, "latte: [rank %d] %s\n", world_rank_, why.c_str());
   std::fflush(stderr);
-  MPI_Abort(comm_, 1);
+  MPI_Abort(MPI_COMM_WORLD, 1);  // the whole job, not only this communicator's ranks
   std::abort();  // MPI_Abort does not return
 }
 

@@ -11,7 +11,9 @@ namespace latte {
 
 class MpiComm final : public Comm {
  public:
-  explicit MpiComm(MPI_Comm comm);
+  // `owned`: freed with this object (a Split() result; not MPI_COMM_WORLD).
+  explicit MpiComm(MPI_Comm comm, bool owned = false);
+  ~MpiComm() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -29,7 +31,9 @@ class MpiComm final : public Comm {
   void GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) override;
   void AllGatherBytes(const void* in, size_t bytes, void* out) override;
   void Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) override;
+  // Names the rank by its place in the job, and ends the whole job.
   [[noreturn]] void Abort(const std::string& why) override;
+  std::unique_ptr<Comm> Split(int color) override;
 
  private:
   // Waits for `request`, sleeping between polls (50 µs, doubling up to 5 ms): a blocking
@@ -37,7 +41,9 @@ class MpiComm final : public Comm {
   void WaitSleeping(MPI_Request& request);
 
   MPI_Comm comm_;
+  bool owned_ = false;
   int rank_ = 0;
+  int world_rank_ = 0;
   int size_ = 1;
   std::vector<float> parts_;  // parts: [size, count], the partials of every rank
   std::vector<int> counts_, displs_;

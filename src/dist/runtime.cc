@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <initializer_list>
+#include <map>
 #include <memory>
 
 #ifdef LATTE_HAVE_MPI
@@ -21,6 +22,12 @@ std::unique_ptr<Comm>& World() {
 }
 
 bool g_initialised = false;
+
+// ReplicaComm's communicators by ranks per replica, split from World().
+std::map<int, std::unique_ptr<Comm>>& Replicas() {
+  static std::map<int, std::unique_ptr<Comm>> replicas;
+  return replicas;
+}
 
 // The first of the launchers' variables that holds a count of at least 1, else 1.
 int FirstCountIn(std::initializer_list<const char*> names) {
@@ -80,6 +87,7 @@ void FinalizeDistributed() {
 #ifdef LATTE_HAVE_MPI
   if (!g_initialised) return;
   g_initialised = false;
+  Replicas().clear();  // before the world whose counters they share, and before MPI ends
   World() = std::make_unique<LocalComm>();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -88,6 +96,14 @@ void FinalizeDistributed() {
 }
 
 Comm& WorldComm() { return *World(); }
+
+Comm& ReplicaComm(int ranks_per_replica) {
+  Comm& world = WorldComm();
+  if (ranks_per_replica >= world.size()) return world;
+  std::unique_ptr<Comm>& replica = Replicas()[ranks_per_replica];
+  if (!replica) replica = world.Split(world.rank() / ranks_per_replica);
+  return *replica;
+}
 
 std::string RankPrefix() {
   const Comm& world = WorldComm();

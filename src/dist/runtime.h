@@ -30,6 +30,11 @@ void FinalizeDistributed();
 // Every process of the job: an MpiComm over MPI_COMM_WORLD once initialised, else a
 // LocalComm.
 Comm& WorldComm();
+// The `ranks_per_replica` consecutive ranks of the world this rank's replica runs on
+// (data-parallel attention with tensor parallelism inside each replica: ranks
+// [i · n, (i + 1) · n) form replica i). The world itself when that is all of it. Every
+// rank calls it with the same count (the first call splits the world, collectively).
+Comm& ReplicaComm(int ranks_per_replica);
 
 // "[rank 1] " in a job of several processes, "" in one.
 std::string RankPrefix();

@@ -47,10 +47,11 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 }  // namespace
 
 Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group,
-               bool data_parallel)
+               int replicas)
     : model_(model),
       group_(group != nullptr && group->size() > 1 ? group : nullptr),
-      data_parallel_(group_ != nullptr && data_parallel),
+      data_parallel_(group_ != nullptr && replicas > 1),
+      replica_ranks_(data_parallel_ ? group_->size() / replicas : 1),
       tokenizer_(tokenizer),
       options_(options),
       eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
@@ -171,7 +172,7 @@ Result<std::unique_ptr<RequestState>> Engine::NewRequestState(int64_t id, Genera
   auto r = std::make_unique<RequestState>();
   r->id = id;
   r->stream = std::make_shared<RequestStream>(r->id, request.n);
-  if (!leads() && data_parallel_) {
+  if (!leads() && data_parallel_ && leads_replica()) {
     r->stream->SendOutputsTo([this, id](GenerationOutput out) { outbox_.emplace_back(id, std::move(out)); });
   } else if (!leads()) {
     r->stream->DiscardOutputs();
@@ -282,7 +283,7 @@ void Engine::ReceiveControl(std::vector<std::unique_ptr<RequestState>>& inbox, s
   shutdown_received_ = control->shutdown;
   for (size_t i = 0; i < control->requests.size(); ++i) {
     auto& [id, request] = control->requests[i];
-    if (data_parallel_ && (i >= control->ranks.size() || control->ranks[i] != group_->rank())) continue;
+    if (data_parallel_ && (i >= control->ranks.size() || control->ranks[i] != replica())) continue;
     Result<std::unique_ptr<RequestState>> r = NewRequestState(id, std::move(request));
     // The leader accepted it with the same limits: a refusal here is a divergence.
     if (!r.ok()) group_->Abort("request " + std::to_string(id) + " from the leading rank: " + r.status().message());
@@ -305,8 +306,8 @@ void Engine::TakeInbox() {
     if (group_ && !shutdown_sent_) {
       const std::vector<int32_t> ranks = data_parallel_ ? AssignRanks(inbox) : std::vector<int32_t>{};
       SendControl(inbox, ranks, aborts, /*shutdown=*/false);
-      // The leader keeps only the streams of requests other ranks run.
-      assigned_.resize(group_->size());
+      // The leader keeps only the streams of requests other replicas run.
+      assigned_.resize(group_->size() / replica_ranks_);
       for (size_t i = 0; i < ranks.size(); ++i) {
         ++assigned_[ranks[i]];
         if (ranks[i] == 0) continue;
@@ -476,8 +477,11 @@ void Engine::FinishStep() {
 }
 
 std::vector<int32_t> Engine::AssignRanks(const std::vector<std::unique_ptr<RequestState>>& inbox) const {
-  std::vector<int64_t> load(group_->size(), 0);
-  for (size_t r = 0; r < shapes_.size(); ++r) load[r] = shapes_[r].running + shapes_[r].waiting;
+  // Each replica's load as its first rank reported it (its other ranks run the same).
+  std::vector<int64_t> load(group_->size() / replica_ranks_, 0);
+  for (size_t q = 0; q < load.size() && q * replica_ranks_ < shapes_.size(); ++q) {
+    load[q] = shapes_[q * replica_ranks_].running + shapes_[q * replica_ranks_].waiting;
+  }
   std::vector<int32_t> ranks;
   for (const auto& request : inbox) {
     const int32_t r = static_cast<int32_t>(std::min_element(load.begin(), load.end()) - load.begin());
@@ -646,16 +650,18 @@ void Engine::PublishStats() {
   counters_.preemptions = scheduler_.num_preemptions();
   if (group_) counters_.collective_seconds = group_->stats().TotalSeconds();
   if (data_parallel_ && leads() && !shapes_.empty()) {
-    // Rank 0's own load as it is now, the others' as they reported it this step.
+    // Rank 0's own load as it is now, the other replicas' as their first ranks reported
+    // it this step.
     counters_.ranks.clear();
-    for (size_t r = 0; r < shapes_.size(); ++r) {
-      const StepShape& s = shapes_[r];
-      counters_.ranks.push_back(r == 0 ? RankLoad{counters_.running, counters_.waiting, counters_.kv_blocks_total,
-                                                  counters_.kv_blocks_used, counters_.collective_seconds,
-                                                  counters_.step_seconds}
-                                       : RankLoad{s.running, s.waiting, s.kv_blocks_total, s.kv_blocks_used,
+    for (size_t q = 0; q * replica_ranks_ < shapes_.size(); ++q) {
+      const StepShape& s = shapes_[q * replica_ranks_];
+      const int rank = static_cast<int>(q) * replica_ranks_;
+      counters_.ranks.push_back(q == 0 ? RankLoad{rank, counters_.running, counters_.waiting,
+                                                  counters_.kv_blocks_total, counters_.kv_blocks_used,
+                                                  counters_.collective_seconds, counters_.step_seconds}
+                                       : RankLoad{rank, s.running, s.waiting, s.kv_blocks_total, s.kv_blocks_used,
                                                   s.collective_seconds, s.step_seconds});
-      counters_.ranks.back().requests_assigned = r < assigned_.size() ? assigned_[r] : 0;
+      counters_.ranks.back().requests_assigned = q < assigned_.size() ? assigned_[q] : 0;
     }
   }
   std::lock_guard lock(mu_);

@@ -55,6 +55,7 @@ struct EngineOptions {
 
 // One rank's load in a data-parallel group, as it reported it after its last step.
 struct RankLoad {
+  int rank = 0;  // the replica's first rank in the job
   int64_t running = 0;
   int64_t waiting = 0;
   int64_t kv_blocks_total = 0;
@@ -82,8 +83,8 @@ struct EngineStats {
   double model_seconds = 0;       // inside the forward passes
   double step_seconds = 0;        // whole steps (scheduling, forward, sampling, outputs)
   double collective_seconds = 0;  // of those, inside collectives (a job of several ranks)
-  // A data-parallel group's ranks, rank 0 first; running, waiting and the KV blocks
-  // above are their sums.
+  // A data-parallel group's replicas, rank 0's first; running, waiting and the KV
+  // blocks above are their sums.
   std::vector<RankLoad> ranks;
 };
 
@@ -95,13 +96,15 @@ class Engine {
   // leads: clients submit to it, and each of its steps starts by broadcasting the new
   // requests and aborts (engine/step_control.h); every other rank runs the same
   // scheduler over the same requests in lockstep and drops its outputs. Null: one process.
-  // `data_parallel`: the group's ranks run requests of their own (data-parallel
-  // attention): rank 0 assigns each new request to the least loaded rank, every step
-  // every rank reports its tokens and load (all-gathered; a forward runs on every rank
-  // when any has tokens, since its MoE layers are collective), and each rank's outputs
-  // travel to rank 0, which streams them to the clients.
+  // `replicas` > 1: data-parallel attention, the group's ranks split into that many
+  // replicas of consecutive ranks (one rank each, or a tensor-parallel group each), and
+  // each replica runs requests of its own: rank 0 assigns each new request to the least
+  // loaded replica, every step every rank reports its tokens and load (all-gathered; a
+  // forward runs on every rank when any has tokens, since its MoE layers are
+  // collective), and each replica's first rank sends its outputs to rank 0, which
+  // streams them to the clients.
   Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOptions& options, Comm* group = nullptr,
-         bool data_parallel = false);
+         int replicas = 1);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -178,6 +181,9 @@ class Engine {
   // the step's forward pass first went non-finite.
   std::string NotFiniteMessage(int64_t position) const;
   void PublishStats();
+  // Data-parallel: this rank's replica, and whether it is the replica's first rank.
+  int replica() const { return group_->rank() / replica_ranks_; }
+  bool leads_replica() const { return group_->rank() % replica_ranks_ == 0; }
   // The step watchdog (EngineOptions::step_timeout_s): armed while a step runs.
   void WatchSteps();
   void ArmWatchdog(bool armed);
@@ -185,6 +191,7 @@ class Engine {
   DeepSeekModel& model_;
   Comm* group_;
   bool data_parallel_ = false;
+  int replica_ranks_ = 1;          // data-parallel: the ranks of each replica
   std::vector<StepShape> shapes_;  // data-parallel: every rank's, from the last step
   // Data-parallel, rank 0: the streams of requests other ranks run, and which of their
   // choices have finished.
@@ -193,8 +200,9 @@ class Engine {
     std::vector<char> finished;
   };
   std::unordered_map<int64_t, RemoteRequest> remote_;
-  std::vector<int64_t> assigned_;                             // data-parallel, rank 0: requests given to each rank
-  std::vector<std::pair<int64_t, GenerationOutput>> outbox_;  // data-parallel, rank > 0: this step's outputs
+  std::vector<int64_t> assigned_;  // data-parallel, rank 0: requests given to each replica
+  // Data-parallel, the first rank of each replica but rank 0's: this step's outputs.
+  std::vector<std::pair<int64_t, GenerationOutput>> outbox_;
   const Tokenizer* tokenizer_;
   bool shutdown_sent_ = false;      // leader: the followers were told to stop
   bool shutdown_received_ = false;  // follower: the leader stopped

@@ -39,7 +39,7 @@ int64_t WeightBytesInMode(const ModelWeights& weights, MlaMode mode) {
 int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads,
                            const TensorShard& shard) {
   const int64_t logit_rows = std::max(scheduler.max_num_seqs, scheduler.max_num_batched_tokens);
-  const int dp_ranks = shard.size == 1 ? shard.expert_size : 1;
+  const int dp_ranks = shard.expert_size / shard.size;  // data-parallel replicas
   return DeepSeekModel::ScratchBytes(config, scheduler.max_num_batched_tokens, logit_rows, threads, MlaSettings{},
                                      shard.size, dp_ranks);
 }

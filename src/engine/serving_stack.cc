@@ -86,7 +86,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   load.progress = log && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
   SetThreadsForModel(config.threads, stack->weights->memory().Total());
-  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, RanksOf(load.parallel, world));
+  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, RanksOf(load.parallel, world, ReplicaComm(load.parallel.tp)));
   stack->model->set_dist_check(config.dist_check);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {
@@ -98,7 +98,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   if (split) stack->plan.num_blocks = SmallestAcrossRanks(world, stack->plan.num_blocks);
   if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
-                                           split ? &world : nullptr, load.parallel.dp > 1);
+                                           split ? &world : nullptr, load.parallel.dp);
   stack->engine->Start();
   return stack;
 }

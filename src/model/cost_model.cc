@@ -154,16 +154,17 @@ int64_t AttentionWeightCounts::KvbDerived(MlaMode mode) const {
 int64_t PerGpuBytes(const WeightComponents& bytes, const Parallelism& parallel) {
   const int64_t gpus = std::max<int64_t>(parallel.gpus, 1);
   if (!parallel.dp_attention) return CeilDiv(bytes.Total(), gpus);
-  return bytes.AttentionSide() + CeilDiv(bytes.Total() - bytes.AttentionSide(), gpus);
+  return CeilDiv(bytes.AttentionSide(), std::max<int64_t>(parallel.attention_tp, 1)) +
+         CeilDiv(bytes.Total() - bytes.AttentionSide(), gpus);
 }
 
-MaterializeExtra ComputeMaterializeExtra(const ModelConfig& c, int64_t gpus) {
+MaterializeExtra ComputeMaterializeExtra(const ModelConfig& c, int64_t gpus, int64_t attention_tp) {
   const AttentionWeightCounts counts = CountAttentionWeights(c);
   MaterializeExtra extra;
   extra.per_layer = (counts.w_q_uk + counts.w_uv_o) * kBf16Bytes;
   extra.whole_model = c.num_hidden_layers * extra.per_layer;
   extra.per_gpu_tp = CeilDiv(extra.whole_model, std::max<int64_t>(gpus, 1));
-  extra.per_gpu_dp_attention = extra.whole_model;
+  extra.per_gpu_dp_attention = CeilDiv(extra.whole_model, std::max<int64_t>(attention_tp, 1));
   return extra;
 }
 
@@ -344,14 +345,45 @@ TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const Weig
   return t;
 }
 
+namespace {
+
+int64_t MoeLayers(const ModelConfig& c) {
+  int64_t moe_layers = 0;
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) moe_layers += c.IsMoeLayer(layer);
+  return moe_layers;
+}
+
+// Data-parallel attention with tensor parallelism inside each replica, as rank 0 runs
+// it: replica 0 holds rows / dp of the rows (one more if they do not divide), rank 0
+// sends the first 1 / tp of them (rounded down) to the experts, and its replica's ranks
+// all-reduce after every sublayer and all-gather lm_head's vocabulary slices.
+ForwardCollectives HybridCollectivesOf(const ModelConfig& c, const ParallelLayout& layout, int64_t rows,
+                                       int64_t vocab_align) {
+  ForwardCollectives f;
+  const int64_t P = layout.world_size(), T = layout.tp, d = c.hidden_size, fb = sizeof(float);
+  const int64_t moe_layers = MoeLayers(c);
+  const int64_t replica_rows = rows / layout.dp + (rows % layout.dp > 0 ? 1 : 0);
+  const int64_t mine = replica_rows / T, others = rows - mine;
+  const int64_t vocab_rank0 = VocabRanges(c, static_cast<int>(T), vocab_align)[0].count;
+  // The MoE row counts, each MoE layer's rows, the logits' vocabulary slices.
+  f.all_gather = {2 + moe_layers, (P - 1) * static_cast<int64_t>(sizeof(int64_t)) +
+                                      moe_layers * (P - 1) * mine * d * fb + (T - 1) * replica_rows * vocab_rank0 * fb};
+  f.reduce_scatter = {moe_layers, moe_layers * others * d * fb};
+  f.all_reduce = {2 * c.num_hidden_layers,
+                  2 * c.num_hidden_layers * AllReduceBytesSent(replica_rows * d, static_cast<int>(T))};
+  return f;
+}
+
+}  // namespace
+
 ForwardCollectives ForwardCollectivesOf(const ModelConfig& c, const ParallelLayout& layout, int64_t rows,
                                         int64_t vocab_align) {
   ForwardCollectives f;
   const int64_t P = layout.world_size(), d = c.hidden_size, fb = sizeof(float);
   if (P <= 1 || rows <= 0) return f;
+  if (layout.dp > 1 && layout.tp > 1) return HybridCollectivesOf(c, layout, rows, vocab_align);
   if (layout.dp > 1) {
-    int64_t moe_layers = 0;
-    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) moe_layers += c.IsMoeLayer(layer);
+    const int64_t moe_layers = MoeLayers(c);
     // Rank q runs rows / dp rows, the first rows % dp ranks one more.
     const int64_t mine = rows / layout.dp + (rows % layout.dp > 0 ? 1 : 0), others = rows - mine;
     const int64_t count_bytes = (P - 1) * static_cast<int64_t>(sizeof(int64_t));

@@ -120,6 +120,7 @@ int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode);
 struct Parallelism {
   int64_t gpus = 1;
   bool dp_attention = false;
+  int64_t attention_tp = 1;  // dp_attention: each replica's attention split this many ways
 };
 // One GPU's share, rounded up. An even split of everything but the replicated part:
 // real TP also replicates norms and router (under 0.05% of V3's bytes).
@@ -130,9 +131,9 @@ struct MaterializeExtra {
   int64_t per_layer = 0;             // 1,140,850,688 on V3
   int64_t whole_model = 0;           // 69,591,891,968 on V3
   int64_t per_gpu_tp = 0;            // whole_model / gpus (heads sharded), rounded up
-  int64_t per_gpu_dp_attention = 0;  // whole_model: replicated on every GPU
+  int64_t per_gpu_dp_attention = 0;  // whole_model / attention_tp: replicated on every replica
 };
-MaterializeExtra ComputeMaterializeExtra(const ModelConfig& config, int64_t gpus);
+MaterializeExtra ComputeMaterializeExtra(const ModelConfig& config, int64_t gpus, int64_t attention_tp = 1);
 
 // ---- Decode FLOPs of one layer's attention ----
 

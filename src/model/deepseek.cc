@@ -12,8 +12,8 @@
 
 namespace latte {
 
-ModelRanks RanksOf(const ParallelLayout& layout, Comm& world) {
-  return {layout.tp > 1 ? &world : nullptr, layout.dp > 1 ? &world : nullptr, layout.moe_exchange};
+ModelRanks RanksOf(const ParallelLayout& layout, Comm& world, Comm& replica) {
+  return {layout.tp > 1 ? &replica : nullptr, layout.dp > 1 ? &world : nullptr, layout.moe_exchange};
 }
 
 DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& settings, const ModelRanks& ranks)
@@ -162,9 +162,13 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
 
   // Data-parallel attention: every rank's token count, the MoE exchanges' sizes. A rank
   // with none still runs every MoE layer's exchange.
+  // With tensor parallelism inside each replica its ranks hold the same T rows, and
+  // each sends only its share of them to the experts.
   if (experts_ != nullptr) {
+    const int64_t P = tp_ != nullptr ? tp_->size() : 1, r = tp_ != nullptr ? tp_->rank() : 0;
+    moe_rows_ = {T * r / P, T * (r + 1) / P - T * r / P};
     rank_tokens_.resize(experts_->size());
-    experts_->AllGatherBytes(&T, sizeof T, rank_tokens_.data());
+    experts_->AllGatherBytes(&moe_rows_.count, sizeof moe_rows_.count, rank_tokens_.data());
   }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& lw = w_.layers()[layer];
@@ -232,13 +236,13 @@ void DeepSeekModel::SumPartials(int64_t count) {
   if (tp_ != nullptr && tp_->size() > 1) tp_->AllReduceSum(delta_.data(), count);
 }
 
-void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
+void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, const float* x, int64_t T, float* out) {
   const ModelConfig& c = config();
   const int64_t d = c.hidden_size, k = c.num_experts_per_tok, P = experts_->size();
   const int64_t per_rank = c.n_routed_experts / P, width = d + 2 * k;  // a row: x | ids | weights
   route_ids_.resize(std::max<int64_t>(1, T * k));
   route_weights_.resize(std::max<int64_t>(1, T * k));
-  if (T > 0) RouteRows(c, lw.moe, normed_.data(), T, route_ids_.data(), route_weights_.data(), ffn_scratch_);
+  if (T > 0) RouteRows(c, lw.moe, x, T, route_ids_.data(), route_weights_.data(), ffn_scratch_);
   // The own rows each rank gets: those with at least one expert there, in row order.
   sent_rows_.assign(P, {});
   // A row's experts are listed once each, so a rank is its destination at its first expert there.
@@ -256,16 +260,16 @@ void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
   int64_t sent = 0;
   for (int64_t q = 0; q < P; ++q) sent += static_cast<int64_t>(sent_rows_[q].size());
   send_rows_.resize(std::max<int64_t>(1, sent * width));
-  float* out = send_rows_.data();
+  float* packed = send_rows_.data();
   for (int64_t q = 0; q < P; ++q) {
     send_counts_[q] = static_cast<int64_t>(sent_rows_[q].size()) * width;
     for (int64_t t : sent_rows_[q]) {
-      std::memcpy(out, normed_.data() + t * d, d * sizeof(float));
+      std::memcpy(packed, x + t * d, d * sizeof(float));
       for (int64_t i = 0; i < k; ++i) {
-        out[d + i] = static_cast<float>(route_ids_[t * k + i]);  // exact: ids < 2^24
-        out[d + k + i] = route_weights_[t * k + i];
+        packed[d + i] = static_cast<float>(route_ids_[t * k + i]);  // exact: ids < 2^24
+        packed[d + k + i] = route_weights_[t * k + i];
       }
-      out += width;
+      packed += width;
     }
   }
   recv_counts_.assign(P, 0);
@@ -301,11 +305,11 @@ void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
   }
   recv_rows_.resize(std::max<int64_t>(1, sent * d));
   experts_->AllToAllV(moe_partial_.data(), back_send_counts_, recv_rows_.data(), back_recv_counts_);
-  std::fill(delta_.begin(), delta_.begin() + T * d, 0.0f);
+  std::fill(out, out + T * d, 0.0f);
   const float* back = recv_rows_.data();
   for (int64_t q = 0; q < P; ++q) {
     for (int64_t t : sent_rows_[q]) {
-      float* dst = delta_.data() + t * d;
+      float* dst = out + t * d;
       for (int64_t j = 0; j < d; ++j) dst[j] += back[j];
       back += d;
     }
@@ -314,30 +318,38 @@ void DeepSeekModel::AllToAllMoe(const LayerWeights& lw, int64_t T) {
 
 void DeepSeekModel::DataParallelMoe(const LayerWeights& lw, int64_t T) {
   const ModelConfig& c = config();
-  if (moe_exchange_ == MoeExchange::kAllToAll) {
-    AllToAllMoe(lw, T);
-    AddSharedExpert(lw, T);
-    return;
-  }
   const int64_t d = c.hidden_size;
-  std::vector<int64_t> counts;
-  int64_t all = 0;
-  for (int64_t t : rank_tokens_) {
-    counts.push_back(t * d);
-    all += t;
+  // x, out: this rank's share of the T rows (all of them without tensor parallelism).
+  const float* x = normed_.data() + moe_rows_.first * d;
+  float* out = delta_.data() + moe_rows_.first * d;
+  // Under tensor parallelism the other ranks' shares are zero here and their routed sums
+  // arrive in SumPartials, with the shared expert's partial sums.
+  if (tp_ != nullptr) std::fill(delta_.begin(), delta_.begin() + T * d, 0.0f);
+  if (moe_exchange_ == MoeExchange::kAllToAll) {
+    AllToAllMoe(lw, x, moe_rows_.count, out);
+  } else {
+    std::vector<int64_t> counts;
+    int64_t all = 0;
+    for (int64_t t : rank_tokens_) {
+      counts.push_back(t * d);
+      all += t;
+    }
+    // gathered: [all, d], rank 0's rows first; moe_partial: this rank's experts' part of each.
+    gathered_.resize(std::max<int64_t>(1, all * d));
+    moe_partial_.resize(std::max<int64_t>(1, all * d));
+    experts_->AllGatherV(x, counts, gathered_.data());
+    if (all > 0) {
+      MoeForward(c, lw.moe, gathered_.data(), all, moe_partial_.data(), ffn_scratch_, /*with_shared=*/false);
+    }
+    experts_->ReduceScatterV(moe_partial_.data(), counts, out);
   }
-  // gathered: [all, d], rank 0's rows first; moe_partial: this rank's experts' part of each.
-  gathered_.resize(std::max<int64_t>(1, all * d));
-  moe_partial_.resize(std::max<int64_t>(1, all * d));
-  experts_->AllGatherV(normed_.data(), counts, gathered_.data());
-  if (all > 0) MoeForward(c, lw.moe, gathered_.data(), all, moe_partial_.data(), ffn_scratch_, /*with_shared=*/false);
-  experts_->ReduceScatterV(moe_partial_.data(), counts, delta_.data());
   AddSharedExpert(lw, T);
 }
 
 void DeepSeekModel::AddSharedExpert(const LayerWeights& lw, int64_t T) {
   if (!lw.moe.shared || T == 0) return;
-  // The shared expert over this rank's own rows, added to the routed sum.
+  // The shared expert (this rank's columns of it under tensor parallelism) over the
+  // replica's rows, added to the routed sums.
   const int64_t d = config().hidden_size;
   float* shared = Grow(ffn_scratch_.rows_out, T * d);
   MlpForward(*lw.moe.shared, normed_.data(), T, shared, ffn_scratch_);
@@ -379,7 +391,7 @@ void DeepSeekModel::DataParallelLmHead(int64_t n, std::vector<float>& logits) {
 void DeepSeekModel::LmHead(int64_t n, std::vector<float>& logits) {
   const int64_t V = config().vocab_size;
   logits.resize(n * V);
-  if (experts_ != nullptr) {
+  if (experts_ != nullptr && tp_ == nullptr) {  // with tensor parallelism: split over the replica
     DataParallelLmHead(n, logits);
     return;
   }

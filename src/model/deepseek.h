@@ -36,18 +36,22 @@ struct NonFiniteSite {
 //     (ModelWeights::shard()); each Forward sums the partial attention and FFN outputs
 //     over them and gathers the logits, so every rank returns the same logits. Every
 //     rank of `tp` must call Forward with the same tokens and spans.
-//   experts: under data-parallel attention, every rank: each runs Forward over its own
-//     tokens (zero rows too: it still joins every MoE layer), and each MoE layer sends
-//     its rows to the ranks' routed experts (`exchange`) and takes back the sums of its
-//     rows' parts (the shared expert runs on the rank's own rows); lm_head is split by
-//     vocabulary over them.
+//   experts: under data-parallel attention, every rank: each replica runs Forward over
+//     its own tokens (zero rows too: it still joins every MoE layer), and each MoE layer
+//     sends its rows to the ranks' routed experts (`exchange`) and takes back the sums
+//     of its rows' parts (the shared expert runs on the replica's own rows); without
+//     `tp`, lm_head is split by vocabulary over them.
+//   Both (--dp with --tp): `tp` is the replica's ranks, which hold the same rows after
+//     each all-reduce; each sends its share of them to the experts, and the sums come
+//     back to every rank of the replica in the all-reduce after the FFN.
 struct ModelRanks {
   Comm* tp = nullptr;
   Comm* experts = nullptr;
   MoeExchange exchange = MoeExchange::kAllGather;  // all-to-all needs whole experts
 };
-// The ranks `layout` splits a model over, all of them `world`.
-ModelRanks RanksOf(const ParallelLayout& layout, Comm& world);
+// The ranks `layout` splits a model over: all of them `world`, this rank's replica
+// `replica` (dist/runtime.h's ReplicaComm(layout.tp)).
+ModelRanks RanksOf(const ParallelLayout& layout, Comm& world, Comm& replica);
 
 class DeepSeekModel {
  public:
@@ -103,7 +107,8 @@ class DeepSeekModel {
   std::vector<std::vector<int64_t>> sent_rows_;
   std::vector<int64_t> send_counts_, recv_counts_, back_send_counts_, back_recv_counts_, route_ids_, recv_ids_;
   std::vector<float> send_rows_, recv_rows_, route_weights_, recv_weights_;
-  std::vector<int64_t> rank_tokens_;           // data-parallel: every rank's tokens this Forward
+  std::vector<int64_t> rank_tokens_;           // data-parallel: every rank's MoE rows this Forward
+  IndexRange moe_rows_;                        // data-parallel: this rank's share of its replica's rows
   std::vector<float> gathered_, moe_partial_;  // data-parallel: [Σ tokens, d] rows and expert sums
   MlaLayer mla_;
   MlaScratch mla_scratch_;
@@ -125,12 +130,15 @@ class DeepSeekModel {
   // rows of its own: every rank's n rows are all-gathered, each rank computes its
   // vocabulary slice of all of them, and an all-to-all gives each rank its rows' slices.
   void DataParallelLmHead(int64_t n, std::vector<float>& logits);
-  // delta_ [T, d] = the MoE of normed_ under data-parallel attention (see the constructor).
+  // delta_ [T, d] = the MoE of normed_ under data-parallel attention (see ModelRanks):
+  // the routed experts of this rank's share moe_rows_, exchanged with every rank, plus
+  // the shared expert (partial sums under tensor parallelism).
   void DataParallelMoe(const LayerWeights& lw, int64_t T);
-  // The same by all-to-all: each of the T own rows goes to the ranks holding one of its
-  // experts, with its routing, and comes back as their sums (added in rank order).
-  void AllToAllMoe(const LayerWeights& lw, int64_t T);
-  // delta_ += the shared expert over this rank's own T rows (data-parallel attention).
+  // The routed part by all-to-all: each of the T rows x [T, d] goes to the ranks holding
+  // one of its experts, with its routing, and comes back as their sums (added in rank
+  // order) in out [T, d].
+  void AllToAllMoe(const LayerWeights& lw, const float* x, int64_t T, float* out);
+  // delta_ += the shared expert over the replica's T rows (data-parallel attention).
   void AddSharedExpert(const LayerWeights& lw, int64_t T);
 };
 

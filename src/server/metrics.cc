@@ -118,9 +118,9 @@ void ServerMetrics::RenderRanks(std::string& out, const EngineStats& s) const {
   };
   for (const Family& f : families) {
     out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
-    for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
-      out += std::string(f.name) + "{" + labels_ + ",rank=\"" + std::to_string(rank) + "\"} " +
-             Number(f.value(s.ranks[rank])) + "\n";
+    for (const RankLoad& r : s.ranks) {
+      out += std::string(f.name) + "{" + labels_ + ",rank=\"" + std::to_string(r.rank) + "\"} " +
+             Number(f.value(r)) + "\n";
     }
   }
 }

@@ -1,4 +1,4 @@
-// `mpirun -np N latte generate --tp N` (or --dp N) against one process on the same model: the
+// `mpirun -np N latte generate --tp N` (or --dp N, or --dp D --tp T) against one process on the same model: the
 // logits of every prompt row and every generated token (f32: within 1e-5 of the
 // largest), and the greedy tokens (every dtype: identical), in each MLA mode, for
 // heads/widths split (tp) and experts split whole (ep), over shared memory and TCP.
@@ -142,7 +142,14 @@ INSTANTIATE_TEST_SUITE_P(
         // The all-to-all exchange: each row only to the ranks holding its experts.
         Case{"tiny", "absorbed", 2, "--dp 2 --ep 2 --moe-exchange alltoall", "shm"},
         Case{"tiny", "materialized", 4, "--dp 4 --ep 4 --moe-exchange alltoall", "tcp"},
-        Case{"r1-2", "absorbed", 2, "--dp 2 --ep 2 --moe-exchange alltoall", "shm"}),
+        Case{"r1-2", "absorbed", 2, "--dp 2 --ep 2 --moe-exchange alltoall", "shm"},
+        // Two replicas of two tensor-parallel ranks: the request runs on ranks 0 and 1,
+        // each sending half its rows to the experts; ranks 2 and 3 join with none.
+        Case{"tiny", "absorbed", 4, "--dp 2 --tp 2 --dist-check", "shm"},
+        Case{"tiny", "materialized", 4, "--dp 2 --tp 2 --ep 4", "tcp"},
+        Case{"tiny", "naive", 4, "--dp 2 --tp 2 --ep 4 --moe-exchange alltoall", "shm"},
+        Case{"default", "absorbed", 4, "--dp 2 --tp 2 --ep 4", "shm"},
+        Case{"r1-2", "absorbed", 4, "--dp 2 --tp 2", "shm"}),
     CaseName);
 
 // A layout the model or the job cannot take is one sentence, before any weight loads.
@@ -157,8 +164,10 @@ TEST(DistLayout, RefusedWithOneSentence) {
       {Mpirun(2, "shm"), "--tp 4", "--tp 4 × --dp 1 = 4 ranks, but the job has 2 processes"},
       {"", "--ep 3", "--ep 3 must be 1 (routed experts split by width) or the number of ranks, 1"},
       {"", "--tp 0", "--tp must be at least 1, not 0"},
-      {Mpirun(4, "shm"), "--dp 2 --tp 2",
-       "--dp with --tp (tensor-parallel attention inside each replica) is not built"},
+      {Mpirun(4, "shm"), "--dp 2 --tp 2 --ep 2",
+       "--ep 2 must be 1 (routed experts split by width) or the number of ranks, 4"},
+      {Mpirun(4, "shm"), "--dp 2 --tp 2 --moe-exchange alltoall",
+       "--moe-exchange alltoall needs data-parallel attention with whole experts (--dp 2 --tp 2 --ep 4)"},
       {Mpirun(3, "shm"), "--dp 3 --ep 3", "--ep 3 does not divide the model's 8 routed experts"},
       {Mpirun(2, "shm"), "--dp 2 --moe-exchange alltoall",
        "--moe-exchange alltoall needs data-parallel attention with whole experts (--dp 2 --ep 2)"},
@@ -201,6 +210,8 @@ TEST(DistCollectives, BenchModelSendsWhatCalcPredicts) {
       {4, "--tp 4", "--tp 4", 1024},  // [1024, 64] floats: the exchange path of the all-reduce
       {2, "--dp 2 --ep 2", "--dp 2 --ep 2", 2},
       {4, "--dp 4", "--dp 4", 8},
+      {4, "--dp 2 --tp 2 --ep 4", "--dp 2 --tp 2 --ep 4", 4},
+      {4, "--dp 2 --tp 2", "--dp 2 --tp 2", 2},  // one row per replica: rank 0 sends the experts none
   };
   for (const Layout& l : layouts) {
     int exit_code = -1;

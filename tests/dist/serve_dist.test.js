@@ -1,14 +1,17 @@
-// latte serve split over 2 ranks (mpirun), against one process on the same f32 model:
-// TP2 and DP2 (data-parallel attention, experts spread over both ranks). Concurrent
-// greedy requests give the one-process tokens; under DP2 rank 1 runs some of them (its
-// /metrics gauges say so) and a client that hangs up on a stream frees its blocks on
-// whichever rank ran it; SIGTERM to mpirun stops every rank cleanly.
+// latte serve split over several ranks (mpirun), against one process on the same f32
+// model: TP2, DP2 (data-parallel attention, experts spread over both ranks) and DP2 x TP2
+// (two replicas of two tensor-parallel ranks, on 4 ranks). Concurrent greedy requests
+// give the one-process tokens; under DP every replica runs some of them (its /metrics
+// gauges say so) and a client that hangs up on a stream frees its blocks on whichever
+// replica ran it; SIGTERM to mpirun stops every rank cleanly.
 'use strict';
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('../server/harness');
 
-const MPIRUN = `${process.env.LATTE_MPIRUN || 'mpirun'} -np 2 --oversubscribe --bind-to none --mca btl self,vader`;
+const mpirun = (ranks) =>
+  `${process.env.LATTE_MPIRUN || 'mpirun'} -np ${ranks} --oversubscribe --bind-to none --mca btl self,vader`;
+const MPIRUN = mpirun(2);
 
 function requests(n) {
   return Array.from({ length: n }, (_, i) => ({
@@ -31,19 +34,27 @@ async function oneProcessTokens(model, reqs) {
   }
 }
 
-for (const layout of [['--tp', '2'], ['--dp', '2', '--ep', '2'], ['--dp', '2', '--ep', '2', '--moe-exchange', 'alltoall']]) {
-  test(`mpirun -np 2 latte serve ${layout.join(' ')} answers as one process`, async () => {
+// replicas: the first rank of each data-parallel replica (the /metrics rank label).
+const layouts = [
+  { ranks: 2, flags: ['--tp', '2'], replicas: [] },
+  { ranks: 2, flags: ['--dp', '2', '--ep', '2'], replicas: ['0', '1'] },
+  { ranks: 2, flags: ['--dp', '2', '--ep', '2', '--moe-exchange', 'alltoall'], replicas: ['0', '1'] },
+  { ranks: 4, flags: ['--dp', '2', '--tp', '2', '--ep', '4'], replicas: ['0', '2'] },
+];
+for (const { ranks, flags: layout, replicas } of layouts) {
+  test(`mpirun -np ${ranks} latte serve ${layout.join(' ')} answers as one process`, async () => {
     const model = h.makeModel();
     const reqs = requests(12);
     const want = await oneProcessTokens(model, reqs);
-    const server = await h.startServer(model, ['--served-model-name', 'tiny', ...layout], {}, { launcher: MPIRUN });
+    const server = await h.startServer(model, ['--served-model-name', 'tiny', ...layout], {},
+                                       { launcher: mpirun(ranks) });
     try {
       const client = server.client();
       assert.deepEqual(await tokensOf(client, reqs), want);
       const m = await h.metrics(server.base);
-      if (layout[0] === '--dp') {
-        assert.ok(m['latte:rank_requests_assigned_total{model_name="tiny",rank="1"}'] > 0, 'rank 1 ran requests');
-        assert.ok(m['latte:rank_requests_assigned_total{model_name="tiny",rank="0"}'] > 0, 'rank 0 ran requests');
+      for (const rank of replicas) {
+        assert.ok(m[`latte:rank_requests_assigned_total{model_name="tiny",rank="${rank}"}`] > 0,
+                  `the replica of rank ${rank} ran requests: ${JSON.stringify(m)}`);
       }
       assert.ok(m['latte:collective_seconds_total'] > 0);
 
@@ -62,8 +73,8 @@ for (const layout of [['--tp', '2'], ['--dp', '2', '--ep', '2'], ['--dp', '2', '
       const [freed, ms, last] = await h.waitForMetrics(server.base, (mm) =>
         mm['latte:num_requests_running'] === 0 && mm['latte:kv_cache_usage_perc'] === 0, 10000);
       assert.ok(freed, `blocks still held ${ms} ms after the hang-ups: ${JSON.stringify(last)}`);
-      if (layout[0] === '--dp') {
-        assert.equal(last['latte:rank_kv_cache_usage_perc{model_name="tiny",rank="1"}'], 0);
+      for (const rank of replicas) {
+        assert.equal(last[`latte:rank_kv_cache_usage_perc{model_name="tiny",rank="${rank}"}`], 0);
       }
     } finally {
       assert.equal(await server.stop(), 0, server.log());
