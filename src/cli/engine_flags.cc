@@ -83,8 +83,8 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
                "Under --tp: hash the replicated residual stream after every sublayer on every rank and stop "
                "naming the layer where ranks differ");
   cmd.add_option("--dist-timeout", c.dist_timeout_s,
-                 "Under mpirun: a step longer than this many seconds means a rank stopped answering, and the "
-                 "job ends (0: no limit)")
+                 "Under mpirun: a rank that waits this many seconds for the others inside a collective ends "
+                 "the job, naming the ranks that stopped answering (0: no limit)")
       ->capture_default_str();
 }
 

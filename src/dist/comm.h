@@ -78,6 +78,11 @@ class Comm {
   // communicator of their own, ranked in this one's order. Its collectives count in this
   // communicator's stats(), so the job's one Comm reports them all.
   virtual std::unique_ptr<Comm> Split(int color) = 0;
+  // A collective of this communicator (and of its Split() children) that waits longer
+  // than `seconds` for the other ranks ends the job, naming the ranks that never
+  // reached one (a rank that died or hangs). 0: wait as long as it takes. Broadcasts
+  // with idle_wait are exempt (an idle server waits for its next request).
+  virtual void set_wait_limit(double seconds) { (void)seconds; }
 
   const CommStats& stats() const { return *stats_; }
   void ResetStats() { *stats_ = {}; }

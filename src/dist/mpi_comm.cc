@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 namespace latte {
@@ -39,10 +40,17 @@ int64_t ToMpiCounts(std::span<const int64_t> counts, std::vector<int>& ints, std
 
 }  // namespace
 
-MpiComm::MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+MpiComm::MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned), wait_limit_s_(std::make_shared<double>(0)) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  health_ = std::shared_ptr<MPI_Comm>(new MPI_Comm(MPI_COMM_NULL), [](MPI_Comm* c) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && *c != MPI_COMM_NULL) MPI_Comm_free(c);
+    delete c;
+  });
+  if (!owned_) MPI_Comm_dup(MPI_COMM_WORLD, health_.get());  // a world: its children share it
 }
 
 MpiComm::~MpiComm() {
@@ -56,7 +64,110 @@ std::unique_ptr<Comm> MpiComm::Split(int color) {
   MPI_Comm_split(comm_, color, rank_, &part);
   auto child = std::make_unique<MpiComm>(part, /*owned=*/true);
   child->CountInto(*this);
+  child->health_ = health_;
+  child->wait_limit_s_ = wait_limit_s_;
   return child;
+}
+
+void MpiComm::Run(CollectiveKind kind, const std::function<void(MPI_Request*)>& start) {
+  MPI_Request request;
+  start(&request);
+  Complete(request, kind);
+}
+
+void MpiComm::Complete(MPI_Request& request, CollectiveKind kind) {
+  const double limit = *wait_limit_s_;
+  if (!(limit > 0)) {
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    return;
+  }
+  // Polled as MPI_Wait would spin, with the clock read between polls.
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit));
+  int done = 0;
+  while (true) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (Clock::now() > deadline) EndStalled(kind);
+  }
+}
+
+namespace {
+
+constexpr int kStallTag = 0x5a11;
+
+// Polls `request` until it completes or `seconds` pass; whether it completed.
+bool TestFor(MPI_Request& request, double seconds) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  int done = 0;
+  while (Clock::now() < until) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+}  // namespace
+
+void MpiComm::EndStalled(CollectiveKind kind) {
+  const double limit = *wait_limit_s_;
+  const std::string what = std::string(CollectiveKindName(kind));
+  // The ranks that wait reach this point within about one step of each other: give them
+  // a tenth of the limit (2 to 30 s) to report.
+  const double grace = std::clamp(limit / 10, 2.0, 30.0);
+  MPI_Comm health = *health_;
+  int world = 1;
+  MPI_Comm_size(health, &world);
+  if (world_rank_ != 0) {
+    int kind_id = static_cast<int>(kind);
+    MPI_Request sent;
+    MPI_Isend(&kind_id, 1, MPI_INT, 0, kStallTag, health, &sent);
+    // Rank 0 ends the job once it has heard from the waiting ranks; if it does not, it is
+    // the one that stopped (or waits elsewhere).
+    TestFor(sent, 3 * grace);
+    std::fprintf(stderr,
+                 "latte: [rank %d] a %s has waited %.0f s (--dist-timeout) and rank 0 did not end the job: rank 0 "
+                 "stopped answering; ending the job\n",
+                 world_rank_, what.c_str(), limit + 3 * grace);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::abort();
+  }
+  std::vector<char> waiting(world, 0);
+  waiting[0] = 1;
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+  while (Clock::now() < until) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kStallTag, health, &arrived, &status);
+    if (!arrived) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    int kind_id = 0;
+    MPI_Recv(&kind_id, 1, MPI_INT, status.MPI_SOURCE, kStallTag, health, MPI_STATUS_IGNORE);
+    waiting[status.MPI_SOURCE] = 1;
+  }
+  std::string missing, waited;
+  for (int r = 0; r < world; ++r) {
+    std::string& list = waiting[r] ? waited : missing;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (missing.empty()) {
+    std::fprintf(stderr,
+                 "latte: [rank 0] a %s has waited %.0f s (--dist-timeout) and every rank is waiting: they wait in "
+                 "collectives that do not match; ending the job\n",
+                 what.c_str(), limit);
+  } else {
+    std::fprintf(stderr,
+                 "latte: [rank 0] a %s has waited %.0f s (--dist-timeout): rank %s stopped answering (waiting for "
+                 "it: rank %s); ending the job\n",
+                 what.c_str(), limit, missing.c_str(), waited.c_str());
+  }
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
 }
 
 void MpiComm::AllReduceSum(float* data, int64_t count) {
@@ -65,7 +176,10 @@ void MpiComm::AllReduceSum(float* data, int64_t count) {
   Timed t(counters()[CollectiveKind::kAllReduce], AllReduceBytesSent(count, size_, rank_));
   if (P == 2 || count * static_cast<int64_t>(sizeof(float)) <= kAllReduceExchangeBytes) {
     parts_.resize(static_cast<size_t>(P * count));
-    MPI_Allgather(data, static_cast<int>(count), MPI_FLOAT, parts_.data(), static_cast<int>(count), MPI_FLOAT, comm_);
+    Run(CollectiveKind::kAllReduce, [&](MPI_Request* request) {
+      MPI_Iallgather(data, static_cast<int>(count), MPI_FLOAT, parts_.data(), static_cast<int>(count), MPI_FLOAT, comm_,
+                     request);
+    });
     SumInRankOrder(parts_.data(), size_, count, count, data);
     return;
   }
@@ -78,19 +192,27 @@ void MpiComm::AllReduceSum(float* data, int64_t count) {
   // Every rank sends chunk r to rank r and receives its own chunk of every rank's partial.
   std::vector<int> recv_counts, recv_displs;
   ToMpiCounts(std::vector<int64_t>(P, mine), recv_counts, recv_displs);
-  MPI_Alltoallv(data, counts_.data(), displs_.data(), MPI_FLOAT, parts_.data(), recv_counts.data(), recv_displs.data(),
-                MPI_FLOAT, comm_);
+  Run(CollectiveKind::kAllReduce, [&](MPI_Request* request) {
+    MPI_Ialltoallv(data, counts_.data(), displs_.data(), MPI_FLOAT, parts_.data(), recv_counts.data(),
+                   recv_displs.data(), MPI_FLOAT, comm_, request);
+  });
   SumInRankOrder(parts_.data(), size_, mine, mine, data + displs_[rank_]);
-  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
+  Run(CollectiveKind::kAllReduce, [&](MPI_Request* request) {
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, counts_.data(), displs_.data(), MPI_FLOAT, comm_, request);
+  });
 }
 
 void MpiComm::AllGatherV(const float* in, std::span<const int64_t> counts, float* out) {
   ToMpiCounts(counts, counts_, displs_);
   Timed t(counters()[CollectiveKind::kAllGather], (size_ - 1) * counts[rank_] * static_cast<int64_t>(sizeof(float)));
   if (in == out + displs_[rank_]) {
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
+    Run(CollectiveKind::kAllGather, [&](MPI_Request* request) {
+      MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_, request);
+    });
   } else {
-    MPI_Allgatherv(in, counts_[rank_], MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_);
+    Run(CollectiveKind::kAllGather, [&](MPI_Request* request) {
+      MPI_Iallgatherv(in, counts_[rank_], MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, comm_, request);
+    });
   }
 }
 
@@ -101,14 +223,18 @@ void MpiComm::ReduceScatterV(const float* in, std::span<const int64_t> counts, f
   ToMpiCounts(std::vector<int64_t>(size_, mine), recv_counts, recv_displs);  // rank r's part of my rows
   Timed t(counters()[CollectiveKind::kReduceScatter], sent * static_cast<int64_t>(sizeof(float)));
   parts_.resize(static_cast<size_t>(std::max<int64_t>(1, size_ * mine)));
-  MPI_Alltoallv(in, send_counts.data(), send_displs.data(), MPI_FLOAT, parts_.data(), recv_counts.data(),
-                recv_displs.data(), MPI_FLOAT, comm_);
+  Run(CollectiveKind::kReduceScatter, [&](MPI_Request* request) {
+    MPI_Ialltoallv(in, send_counts.data(), send_displs.data(), MPI_FLOAT, parts_.data(), recv_counts.data(),
+                   recv_displs.data(), MPI_FLOAT, comm_, request);
+  });
   SumInRankOrder(parts_.data(), size_, mine, mine, out);
 }
 
 void MpiComm::AllToAllCounts(std::span<const int64_t> send_counts, std::span<int64_t> recv_counts) {
   Timed t(counters()[CollectiveKind::kAllToAll], (size_ - 1) * static_cast<int64_t>(sizeof(int64_t)));
-  MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1, MPI_INT64_T, comm_);
+  Run(CollectiveKind::kAllToAll, [&](MPI_Request* request) {
+    MPI_Ialltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1, MPI_INT64_T, comm_, request);
+  });
 }
 
 void MpiComm::AllToAllV(const float* in, std::span<const int64_t> send_counts, float* out,
@@ -117,14 +243,18 @@ void MpiComm::AllToAllV(const float* in, std::span<const int64_t> send_counts, f
   const int64_t sent = ToMpiCounts(send_counts, sc, sd) - send_counts[rank_];
   ToMpiCounts(recv_counts, rc, rd);
   Timed t(counters()[CollectiveKind::kAllToAll], sent * static_cast<int64_t>(sizeof(float)));
-  MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_);
+  Run(CollectiveKind::kAllToAll, [&](MPI_Request* request) {
+    MPI_Ialltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_, request);
+  });
 }
 
 void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vector<std::vector<uint8_t>>& all) {
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(size_), displs(size_);
   Timed t(counters()[CollectiveKind::kGather], rank_ == root ? 0 : length + static_cast<int64_t>(sizeof(int)));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm_);
+  Run(CollectiveKind::kGather, [&](MPI_Request* request) {
+    MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm_, request);
+  });
   std::vector<uint8_t> joined;
   if (rank_ == root) {
     int64_t total = 0;
@@ -134,7 +264,10 @@ void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vecto
     }
     joined.resize(static_cast<size_t>(std::max<int64_t>(1, total)));
   }
-  MPI_Gatherv(mine.data(), length, MPI_BYTE, joined.data(), lengths.data(), displs.data(), MPI_BYTE, root, comm_);
+  Run(CollectiveKind::kGather, [&](MPI_Request* request) {
+    MPI_Igatherv(mine.data(), length, MPI_BYTE, joined.data(), lengths.data(), displs.data(), MPI_BYTE, root, comm_,
+                 request);
+  });
   if (rank_ != root) return;
   all.assign(size_, {});
   for (int r = 0; r < size_; ++r) all[r].assign(joined.begin() + displs[r], joined.begin() + displs[r] + lengths[r]);
@@ -142,7 +275,9 @@ void MpiComm::GatherBytes(const std::vector<uint8_t>& mine, int root, std::vecto
 
 void MpiComm::AllGatherBytes(const void* in, size_t bytes, void* out) {
   Timed t(counters()[CollectiveKind::kAllGather], (size_ - 1) * static_cast<int64_t>(bytes));
-  MPI_Allgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, comm_);
+  Run(CollectiveKind::kAllGather, [&](MPI_Request* request) {
+    MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, comm_, request);
+  });
 }
 
 void MpiComm::WaitSleeping(MPI_Request& request) {
@@ -167,17 +302,20 @@ void MpiComm::Broadcast(std::vector<uint8_t>& bytes, int root, bool idle_wait) {
   if (idle_wait && rank_ != root) {
     WaitSleeping(request);
   } else {
-    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    Complete(request, CollectiveKind::kBroadcast);
   }
   if (rank_ != root) bytes.resize(length);
-  if (length > 0) MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, comm_);
+  if (length > 0)
+    Run(CollectiveKind::kBroadcast, [&](MPI_Request* request) {
+      MPI_Ibcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, comm_, request);
+    });
 }
 
 void MpiComm::Abort(const std::string& why) {
   std::fprintf(stderr, "latte: [rank %d] %s\n", world_rank_, why.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);  // the whole job, not only this communicator's ranks
-  std::abort();  // MPI_Abort does not return
+  std::abort();                  // MPI_Abort does not return
 }
 
 }  // namespace latte

@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "dist/comm.h"
@@ -34,14 +36,28 @@ class MpiComm final : public Comm {
   // Names the rank by its place in the job, and ends the whole job.
   [[noreturn]] void Abort(const std::string& why) override;
   std::unique_ptr<Comm> Split(int color) override;
+  // Every collective is started nonblocking and polled (Complete) against the limit;
+  // on expiry the waiting ranks report to world rank 0 over a communicator of their
+  // own, and rank 0 names the ranks that did not report.
+  void set_wait_limit(double seconds) override { *wait_limit_s_ = seconds; }
 
  private:
   // Waits for `request`, sleeping between polls (50 µs, doubling up to 5 ms): a blocking
   // MPI wait would spin a core for as long as the job is idle.
   void WaitSleeping(MPI_Request& request);
+  // Starts a nonblocking `kind` collective (start(&request)) and completes it.
+  void Run(CollectiveKind kind, const std::function<void(MPI_Request*)>& start);
+  // Waits for `request` of a `kind` collective, polling, within the wait limit.
+  void Complete(MPI_Request& request, CollectiveKind kind);
+  // The wait limit passed inside a `kind` collective: find who is missing, end the job.
+  [[noreturn]] void EndStalled(CollectiveKind kind);
 
   MPI_Comm comm_;
   bool owned_ = false;
+  // The whole job's ranks, for the stall report (a duplicate of the world's
+  // communicator, shared by every Split() child); and the limit, shared too.
+  std::shared_ptr<MPI_Comm> health_;
+  std::shared_ptr<double> wait_limit_s_;
   int rank_ = 0;
   int world_rank_ = 0;
   int size_ = 1;

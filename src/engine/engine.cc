@@ -83,7 +83,6 @@ void Engine::Start() {
   // OpenMP's thread count is per thread (libgomp): the engine thread takes the
   // starting thread's (--threads), or its forward passes would use every core.
   const int threads = omp_get_max_threads();
-  if (group_ && options_.step_timeout_s > 0) watchdog_ = std::thread([this] { WatchSteps(); });
   thread_ = std::thread([this, threads] {
     omp_set_num_threads(threads);
     if (leads()) {
@@ -108,9 +107,7 @@ void Engine::Stop(const std::string& reason) {
     stop_reason_ = reason;
   }
   work_cv_.notify_all();
-  watchdog_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (watchdog_.joinable()) watchdog_.join();
   // The loop has ended (or never ran): this thread owns the engine state now.
   if (!leads()) {
     // A follower's requests end with the leader's; its inbox is empty.
@@ -229,33 +226,6 @@ void Engine::Loop() {
       if (stopping_) break;
     }
     progressed = Step();
-  }
-}
-
-void Engine::ArmWatchdog(bool armed) {
-  if (!watchdog_.joinable()) return;
-  std::lock_guard lock(mu_);
-  if (armed) {
-    step_started_ = Clock::now();
-  } else {
-    step_started_.reset();
-  }
-}
-
-void Engine::WatchSteps() {
-  const auto timeout = std::chrono::duration<double>(options_.step_timeout_s);
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    watchdog_cv_.wait_for(lock, std::chrono::milliseconds(200));
-    if (!step_started_ || Clock::now() - *step_started_ < timeout) continue;
-    // The engine thread is stuck inside a collective: a rank died without the job
-    // noticing, or hangs. Ending this process makes mpirun end them all.
-    std::fprintf(stderr,
-                 "latte: [rank %d] one engine step has run %.0f s (--dist-timeout): a rank stopped answering; "
-                 "ending the job\n",
-                 group_->rank(), options_.step_timeout_s);
-    std::fflush(stderr);
-    std::_Exit(3);
   }
 }
 
@@ -430,11 +400,6 @@ bool Engine::Step() {
   const Clock::time_point step_start = Clock::now();
   TakeInbox();
   if (shutdown_received_) return false;
-  struct Armed {
-    Engine& e;
-    explicit Armed(Engine& engine) : e(engine) { e.ArmWatchdog(true); }
-    ~Armed() { e.ArmWatchdog(false); }
-  } armed(*this);
   const std::vector<ScheduledChunk>& chunks = scheduler_.Schedule();
   // Data-parallel: when any rank has tokens, every rank runs the forward (with none of
   // its own: only the MoE layers' exchanges).
@@ -656,9 +621,9 @@ void Engine::PublishStats() {
     for (size_t q = 0; q * replica_ranks_ < shapes_.size(); ++q) {
       const StepShape& s = shapes_[q * replica_ranks_];
       const int rank = static_cast<int>(q) * replica_ranks_;
-      counters_.ranks.push_back(q == 0 ? RankLoad{rank, counters_.running, counters_.waiting,
-                                                  counters_.kv_blocks_total, counters_.kv_blocks_used,
-                                                  counters_.collective_seconds, counters_.step_seconds}
+      counters_.ranks.push_back(q == 0 ? RankLoad{rank, counters_.running, counters_.waiting, counters_.kv_blocks_total,
+                                                  counters_.kv_blocks_used, counters_.collective_seconds,
+                                                  counters_.step_seconds}
                                        : RankLoad{rank, s.running, s.waiting, s.kv_blocks_total, s.kv_blocks_used,
                                                   s.collective_seconds, s.step_seconds});
       counters_.ranks.back().requests_assigned = q < assigned_.size() ? assigned_[q] : 0;

@@ -47,10 +47,6 @@ struct EngineOptions {
   int64_t num_blocks = 0;   // the pool, sized by the caller (engine/memory_plan.h)
   bool prefix_caching = true;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  // A job of several ranks: a step that takes longer than this means a rank stopped
-  // answering (the others wait for it inside a collective); this rank then ends the
-  // job, saying so. 0: never.
-  double step_timeout_s = 0;
 };
 
 // One rank's load in a data-parallel group, as it reported it after its last step.
@@ -184,9 +180,6 @@ class Engine {
   // Data-parallel: this rank's replica, and whether it is the replica's first rank.
   int replica() const { return group_->rank() / replica_ranks_; }
   bool leads_replica() const { return group_->rank() % replica_ranks_ == 0; }
-  // The step watchdog (EngineOptions::step_timeout_s): armed while a step runs.
-  void WatchSteps();
-  void ArmWatchdog(bool armed);
 
   DeepSeekModel& model_;
   Comm* group_;
@@ -237,9 +230,6 @@ class Engine {
   std::string stop_reason_;
   std::atomic<int64_t> next_id_{0};
   std::thread thread_;
-  std::thread watchdog_;
-  std::condition_variable watchdog_cv_;
-  std::optional<std::chrono::steady_clock::time_point> step_started_;  // guarded by mu_
 };
 
 }  // namespace latte

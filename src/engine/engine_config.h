@@ -26,8 +26,9 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   bool prefix_caching = true;
   // A job of several ranks (load.parallel): --dist-check hashes the replicated residual
-  // stream after every sublayer (DeepSeekModel::set_dist_check); a step longer than
-  // dist_timeout_s seconds ends the job (EngineOptions::step_timeout_s; 0: never).
+  // stream after every sublayer (DeepSeekModel::set_dist_check); a rank that waits
+  // longer than dist_timeout_s seconds inside a collective ends the job, naming the
+  // ranks that did not come (Comm::set_wait_limit; 0: never).
   bool dist_check = false;
   double dist_timeout_s = 600;
 

@@ -27,7 +27,6 @@ EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& pla
   options.num_blocks = plan.num_blocks;
   options.prefix_caching = config.prefix_caching;
   options.kv_cache_dtype = config.memory.kv_cache_dtype;
-  options.step_timeout_s = config.dist_timeout_s;
   return options;
 }
 
@@ -82,6 +81,9 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   // load, every rank its memory plan.
   Comm& world = WorldComm();
   const bool split = load.parallel.world_size() > 1;
+  // A rank that dies or hangs leaves the others waiting inside a collective: past the
+  // limit they end the job, naming it.
+  world.set_wait_limit(config.dist_timeout_s);
   load.shard = ShardOf(load.parallel, world.rank());
   load.progress = log && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
