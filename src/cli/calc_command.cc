@@ -147,10 +147,10 @@ void PrintWeights(const ModelCostReport& r) {
   t.Print();
 
   const std::string layout =
-      !r.options.dp_attention       ? ""
-      : r.options.attention_tp == 1 ? " with DP attention (attention replicated)"
-                                    : " with DP attention (attention split " + std::to_string(r.options.attention_tp) +
-                                          " ways in each replica)";
+      !r.options.dp_attention ? ""
+      : r.options.attention_tp == 1
+          ? " with DP attention (attention replicated)"
+          : " with DP attention (attention split " + std::to_string(r.options.attention_tp) + " ways in each replica)";
   Table g;
   g.Row({"Weight bytes per GPU, TP " + std::to_string(r.options.tp) + layout, "bytes", "GB"});
   for (MlaMode mode : kMlaModesInPrintOrder) {
@@ -169,8 +169,7 @@ void PrintMaterializeExtra(const ModelCostReport& r) {
   t.Row({"  whole model", Commas(r.extra.whole_model), Gb(r.extra.whole_model)});
   t.Row({"  per GPU, TP " + tp + " (heads sharded: / " + tp + ")", Commas(r.extra.per_gpu_tp), Gb(r.extra.per_gpu_tp)});
   t.Row({"  per GPU, DP attention (x 1 per replica / " + std::to_string(r.parallel.attention_tp) + " ranks in it)",
-         Commas(r.extra.per_gpu_dp_attention),
-         Gb(r.extra.per_gpu_dp_attention)});
+         Commas(r.extra.per_gpu_dp_attention), Gb(r.extra.per_gpu_dp_attention)});
   t.Print();
 }
 

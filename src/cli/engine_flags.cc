@@ -52,9 +52,10 @@ void AddLoadFlags(CLI::App& cmd, LoadOptions& load) {
                   "allgather",
                   "--dp: how MoE layers exchange rows: allgather (every rank's rows to every rank, sums "
                   "reduce-scattered back) | alltoall (each row to the ranks holding its experts; needs --ep)");
-  cmd.add_option("--ep", load.parallel.ep,
-                 "Expert-parallel ranks: 1 (routed experts split by width) or every rank, tp x dp (each rank holds whole "
-                 "experts)")
+  cmd.add_option(
+         "--ep", load.parallel.ep,
+         "Expert-parallel ranks: 1 (routed experts split by width) or every rank, tp x dp (each rank holds whole "
+         "experts)")
       ->capture_default_str();
 }
 

@@ -88,7 +88,8 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   load.progress = log && world.rank() == 0;
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
   SetThreadsForModel(config.threads, stack->weights->memory().Total());
-  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{}, RanksOf(load.parallel, world, ReplicaComm(load.parallel.tp)));
+  stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{},
+                                                 RanksOf(load.parallel, world, ReplicaComm(load.parallel.tp)));
   stack->model->set_dist_check(config.dist_check);
   stack->tokenizer = std::move(tokenizer);
   if (!stack->tokenizer && HasTokenizer(config.model)) {

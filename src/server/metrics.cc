@@ -119,8 +119,8 @@ void ServerMetrics::RenderRanks(std::string& out, const EngineStats& s) const {
   for (const Family& f : families) {
     out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
     for (const RankLoad& r : s.ranks) {
-      out += std::string(f.name) + "{" + labels_ + ",rank=\"" + std::to_string(r.rank) + "\"} " +
-             Number(f.value(r)) + "\n";
+      out += std::string(f.name) + "{" + labels_ + ",rank=\"" + std::to_string(r.rank) + "\"} " + Number(f.value(r)) +
+             "\n";
     }
   }
 }
