@@ -88,7 +88,7 @@ class Engine {
  public:
   // `model` and `tokenizer` must outlive the engine; tokenizer may be null (then no
   // text, no stop strings, and EOS from config.json).
-  // `group`: the tensor-parallel ranks `model` is split over (the model's own). Rank 0
+  // `group`: every rank `model` is split over (the job's world). Rank 0
   // leads: clients submit to it, and each of its steps starts by broadcasting the new
   // requests and aborts (engine/step_control.h); every other rank runs the same
   // scheduler over the same requests in lockstep and drops its outputs. Null: one process.

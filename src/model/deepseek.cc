@@ -160,10 +160,9 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     for (int64_t j = 0; j < d; ++j) hidden_[t * d + j] = embed.At(tokens[t], j);
   }
 
-  // Data-parallel attention: every rank's token count, the MoE exchanges' sizes. A rank
-  // with none still runs every MoE layer's exchange.
-  // With tensor parallelism inside each replica its ranks hold the same T rows, and
-  // each sends only its share of them to the experts.
+  // Data-parallel attention: every rank's MoE rows, the exchanges' sizes (a rank with
+  // none still joins every MoE layer's exchange). With tensor parallelism inside each
+  // replica its ranks hold the same T rows, and each sends only its share of them.
   if (experts_ != nullptr) {
     const int64_t P = tp_ != nullptr ? tp_->size() : 1, r = tp_ != nullptr ? tp_->rank() : 0;
     moe_rows_ = {T * r / P, T * (r + 1) / P - T * r / P};
