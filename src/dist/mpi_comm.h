@@ -1,4 +1,4 @@
-// Comm over an MPI communicator (Open MPI 4.1 or MPICH 4, MPI-3 calls only).
+// Comm over an MPI communicator (MPI-3 calls only; tested with Open MPI 4.1).
 #pragma once
 
 #include <mpi.h>
