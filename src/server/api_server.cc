@@ -46,18 +46,16 @@ MaybeError ParseBody(const HttpRequest& request, nlohmann::json& body) {
   return std::nullopt;
 }
 
-// Paths and the method each takes.
+// Paths and the method each takes (the API key guards those under /v1/).
 struct Route {
   const char* path;
   const char* method;
-  bool needs_key;
-  bool json_body;
 };
 constexpr Route kRoutes[] = {
-    {"/v1/completions", "POST", true, true}, {"/v1/chat/completions", "POST", true, true},
-    {"/v1/models", "GET", true, false},      {"/health", "GET", false, false},
-    {"/metrics", "GET", false, false},       {"/version", "GET", false, false},
-    {"/tokenize", "POST", false, true},      {"/detokenize", "POST", false, true},
+    {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+    {"/v1/models", "GET"},       {"/health", "GET"},
+    {"/metrics", "GET"},         {"/version", "GET"},
+    {"/tokenize", "POST"},       {"/detokenize", "POST"},
 };
 
 }  // namespace
@@ -75,6 +73,12 @@ ApiServer::ApiServer(Engine& engine, ServedModel model, std::string mla_mode, Ap
       metrics_(model_.name, std::move(mla_mode)) {}
 
 Handled ApiServer::Handle(HttpRequest& request) {
+  // The key guards all of /v1/, found or not (an unknown path is no hint without it).
+  if (request.path.starts_with("/v1/") && !options_.api_key.empty() &&
+      request.authorization != "Bearer " + options_.api_key) {
+    return ErrorReply(Unauthorized(request.authorization.empty() ? "missing API key: send Authorization: Bearer <key>"
+                                                                 : "incorrect API key"));
+  }
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (request.path == r.path) route = &r;
@@ -84,10 +88,6 @@ Handled ApiServer::Handle(HttpRequest& request) {
     HttpReply r = ErrorReply(MethodNotAllowed(request.path + " takes " + route->method + ", not " + request.method));
     r.headers.emplace_back("Allow", route->method);
     return r;
-  }
-  if (route->needs_key && !options_.api_key.empty() && request.authorization != "Bearer " + options_.api_key) {
-    return ErrorReply(Unauthorized(request.authorization.empty() ? "missing API key: send Authorization: Bearer <key>"
-                                                                 : "incorrect API key"));
   }
   const std::string path = request.path;
   if (path == "/health") {

@@ -35,6 +35,10 @@ struct HttpServer::Impl {
   std::atomic<int64_t> pending{0};
   std::atomic<bool> shutting_down{false};
   std::chrono::steady_clock::time_point shutdown_deadline;
+  // Out of file descriptors: accepting pauses (kAcceptPause at a time) instead of
+  // failing at once again and spinning; logged once per episode.
+  net::steady_timer accept_timer{ioc};
+  bool out_of_descriptors = false;
 
   Impl(HttpServerOptions o, RequestHandler h) : options(std::move(o)), handler(std::move(h)), ioc(options.threads) {}
   void Accept();
@@ -56,6 +60,36 @@ std::string PathOf(beast::string_view target) {
   return std::string(q == beast::string_view::npos ? target : target.substr(0, q));
 }
 
+// What one connection may hold unparsed: the headers' limit and a margin for the body
+// bytes read with them. Beast's parser takes body bytes out as they come, so only a line
+// that never ends (a chunk size or trailer without CRLF) fills it: then the read fails
+// with buffer_overflow instead of growing without bound.
+size_t ReadBufferLimit(const HttpServerOptions& o) { return o.header_limit + (64u << 10); }
+
+// Framing a proxy in front of latte could read differently (request smuggling), refused
+// as RFC 9112 and nginx do: a Transfer-Encoding other than a lone "chunked" (501: latte
+// decodes no other coding; "identity" or "gzip, chunked" would otherwise be read with
+// the coding ignored), an HTTP/1.1 request without exactly one Host (400).
+std::optional<ApiError> FramingError(const http::request_parser<http::string_body>::value_type& head) {
+  const auto te = head.find(http::field::transfer_encoding);
+  if (te != head.end()) {
+    std::string coding(te->value());
+    const auto first = coding.find_first_not_of(" \t"), last = coding.find_last_not_of(" \t");
+    coding = first == std::string::npos ? "" : coding.substr(first, last - first + 1);
+    if (head.count(http::field::transfer_encoding) != 1 || !beast::iequals(coding, "chunked")) {
+      ApiError e = BadRequest("Transfer-Encoding \"" + std::string(te->value()) +
+                              "\" is not supported: send a body with Content-Length or Transfer-Encoding: chunked");
+      e.status = 501;
+      return e;
+    }
+  }
+  if (head.version() >= 11 && head.count(http::field::host) != 1) {
+    return BadRequest(head.count(http::field::host) == 0 ? "an HTTP/1.1 request needs a Host header"
+                                                         : "a request must have one Host header, not several");
+  }
+  return std::nullopt;
+}
+
 // One connection. Its operations run on the connection's strand, one at a time; a
 // pending DeferredReply wakes it through a post to that strand.
 class Session : public std::enable_shared_from_this<Session> {
@@ -63,6 +97,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket socket, HttpServer::Impl* server)
       : stream_(std::move(socket)),
         server_(server),
+        buffer_(ReadBufferLimit(server->options)),
         read_timer_(stream_.get_executor()),
         poll_timer_(stream_.get_executor()) {}
 
@@ -98,6 +133,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // for "100 Continue" before it sends the body. An oversized Content-Length fails here
   // already (body_limit), so such a body is never sent.
   void OnHeader(beast::error_code ec) {
+    if (!ec) {
+      if (std::optional<ApiError> bad = FramingError(parser_->get())) {
+        RefuseFraming(*bad);
+        return;
+      }
+    }
     if (ec || parser_->is_done()) {
       OnRead(ec);
       return;
@@ -116,6 +157,19 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     ReadBody();
+  }
+
+  // The request's framing is refused: its body cannot be told from the next request, so
+  // the connection ends after the answer.
+  void RefuseFraming(const ApiError& error) {
+    reading_ = false;
+    read_timer_.cancel();
+    if (deferred_) {  // a pipelined request behind a pending reply: end both
+      CancelDeferred();
+      Close();
+      return;
+    }
+    SendWhole(ErrorReply(error), /*close=*/true);
   }
 
   void ReadBody() {
@@ -153,6 +207,10 @@ class Session : public std::enable_shared_from_this<Session> {
         ApiError e = BadRequest("the request headers are over the limit");
         e.status = 431;
         SendWhole(ErrorReply(e), /*close=*/true);
+      } else if (ec == http::error::buffer_overflow) {
+        SendWhole(ErrorReply(BadRequest("a request line, header, chunk size or trailer is over the " +
+                                        std::to_string(ReadBufferLimit(server_->options)) + "-byte limit")),
+                  /*close=*/true);
       } else if (ec == http::error::end_of_stream || ec == net::error::operation_aborted || ec == net::error::eof ||
                  ec == net::error::connection_reset || ec == net::error::bad_descriptor || closed_) {
         Close();
@@ -419,12 +477,40 @@ class Session : public std::enable_shared_from_this<Session> {
   bool counted_ = false;  // this connection's reply counts in server_->pending
 };
 
+// A failed accept that another attempt at once would repeat: the process (EMFILE) or
+// the system (ENFILE) has no descriptor left, or the kernel no memory for the socket.
+bool OutOfResources(const beast::error_code& ec) {
+  return ec == net::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system ||
+         ec == net::error::no_buffer_space || ec == net::error::no_memory;
+}
+
+// How long accepting pauses while out of descriptors (nginx: 500 ms).
+constexpr std::chrono::milliseconds kAcceptPause{500};
+
 }  // namespace
 
 void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (shutting_down || !acceptor.is_open()) return;
+    if (OutOfResources(ec)) {
+      if (!out_of_descriptors) {
+        std::fprintf(stderr,
+                     "latte serve: cannot accept connections (%s): pausing new ones %lld ms at a time until some "
+                     "close; open connections are still served\n",
+                     ec.message().c_str(), static_cast<long long>(kAcceptPause.count()));
+        out_of_descriptors = true;
+      }
+      accept_timer.expires_after(kAcceptPause);
+      accept_timer.async_wait([this](beast::error_code timer_ec) {
+        if (!timer_ec) Accept();
+      });
+      return;
+    }
     if (!ec) {
+      if (out_of_descriptors) {
+        std::fprintf(stderr, "latte serve: accepting connections again\n");
+        out_of_descriptors = false;
+      }
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small: send each now
       std::make_shared<Session>(std::move(socket), this)->Start();
@@ -489,6 +575,7 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
     if (impl->shutting_down.exchange(true)) return;
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->accept_timer.cancel();
     impl->signals.cancel(ignored);
     impl->shutdown_deadline = std::chrono::steady_clock::now() + grace;
     impl->WaitForPendingReplies();

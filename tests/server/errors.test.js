@@ -180,7 +180,7 @@ function rawRequest(bytes) {
 
 test('bytes that are not UTF-8 in the path or the Content-Type → a 404 / 415 with a JSON error', async () => {
   const path = await rawRequest(Buffer.concat([Buffer.from('GET /v1/\xff'.replace('\xff', ''), 'latin1'), Buffer.from([0xff, 0xfe]),
-                                               Buffer.from(' HTTP/1.1\r\nHost: x\r\n\r\n')]));
+                                               Buffer.from(` HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n\r\n`)]));
   assert.match(path, /^HTTP\/1\.1 (404|400)/);
   const json = JSON.parse(path.slice(path.indexOf('\r\n\r\n') + 4));
   assert.ok(json.error.message);
