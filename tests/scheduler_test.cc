@@ -240,6 +240,52 @@ TEST(Scheduler, DecodesTakeATokenOncePerBurst) {
   EXPECT_EQ(every_step.size(), 15u) << "4 prompt tokens, 13 steps of 7, then the last 5";
 }
 
+// A 40-token request that arrives while a 1000-token prompt prefills, in steps of 64:
+// the step that comes after it runs it alongside the long prompt's capped chunk.
+int StepsUntilShortPromptSamples(int64_t threshold, int64_t* long_chunk_then) {
+  BlockPool pool(256, 16, false);
+  KvCacheManager kv(pool);
+  Scheduler scheduler({8, 64, 2048, threshold}, kv);
+  Sequence long_prompt, short_prompt;
+  long_prompt.tokens.assign(1000, 5);
+  long_prompt.prompt_len = 1000;
+  short_prompt.id = 1;
+  short_prompt.tokens.assign(40, 6);
+  short_prompt.prompt_len = 40;
+  scheduler.Add(&long_prompt);
+  int steps = 0;
+  for (; steps < 100 && short_prompt.num_computed < 40; ++steps) {
+    if (steps == 3) scheduler.Add(&short_prompt);
+    const std::vector<ScheduledChunk> chunks = scheduler.Schedule();
+    int64_t budget = 0;
+    for (const ScheduledChunk& c : chunks) {
+      budget += c.count;
+      if (c.seq == &long_prompt && steps == 3) *long_chunk_then = c.count;
+    }
+    EXPECT_LE(budget, 64);
+    scheduler.Completed();
+  }
+  EXPECT_TRUE(long_prompt.num_computed > 0);
+  scheduler.Remove(&long_prompt);
+  scheduler.Remove(&short_prompt);
+  EXPECT_EQ(pool.NumAvailable(), 256);
+  return steps;
+}
+
+TEST(Scheduler, LongPromptSharesTheStepWithAWaitingOne) {
+  int64_t capped = 0;
+  // Added before step 3's schedule: with half a step for the long prompt, the short one
+  // runs in step 3 itself (32 of its tokens), and finishes in step 4.
+  EXPECT_EQ(StepsUntilShortPromptSamples(32, &capped), 5);
+  EXPECT_EQ(capped, 32);
+  // The default is half the step as well.
+  EXPECT_EQ(StepsUntilShortPromptSamples(0, &capped), 5);
+  // A threshold of the whole step: the long prompt keeps every step's tokens, and the
+  // short one waits for its 1000 tokens (16 steps of 64).
+  EXPECT_GE(StepsUntilShortPromptSamples(64, &capped), 16);
+  EXPECT_EQ(capped, 64);
+}
+
 TEST(Scheduler, FollowersWaitForTheirLeadersPrompt) {
   BlockPool pool(64, 4, true);
   KvCacheManager kv(pool);

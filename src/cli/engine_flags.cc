@@ -78,6 +78,10 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
                  "out steps until this many have run (llama.cpp's n_batch); --max-num-batched-tokens' value gives "
                  "vLLM's schedule, a decode token in every step")
       ->capture_default_str();
+  cmd.add_option("--long-prefill-token-threshold", c.scheduler.long_prefill_token_threshold,
+                 "While other prompts wait for tokens, one prompt chunk takes at most this many tokens of a step "
+                 "(0: half of --max-num-batched-tokens), so a short request is not queued behind a long prefill")
+      ->capture_default_str();
   cmd.add_flag_callback(
       "--no-prefix-cache", [&c] { c.prefix_caching = false; }, "Do not reuse the KV blocks of shared prompt prefixes");
   cmd.add_flag("--dist-check", c.dist_check,

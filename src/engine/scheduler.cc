@@ -17,7 +17,19 @@ Status CheckCount(const char* field, int64_t value, int64_t max) {
 Status SchedulerConfig::Validate() const {
   LATTE_RETURN_IF_ERROR(CheckCount("max_num_seqs", max_num_seqs, int64_t{1} << 20));
   LATTE_RETURN_IF_ERROR(CheckCount("max_num_batched_tokens", max_num_batched_tokens, int64_t{1} << 24));
-  return CheckCount("max_prefill_burst_tokens", max_prefill_burst_tokens, int64_t{1} << 30);
+  LATTE_RETURN_IF_ERROR(CheckCount("max_prefill_burst_tokens", max_prefill_burst_tokens, int64_t{1} << 30));
+  if (long_prefill_token_threshold < 0 || long_prefill_token_threshold > max_num_batched_tokens) {
+    return Status::InvalidArgument("long_prefill_token_threshold must be in [0, max_num_batched_tokens = " +
+                                       std::to_string(max_num_batched_tokens) + "], got " +
+                                       std::to_string(long_prefill_token_threshold),
+                                   "long_prefill_token_threshold");
+  }
+  return Status::Ok();
+}
+
+int64_t SchedulerConfig::LongPrefillThreshold() const {
+  return long_prefill_token_threshold > 0 ? long_prefill_token_threshold
+                                          : std::max<int64_t>(1, max_num_batched_tokens / 2);
 }
 
 void Scheduler::Add(Sequence* seq) {
@@ -76,7 +88,10 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
       !decoding.empty() && burst_tokens_ + step_tokens < burst && PendingPromptTokens(step_tokens) > step_tokens;
   const int64_t prompt_tokens =
       decoding.empty() || decodes_wait ? step_tokens : std::max<int64_t>(0, burst - burst_tokens_);
-  StepBudget budget{step_tokens, prompt_tokens};
+  // More than one prompt wants tokens: each chunk of them is capped, so a long one
+  // leaves the rest of the step to the others.
+  const bool prompts_contend = prefilling.size() + AdmittableWaiting() > 1;
+  StepBudget budget{step_tokens, prompt_tokens, prompts_contend ? config_.LongPrefillThreshold() : step_tokens};
   const auto schedule_decodes = [&] {
     for (Sequence* seq : decoding) {
       if (budget.tokens == 0) break;
@@ -102,6 +117,8 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
     }
   }
 
+  if (prompts_contend) TopUpPromptChunks(budget);
+
   int64_t prompt_run = 0;
   for (const ScheduledChunk& c : chunks_) {
     if (IsPromptChunk(c)) prompt_run += c.count;
@@ -121,9 +138,34 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   return chunks_;
 }
 
+int64_t Scheduler::AdmittableWaiting() const {
+  if (num_running() >= config_.max_num_seqs) return 0;
+  int64_t admittable = 0;
+  for (const Sequence* s : waiting_) {
+    const bool waits_for_leader =
+        s->leader != nullptr && s->leader->state != SequenceState::kFinished && !s->leader->prompt_computed();
+    if (!waits_for_leader && ++admittable > 1) break;  // more than one is all Schedule asks
+  }
+  return admittable;
+}
+
+void Scheduler::TopUpPromptChunks(StepBudget& budget) {
+  for (ScheduledChunk& c : chunks_) {
+    if (budget.tokens == 0 || budget.prompt == 0) return;
+    if (!IsPromptChunk(c)) continue;
+    const int64_t end = c.start + c.count;
+    const int64_t more = std::min({c.seq->num_tokens() - end, budget.tokens, budget.prompt});
+    if (more <= 0 || !kv_.Grow(c.seq->blocks, end + more)) continue;
+    c.count += more;
+    c.samples = c.start + c.count == c.seq->num_tokens();
+    budget.tokens -= more;
+    budget.prompt -= more;
+  }
+}
+
 int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) {
   const int64_t left = seq.num_tokens() - seq.num_computed;
-  return std::min({left, budget.tokens, seq.prompt_computed() ? left : budget.prompt});
+  return std::min({left, budget.tokens, seq.prompt_computed() ? left : std::min(budget.prompt, budget.prompt_chunk)});
 }
 
 void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {

@@ -17,6 +17,11 @@
 // tokens a few times, instead of for a chunk in every step: llama.cpp's server decodes
 // with each n_batch (2048) of prompt tokens the same way. A burst equal to
 // max_num_batched_tokens gives vLLM's schedule, a decode token in every step.
+// Long prompts share: while more than one prompt wants tokens (another mid-prefill, or
+// one waiting that could be admitted), no prompt chunk takes more than
+// long_prefill_token_threshold tokens, so a short request that arrives behind a long
+// prompt is admitted in the next step instead of after the whole prefill (vLLM's
+// --long-prefill-token-threshold). A prompt alone still takes whole steps.
 // A sequence is only ever admitted when it can fit alone (Engine refuses the rest),
 // so preemption always makes progress.
 #pragma once
@@ -36,6 +41,11 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 512;  // tokens in one forward pass
   // At most this many prompt tokens run between two tokens of a decoding sequence.
   int64_t max_prefill_burst_tokens = 2048;
+  // The most tokens one prompt chunk takes while other prompts want tokens too; 0: half
+  // of max_num_batched_tokens.
+  int64_t long_prefill_token_threshold = 0;
+  // long_prefill_token_threshold, resolved.
+  int64_t LongPrefillThreshold() const;
 
   // Each value in its range; an error names the field ("max_num_seqs").
   Status Validate() const;
@@ -73,6 +83,7 @@ class Scheduler {
   struct StepBudget {
     int64_t tokens = 0;
     int64_t prompt = 0;
+    int64_t prompt_chunk = 0;  // the most one prompt chunk takes
   };
 
   void Preempt(Sequence* seq);
@@ -80,13 +91,19 @@ class Scheduler {
   // while a sequence could be admitted; counting stops once it passes `enough`.
   int64_t PendingPromptTokens(int64_t enough) const;
   // The tokens seq's next chunk takes: what it lacks rows for, within the step's tokens
-  // and, while in its prompt, the step's prompt tokens.
+  // and, while in its prompt, the step's prompt tokens and the prompt chunk cap.
   static int64_t ChunkTokens(const Sequence& seq, const StepBudget& budget);
   // Schedules the next chunk of a running sequence, preempting the most recently
   // admitted ones while the pool cannot hold it (seq itself, at worst).
   void ScheduleRunning(Sequence* seq, StepBudget& budget);
   bool TryAdmit(Sequence* seq, StepBudget& budget);
   void AddChunk(Sequence* seq, int64_t count, StepBudget& budget);
+  // Waiting sequences that could be admitted now (not waiting for a leader's prompt),
+  // counted up to 2.
+  int64_t AdmittableWaiting() const;
+  // After admission: the step's tokens the prompt chunk cap kept and nothing else took
+  // go back to the capped prompt chunks, in order, so prompts still fill the step.
+  void TopUpPromptChunks(StepBudget& budget);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
