@@ -123,13 +123,16 @@ void MpiComm::EndStalled(CollectiveKind kind) {
     int kind_id = static_cast<int>(kind);
     MPI_Request sent;
     MPI_Isend(&kind_id, 1, MPI_INT, 0, kStallTag, health, &sent);
-    // Rank 0 ends the job once it has heard from the waiting ranks; if it does not, it is
-    // the one that stopped (or waits elsewhere).
+    // Rank 0 ends the job once it has heard from the waiting ranks (within `grace`); if
+    // it has not after three times that, it is the one that stopped (or waits elsewhere).
+    const auto until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(3 * grace));
     TestFor(sent, 3 * grace);
+    std::this_thread::sleep_until(until);
     std::fprintf(stderr,
-                 "latte: [rank %d] a %s has waited %.0f s (--dist-timeout) and rank 0 did not end the job: rank 0 "
-                 "stopped answering; ending the job\n",
-                 world_rank_, what.c_str(), limit + 3 * grace);
+                 "latte: [rank %d] waited %.0f s (--dist-timeout) inside a collective (%s), and rank 0 did not end "
+                 "the job: rank 0 stopped answering; ending the job\n",
+                 world_rank_, limit + 3 * grace, what.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 3);
     std::abort();
@@ -156,14 +159,14 @@ void MpiComm::EndStalled(CollectiveKind kind) {
   }
   if (missing.empty()) {
     std::fprintf(stderr,
-                 "latte: [rank 0] a %s has waited %.0f s (--dist-timeout) and every rank is waiting: they wait in "
-                 "collectives that do not match; ending the job\n",
-                 what.c_str(), limit);
+                 "latte: [rank 0] waited %.0f s (--dist-timeout) inside a collective (%s), and so does every rank: "
+                 "they wait in collectives that do not match; ending the job\n",
+                 limit, what.c_str());
   } else {
     std::fprintf(stderr,
-                 "latte: [rank 0] a %s has waited %.0f s (--dist-timeout): rank %s stopped answering (waiting for "
-                 "it: rank %s); ending the job\n",
-                 what.c_str(), limit, missing.c_str(), waited.c_str());
+                 "latte: [rank 0] waited %.0f s (--dist-timeout) inside a collective (%s): rank %s stopped "
+                 "answering (waiting for it: rank %s); ending the job\n",
+                 limit, what.c_str(), missing.c_str(), waited.c_str());
   }
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 3);

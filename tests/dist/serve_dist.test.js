@@ -11,7 +11,6 @@ const h = require('../server/harness');
 
 const mpirun = (ranks) =>
   `${process.env.LATTE_MPIRUN || 'mpirun'} -np ${ranks} --oversubscribe --bind-to none --mca btl self,vader`;
-const MPIRUN = mpirun(2);
 
 function requests(n) {
   return Array.from({ length: n }, (_, i) => ({
@@ -103,20 +102,21 @@ function ranksOf(mpirunPid) {
 }
 
 test('a rank that stops answering ends the job within --dist-timeout, naming it', async () => {
-  const server = await h.startServer(h.makeModel(), ['--served-model-name', 'tiny', '--dp', '2', '--ep', '2',
-                                                     '--dist-timeout', '3'], {}, { launcher: MPIRUN });
+  // Two replicas of two ranks: ranks 0, 1 and 2 all end up waiting for rank 3.
+  const server = await h.startServer(h.makeModel(), ['--served-model-name', 'tiny', '--dp', '2', '--tp', '2',
+                                                     '--ep', '4', '--dist-timeout', '3'], {}, { launcher: mpirun(4) });
   const ranks = ranksOf(server.proc.pid);
-  assert.ok(ranks[1], `rank 1 among mpirun's children: ${JSON.stringify(ranks)}`);
+  assert.ok(ranks[3], `rank 3 among mpirun's children: ${JSON.stringify(ranks)}`);
   const exited = new Promise((resolve) => server.proc.on('exit', (code) => resolve(code)));
-  process.kill(ranks[1], 'SIGSTOP');
+  process.kill(ranks[3], 'SIGSTOP');
   const started = Date.now();
-  // A request makes rank 0 step, and wait inside a collective for rank 1.
+  // A request makes the ranks step, and wait inside a collective for rank 3.
   h.post(server.base, '/v1/completions', { model: 'tiny', prompt: [1, 2, 3], max_tokens: 4 }).catch(() => {});
   const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('hung'), 30000))]);
-  try { process.kill(ranks[1], 'SIGKILL'); } catch (e) { /* mpirun ended it */ }
+  try { process.kill(ranks[3], 'SIGKILL'); } catch (e) { /* mpirun ended it */ }
   assert.notEqual(code, 'hung', 'the job did not end within 30 s');
   assert.notEqual(code, 0);
   assert.ok(Date.now() - started < 30000);
-  assert.match(server.log(),
-               /\[rank 0\] a [a-z_]+ has waited 3 s \(--dist-timeout\): rank 1 stopped answering \(waiting for it: rank 0\)/);
+  assert.match(server.log(), /\[rank 0\] waited 3 s \(--dist-timeout\) inside a collective \([a-z_]+\): rank 3 stopped answering \(waiting for it: rank 0, 1, 2\)/);
+  assert.doesNotMatch(server.log(), /rank 0 stopped answering/);
 });
