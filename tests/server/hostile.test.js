@@ -95,18 +95,19 @@ const CHUNKED_HEAD = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization:
 
 test('a chunk-size line or a trailer that never ends → 400 and close, memory bounded', async () => {
   const before = h.rssMiB(server.proc.pid);
-  // Four at once, each offering 16 MiB without a CRLF.
+  // Four at once, each offering 64 MiB without a CRLF. After its 400 the server reads
+  // and drops what still arrives (so the client sees the reply, not a reset): the bound
+  // is on what it keeps, its memory.
   const floods = [
-    flood(CHUNKED_HEAD + '1;ext=', 'a', 16 << 20),
-    flood(CHUNKED_HEAD + '1;ext=', 'b', 16 << 20),
-    flood(CHUNKED_HEAD + '0\r\nX-Trailer: ', 'c', 16 << 20),
-    flood(CHUNKED_HEAD + '0\r\nX-Trailer: ', 'd', 16 << 20),
+    flood(CHUNKED_HEAD + '1;ext=', 'a', 64 << 20),
+    flood(CHUNKED_HEAD + '1;ext=', 'b', 64 << 20),
+    flood(CHUNKED_HEAD + '0\r\nX-Trailer: ', 'c', 64 << 20),
+    flood(CHUNKED_HEAD + '0\r\nX-Trailer: ', 'd', 64 << 20),
   ];
   assert.ok(await healthWithin(1000) < 1000);
   for (const f of await Promise.all(floods)) {
     assert.ok(f.closed, 'the server closed the connection');
     assert.match(f.reply, /^HTTP\/1\.1 (400|431) /, f.reply.slice(0, 200));
-    assert.ok(f.sent < (16 << 20), `the server stopped reading before all 16 MiB (${f.sent} bytes sent)`);
   }
   const grown = h.rssMiB(server.proc.pid) - before;
   assert.ok(grown < 32, `RSS grew ${grown.toFixed(1)} MiB for four floods`);
