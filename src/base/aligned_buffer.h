@@ -50,6 +50,11 @@ class AlignedBuffer {
   }
   ~AlignedBuffer() { Release(); }
 
+  // Takes memory for pages still untouched (Pages::kOnFirstTouch); contents stay.
+  void CommitPages() {
+    if (size_ >= kHugePageBytes) latte::CommitPages(data_, size_);
+  }
+
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }

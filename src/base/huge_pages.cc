@@ -30,6 +30,16 @@ void* AllocateHugePageRegion(size_t bytes, bool zero_fill) {
   return p;
 }
 
+void CommitPages(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return;
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  // A write per 4 KiB page; the byte written back is the byte read, so contents stay.
+  volatile char* bytes_of = static_cast<volatile char*>(p);
+  for (size_t i = 0; i < bytes; i += 4096) bytes_of[i] = bytes_of[i];
+}
+
 void FreeHugePageRegion(void* p, size_t bytes) {
   if (p != nullptr) ::munmap(p, Rounded(bytes));
 }

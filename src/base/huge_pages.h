@@ -20,4 +20,10 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 void* AllocateHugePageRegion(size_t bytes, bool zero_fill = true);
 void FreeHugePageRegion(void* p, size_t bytes);
 
+// Backs every page of a region with memory now (MADV_POPULATE_WRITE, or a write to
+// each page where the kernel lacks it, before Linux 5.14) without changing what it
+// holds: memory promised but never touched is taken here, at start, and not under
+// load later when the machine may no longer have it.
+void CommitPages(void* p, size_t bytes);
+
 }  // namespace latte

@@ -28,6 +28,7 @@ struct ServeArgs {
   double queue_timeout_s = 0;
   std::string reasoning_parser;
   int io_threads = 2;
+  int handler_threads = server::HttpServerOptions{}.handler_threads;
 };
 
 Status RunServe(const ServeArgs& args) {
@@ -35,6 +36,7 @@ Status RunServe(const ServeArgs& args) {
   if (args.max_queue < 1) return Status::InvalidArgument("--max-queue must be at least 1");
   if (args.queue_timeout_s < 0) return Status::InvalidArgument("--queue-timeout must be >= 0");
   if (args.io_threads < 1) return Status::InvalidArgument("--io-threads must be at least 1");
+  if (args.handler_threads < 1) return Status::InvalidArgument("--handler-threads must be at least 1");
   if (!args.reasoning_parser.empty() && args.reasoning_parser != "deepseek_r1") {
     return Status::InvalidArgument("--reasoning-parser must be deepseek_r1, got \"" + args.reasoning_parser + "\"");
   }
@@ -46,7 +48,11 @@ Status RunServe(const ServeArgs& args) {
   api.max_queue = args.max_queue;
   api.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.queue_timeout_s * 1000));
 
-  auto built = BuildServingStack(args.engine, /*log=*/true);
+  // A server's pool is taken at start: under traffic there is no good moment to learn
+  // that the machine cannot back it.
+  EngineConfig engine_config = args.engine;
+  engine_config.memory.commit_kv_pool = true;
+  auto built = BuildServingStack(engine_config, /*log=*/true);
   if (!built.ok()) return AsFlagError(built.status());
   std::unique_ptr<ServingStack> stack = std::move(built).value();
   if (!stack->engine->leads()) {
@@ -81,6 +87,7 @@ Status RunServe(const ServeArgs& args) {
   http.host = args.host;
   http.port = static_cast<uint16_t>(args.port);
   http.threads = args.io_threads;
+  http.handler_threads = args.handler_threads;
   server::HttpServer http_server(http, [&api_server](server::HttpRequest& r) { return api_server.Handle(r); });
   LATTE_RETURN_IF_ERROR(http_server.Listen());
   // SIGINT/SIGTERM: the engine ends every running request (streams get an error event,
@@ -117,7 +124,11 @@ void AddServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", args->reasoning_parser,
                   "deepseek_r1: return <think>...</think> as reasoning_content");
-  cmd->add_option("--io-threads", args->io_threads, "Threads serving HTTP (parsing, tokenizing, formatting)")
+  cmd->add_option("--io-threads", args->io_threads, "Threads reading and writing sockets (and answering GETs)")
+      ->capture_default_str();
+  cmd->add_option("--handler-threads", args->handler_threads,
+                  "Threads parsing, templating and tokenizing request bodies (bodies of 256 KiB and more: one "
+                  "more thread, one at a time)")
       ->capture_default_str();
   cmd->callback([args] { ExitOnError("serve", RunServe(*args)); });
 }

@@ -105,6 +105,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Backs the whole KV pool with memory now (before Start): a pool the machine cannot
+  // hold fails at start, not under traffic (KvCache::CommitPages).
+  void CommitKvPool() { cache_.CommitPages(); }
   // Runs the step loop on a thread of its own until Stop().
   void Start();
   // Finishes every request with FinishReason::kAbort (error `reason`) and joins the thread.

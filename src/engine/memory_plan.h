@@ -28,6 +28,8 @@ struct MemoryOptions {
   std::optional<int64_t> num_kv_blocks;  // the pool's size, whatever the budget says
   int64_t block_size = kDefaultKvBlockSize;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // Take the pool's memory at start (latte serve) rather than as blocks are first used.
+  bool commit_kv_pool = false;
 
   // The values on their own: block_size in [1, kMaxKvBlockSize], num_kv_blocks >= 1,
   // memory_gb > 0; an error names the field.

@@ -1,6 +1,7 @@
 #include "engine/serving_stack.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -54,6 +55,17 @@ void LogMemoryPlan(const MemoryPlan& plan, const ModelWeights& weights, const Pa
   std::fputs(text.c_str(), stderr);
 }
 
+// Takes the pool's memory now, timed: the plan's budget was checked against
+// MemAvailable before the load; a pool that memory cannot back ends here, at start.
+void CommitKvPool(Engine& engine, const MemoryPlan& plan, bool log) {
+  const auto start = std::chrono::steady_clock::now();
+  engine.CommitKvPool();
+  if (!log) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "%skv pool: %.2f GB committed (every page backed now) in %.1f s\n", RankPrefix().c_str(),
+               static_cast<double>(plan.pool_bytes()) / 1e9, seconds);
+}
+
 }  // namespace
 
 Result<ModelPreview> PreviewModel(const std::string& dir) {
@@ -102,6 +114,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
                                            split ? &world : nullptr, load.parallel.dp);
+  if (config.memory.commit_kv_pool) CommitKvPool(*stack->engine, stack->plan, log);
   stack->engine->Start();
   return stack;
 }

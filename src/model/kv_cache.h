@@ -45,6 +45,12 @@ class KvCache {
   // Bytes one block takes (rows of every layer, fp8 scales included).
   static int64_t BlockBytes(int64_t layers, int64_t row_dim, int64_t block_size, DType dtype);
 
+  // The pool's pages are taken as blocks are first written; this takes them all now.
+  void CommitPages() {
+    rows_.CommitPages();
+    scales_.CommitPages();
+  }
+
   // Stores values: [row_dim] as the row of `position` in `layer`, rounded to dtype().
   void Write(int64_t layer, std::span<const int32_t> block_table, int64_t position, const float* values);
   // Rows [first, first + count) of `layer` widened to f32: out: [count, row_dim].

@@ -12,6 +12,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -24,6 +25,40 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+
+namespace {
+
+// Threads that run the handler for requests with a body, admitting at most `threads +
+// max_waiting` at a time (TryPost refuses the rest, which get 503).
+class HandlerLane {
+ public:
+  HandlerLane(int threads, int max_waiting) : pool_(static_cast<size_t>(threads)), capacity_(threads + max_waiting) {}
+
+  template <typename Job> bool TryPost(Job job) {
+    if (admitted_.fetch_add(1) >= capacity_) {
+      --admitted_;
+      return false;
+    }
+    net::post(pool_, [this, job = std::move(job)]() mutable {
+      job();
+      --admitted_;
+    });
+    return true;
+  }
+  int capacity() const { return capacity_; }
+  // Finishes the jobs running now and drops those waiting.
+  void Stop() {
+    pool_.stop();
+    pool_.join();
+  }
+
+ private:
+  net::thread_pool pool_;
+  int capacity_;
+  std::atomic<int> admitted_{0};
+};
+
+}  // namespace
 
 struct HttpServer::Impl {
   HttpServerOptions options;
@@ -39,8 +74,16 @@ struct HttpServer::Impl {
   // failing at once again and spinning; logged once per episode.
   net::steady_timer accept_timer{ioc};
   bool out_of_descriptors = false;
+  // After ioc: a job that ends after the io threads stopped posts to a live io_context.
+  HandlerLane small_bodies;
+  HandlerLane large_bodies;
 
-  Impl(HttpServerOptions o, RequestHandler h) : options(std::move(o)), handler(std::move(h)), ioc(options.threads) {}
+  Impl(HttpServerOptions o, RequestHandler h)
+      : options(std::move(o)),
+        handler(std::move(h)),
+        ioc(options.threads),
+        small_bodies(options.handler_threads, options.max_waiting),
+        large_bodies(1, options.max_waiting_large) {}
   void Accept();
   void WaitForPendingReplies();
 };
@@ -51,6 +94,7 @@ HttpReply ErrorReply(const ApiError& e) {
   HttpReply r;
   r.status = e.status;
   r.body = e.Body();
+  if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   return r;
 }
 
@@ -220,13 +264,15 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     http::request<http::string_body> req = parser_->release();
-    if (deferred_ || writing_) {
+    if (deferred_ || writing_ || handling_) {
       next_request_ = std::move(req);  // pipelined: answered after the current reply
       return;
     }
     Handle(std::move(req));
   }
 
+  // Requests without a body (/health, /metrics, GETs) are answered here on the io
+  // thread; the others on a handler lane, their result delivered back on this strand.
   void Handle(http::request<http::string_body> req) {
     keep_alive_ = req.keep_alive() && !server_->shutting_down;
     HttpRequest request;
@@ -235,18 +281,67 @@ class Session : public std::enable_shared_from_this<Session> {
     request.content_type = std::string(req[http::field::content_type]);
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
-    Handled handled = HttpReply{};
-    try {
-      handled = server_->handler(request);
-    } catch (const std::exception& e) {  // a bug, not the client's: answer 500 and keep serving
-      handled = ErrorReply(InternalError(std::string("internal error: ") + e.what()));
-      keep_alive_ = false;
+    if (request.body.empty()) {
+      Deliver(RunHandler(request));
+      return;
     }
-    if (auto* reply = std::get_if<HttpReply>(&handled)) {
+    const bool large = request.body.size() >= server_->options.large_body;
+    HandlerLane& lane = large ? server_->large_bodies : server_->small_bodies;
+    handling_ = true;
+    const bool posted = lane.TryPost([self = shared_from_this(), request = std::move(request)]() mutable {
+      Outcome outcome = self->RunHandler(request);
+      auto executor = self->stream_.get_executor();
+      net::post(executor, [self = std::move(self), outcome = std::move(outcome)]() mutable {
+        self->handling_ = false;
+        self->Deliver(std::move(outcome));
+      });
+    });
+    if (!posted) {
+      handling_ = false;
+      const std::string what =
+          large ? "requests of " + std::to_string(server_->options.large_body / 1024) + " KiB and more" : "requests";
+      SendWhole(ErrorReply(Unavailable("the server is busy: " + std::to_string(lane.capacity()) + " " + what +
+                                           " are being read; retry later",
+                                       1)),
+                !keep_alive_);
+      return;
+    }
+    CountPending(true);  // shutdown waits for its reply as for a generation's
+  }
+
+  struct Outcome {
+    Handled handled = HttpReply{};
+    bool failed = false;  // the handler threw: the connection closes after the 500
+  };
+
+  // Any thread: touches only the server's handler.
+  Outcome RunHandler(HttpRequest& request) {
+    Outcome outcome;
+    try {
+      outcome.handled = server_->handler(request);
+    } catch (const std::exception& e) {  // a bug, not the client's: answer 500 and keep serving
+      outcome.handled = ErrorReply(InternalError(std::string("internal error: ") + e.what()));
+      outcome.failed = true;
+    }
+    return outcome;
+  }
+
+  void Deliver(Outcome outcome) {
+    if (outcome.failed) keep_alive_ = false;
+    if (auto* reply = std::get_if<HttpReply>(&outcome.handled)) {
+      if (closed_) {
+        CountPending(false);
+        return;
+      }
       SendWhole(std::move(*reply), !keep_alive_);
       return;
     }
-    deferred_ = std::get<std::shared_ptr<DeferredReply>>(std::move(handled));
+    deferred_ = std::get<std::shared_ptr<DeferredReply>>(std::move(outcome.handled));
+    if (closed_) {
+      CancelDeferred();
+      CountPending(false);
+      return;
+    }
     CountPending(true);
     // Watch for a hang-up. Started before any write: a read started while a write is
     // pending would inherit that write's timeout, and a long generation is no timeout.
@@ -472,6 +567,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> wake_posted_{false};
   bool reading_ = false;
   bool writing_ = false;
+  bool handling_ = false;  // the request is on a handler lane
   bool keep_alive_ = true;
   bool closed_ = false;
   bool counted_ = false;  // this connection's reply counts in server_->pending
@@ -568,6 +664,8 @@ void HttpServer::Run() {
   for (int i = 1; i < impl_->options.threads; ++i) threads.emplace_back([this] { impl_->ioc.run(); });
   impl_->ioc.run();
   for (auto& t : threads) t.join();
+  impl_->small_bodies.Stop();
+  impl_->large_bodies.Stop();
 }
 
 void HttpServer::Shutdown(std::chrono::milliseconds grace) {

@@ -23,8 +23,15 @@ namespace latte::server {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 8000;             // 0: any free port (port() tells which)
-  int threads = 2;                  // io threads: parsing and formatting are light
+  uint16_t port = 8000;  // 0: any free port (port() tells which)
+  int threads = 2;       // io threads: reading, writing, requests without a body
+  // Requests with a body are handled on `handler_threads` threads; those of at least
+  // `large_body` bytes one at a time on a thread of their own, so a few large ones hold
+  // up neither small ones nor /health. Past `max_waiting` waiting in a lane: 503.
+  int handler_threads = 2;
+  size_t large_body = 256u << 10;
+  int max_waiting = 64;             // small bodies
+  int max_waiting_large = 8;        // large bodies (each holds its body until handled)
   size_t body_limit = 8u << 20;     // larger bodies: 413
   size_t header_limit = 16u << 10;  // larger headers: 431
   // Receiving one request (headers and body), and waiting idle on a kept-alive connection.

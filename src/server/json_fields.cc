@@ -11,6 +11,32 @@ ApiError WrongType(const char* name, const char* want, const nlohmann::json& v) 
   return BadRequest(std::string(name) + " must be " + want + ", got " + TypeName(v), name);
 }
 
+// Counts values and stops at the first past the bound; builds nothing.
+class ValueCounter : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit ValueCounter(int64_t max_values) : max_values_(max_values) {}
+  bool over() const { return count_ > max_values_; }
+
+  bool null() override { return Count(); }
+  bool boolean(bool) override { return Count(); }
+  bool number_integer(number_integer_t) override { return Count(); }
+  bool number_unsigned(number_unsigned_t) override { return Count(); }
+  bool number_float(number_float_t, const string_t&) override { return Count(); }
+  bool string(string_t&) override { return Count(); }
+  bool binary(binary_t&) override { return Count(); }
+  bool start_object(std::size_t) override { return Count(); }
+  bool key(string_t&) override { return Count(); }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return Count(); }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool Count() { return ++count_ <= max_values_; }
+  int64_t max_values_;
+  int64_t count_ = 0;
+};
+
 // The integer a JSON number stands for, if it is one within int64.
 std::optional<int64_t> AsInt(const nlohmann::json& v) {
   if (v.is_number_integer()) {
@@ -28,6 +54,21 @@ std::optional<int64_t> AsInt(const nlohmann::json& v) {
 }
 
 }  // namespace
+
+MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann::json& out) {
+  ValueCounter counter(max_values);
+  if (!nlohmann::json::sax_parse(text, &counter)) {
+    if (counter.over()) {
+      return PayloadTooLarge("the request body holds more than " + std::to_string(max_values) +
+                             " JSON values (numbers, strings, keys, objects, arrays): send fewer messages, parts "
+                             "or token ids in one request");
+    }
+    return BadRequest("the request body is not valid JSON");
+  }
+  out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) return BadRequest("the request body is not valid JSON");
+  return std::nullopt;
+}
 
 bool HasField(const nlohmann::json& obj, const char* name) {
   auto it = obj.find(name);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,17 @@ using MaybeError = std::optional<ApiError>;
       return std::move(*latte_api_error_); \
     }                                      \
   } while (0)
+
+// The most JSON values (numbers, strings, booleans, nulls, objects, arrays and object
+// keys) one request body may hold. nlohmann's tree costs 16 bytes a value and ~100 a
+// key, so a body of small values parses to many times its size (200k one-word chat
+// messages: 40x); at this bound the tree stays within a few times the body limit, and
+// a prompt of token ids as long as V3's context (163,840) still fits.
+inline constexpr int64_t kMaxJsonValues = int64_t{1} << 18;
+
+// Parses `text` into `out` after one pass that counts its values without building
+// anything: more than `max_values` is a 413 before the tree is built; invalid JSON a 400.
+MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann::json& out);
 
 // True when `obj` has `name` with a non-null value.
 bool HasField(const nlohmann::json& obj, const char* name);

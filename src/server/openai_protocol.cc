@@ -282,11 +282,16 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
     std::string content;
     LATTE_RETURN_IF_API_ERROR(MessageContent(m, i, content));
     // The DeepSeek templates know "system"; OpenAI's newer "developer" is the same turn.
-    rendered.push_back({{"role", r == "developer" ? "system" : r}, {"content", content}});
+    nlohmann::json message = nlohmann::json::object();
+    message["role"] = r == "developer" ? "system" : r;
+    message["content"] = std::move(content);
+    rendered.push_back(std::move(message));
   }
   bool add_generation_prompt = true;
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "add_generation_prompt", add_generation_prompt));
-  context = {{"messages", rendered}, {"add_generation_prompt", add_generation_prompt}};
+  context = nlohmann::json::object();  // moved in: the messages are not copied again
+  context["messages"] = std::move(rendered);
+  context["add_generation_prompt"] = add_generation_prompt;
   return std::nullopt;
 }
 

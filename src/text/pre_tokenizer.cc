@@ -12,28 +12,64 @@ bool FlagOr(const json& j, const char* key, bool fallback) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
 }
 
-// A span of a piece and whether the regex matched it.
-struct Span {
-  size_t start, end;
-  bool is_match;
-};
+// Joins a step's spans (the matches and the gaps between them, in order) into parts as
+// Hugging Face's NormalizedString::split does per behavior, holding at most one part
+// back: MergedWithPrevious and Contiguous may extend it with the next span,
+// MergedWithNext may prepend a match to the span after it.
+class PartJoiner {
+ public:
+  enum class Rule { kDropMatches, kEach, kMatchJoinsPrevious, kMatchJoinsNext, kRunsJoin };
+  PartJoiner(Rule rule, std::function<void(size_t, size_t)> emit) : rule_(rule), emit_(std::move(emit)) {}
 
-// Every byte of `piece` in order: the matches and the gaps between them.
-std::vector<Span> CoveringSpans(const Regex& regex, std::string_view piece, bool invert) {
-  thread_local std::vector<std::pair<size_t, size_t>> matches;
-  matches.clear();
-  regex.FindAll(piece, matches);
-  std::vector<Span> spans;
-  spans.reserve(matches.size() * 2 + 1);
-  size_t prev = 0;
-  for (const auto& [start, end] : matches) {
-    if (prev != start) spans.push_back({prev, start, invert});
-    spans.push_back({start, end, !invert});
-    prev = end;
+  void Add(size_t start, size_t end, bool is_match) {
+    switch (rule_) {
+      case Rule::kDropMatches:
+        if (!is_match) emit_(start, end);
+        return;
+      case Rule::kEach: emit_(start, end); return;
+      case Rule::kMatchJoinsPrevious:
+        if (is_match && held_ && !held_match_) {
+          held_end_ = end;
+        } else {
+          Hold(start, end);
+        }
+        break;
+      case Rule::kMatchJoinsNext:
+        if (held_ && held_match_ && !is_match) {  // the held match and this gap are one part
+          emit_(held_start_, end);
+          held_ = false;
+          return;
+        }
+        Hold(start, end);
+        break;
+      case Rule::kRunsJoin:
+        if (held_ && is_match == held_match_) {
+          held_end_ = end;
+        } else {
+          Hold(start, end);
+        }
+        break;
+    }
+    held_match_ = is_match;
   }
-  if (prev != piece.size()) spans.push_back({prev, piece.size(), invert});
-  return spans;
-}
+  void Finish() {
+    if (held_) emit_(held_start_, held_end_);
+    held_ = false;
+  }
+
+ private:
+  void Hold(size_t start, size_t end) {
+    if (held_) emit_(held_start_, held_end_);
+    held_ = true;
+    held_start_ = start;
+    held_end_ = end;
+  }
+  Rule rule_;
+  std::function<void(size_t, size_t)> emit_;
+  bool held_ = false;
+  bool held_match_ = false;  // whether the last span added was a match
+  size_t held_start_ = 0, held_end_ = 0;
+};
 
 }  // namespace
 
@@ -101,74 +137,45 @@ Status PreTokenizer::AddStep(const json& j, bool last) {
   return Status::Ok();
 }
 
-void PreTokenizer::ApplyStep(const SplitStep& step, std::string_view piece, std::vector<std::string_view>& out,
-                             std::deque<std::string>& arena) {
-  if (step.add_prefix_space && piece.front() != ' ') {
-    arena.push_back(" " + std::string(piece));
-    piece = arena.back();
-  }
-  if (!step.regex) {
-    out.push_back(piece);
+void PreTokenizer::ApplyStep(size_t index, std::string_view piece,
+                             const std::function<void(std::string_view)>& emit) const {
+  if (index == steps_.size()) {
+    emit(piece);
     return;
   }
-  const std::vector<Span> spans = CoveringSpans(*step.regex, piece, step.invert);
-  // Pieces as [start, end) offsets, merged per behavior as in Hugging Face's
-  // NormalizedString::split.
-  std::vector<std::pair<size_t, size_t>> parts;
-  bool previous_match = false;
+  const SplitStep& step = steps_[index];
+  std::string spaced;  // lives until the parts made from it are passed on
+  if (step.add_prefix_space && piece.front() != ' ') {
+    spaced = " " + std::string(piece);
+    piece = spaced;
+  }
+  if (!step.regex) {
+    ApplyStep(index + 1, piece, emit);
+    return;
+  }
+  PartJoiner::Rule rule = PartJoiner::Rule::kEach;
   switch (step.behavior) {
-    case Behavior::kRemoved:
-      for (const Span& s : spans) {
-        if (!s.is_match) parts.emplace_back(s.start, s.end);
-      }
-      break;
-    case Behavior::kIsolated:
-      for (const Span& s : spans) parts.emplace_back(s.start, s.end);
-      break;
-    case Behavior::kMergedWithPrevious:  // a match joins the piece before it
-      for (const Span& s : spans) {
-        if (s.is_match && !previous_match && !parts.empty())
-          parts.back().second = s.end;
-        else
-          parts.emplace_back(s.start, s.end);
-        previous_match = s.is_match;
-      }
-      break;
-    case Behavior::kMergedWithNext:  // a match joins the piece after it
-      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->is_match && !previous_match && !parts.empty())
-          parts.back().first = it->start;
-        else
-          parts.emplace_back(it->start, it->end);
-        previous_match = it->is_match;
-      }
-      std::reverse(parts.begin(), parts.end());
-      break;
-    case Behavior::kContiguous:  // runs of matches, and runs of non-matches, join
-      for (const Span& s : spans) {
-        if (s.is_match == previous_match && !parts.empty())
-          parts.back().second = s.end;
-        else
-          parts.emplace_back(s.start, s.end);
-        previous_match = s.is_match;
-      }
-      break;
+    case Behavior::kRemoved: rule = PartJoiner::Rule::kDropMatches; break;
+    case Behavior::kIsolated: rule = PartJoiner::Rule::kEach; break;
+    case Behavior::kMergedWithPrevious: rule = PartJoiner::Rule::kMatchJoinsPrevious; break;
+    case Behavior::kMergedWithNext: rule = PartJoiner::Rule::kMatchJoinsNext; break;
+    case Behavior::kContiguous: rule = PartJoiner::Rule::kRunsJoin; break;
   }
-  for (const auto& [start, end] : parts) {
-    if (end > start) out.push_back(piece.substr(start, end - start));
-  }
+  PartJoiner joiner(rule, [&](size_t start, size_t end) {
+    if (end > start) ApplyStep(index + 1, piece.substr(start, end - start), emit);
+  });
+  size_t previous_end = 0;
+  step.regex->ForEachMatch(piece, [&](size_t start, size_t end) {
+    if (previous_end != start) joiner.Add(previous_end, start, step.invert);
+    joiner.Add(start, end, !step.invert);
+    previous_end = end;
+  });
+  if (previous_end != piece.size()) joiner.Add(previous_end, piece.size(), step.invert);
+  joiner.Finish();
 }
 
-void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>& out,
-                         std::deque<std::string>& arena) const {
-  if (text.empty()) return;
-  std::vector<std::string_view> current{text}, next;
-  for (const SplitStep& step : steps_) {
-    next.clear();
-    for (std::string_view piece : current) ApplyStep(step, piece, next, arena);
-    current.swap(next);
-  }
-  out.insert(out.end(), current.begin(), current.end());
+void PreTokenizer::ForEach(std::string_view text, const std::function<void(std::string_view)>& emit) const {
+  if (!text.empty()) ApplyStep(0, text, emit);
 }
 
 }  // namespace latte

@@ -9,7 +9,7 @@
 #pragma once
 
 #include <algorithm>
-#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,9 +27,11 @@ class PreTokenizer {
   // `j`: the "pre_tokenizer" value (null gives one pre-token per input).
   static Result<std::unique_ptr<PreTokenizer>> FromJson(const nlohmann::json& j);
 
-  // Splits `text` (valid UTF-8) into non-empty pre-tokens appended to `out`. They
-  // view `text`, or `arena` where a step made new text (ByteLevel's prefix space).
-  void Split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena) const;
+  // Hands each non-empty pre-token of `text` (valid UTF-8) to `emit`, in order. A
+  // pre-token views `text`, or text a step made (ByteLevel's prefix space) that lives
+  // only during the call. Depth first, one regex match at a time: what this holds does
+  // not grow with the text (a breadth-first split of 8 MB held ~100 bytes per piece).
+  void ForEach(std::string_view text, const std::function<void(std::string_view)>& emit) const;
 
   // True when a ByteLevel step ran: BPE then reads pre-tokens through the
   // byte-level alphabet.
@@ -45,8 +47,8 @@ class PreTokenizer {
   };
 
   Status AddStep(const nlohmann::json& j, bool last);
-  static void ApplyStep(const SplitStep& step, std::string_view piece, std::vector<std::string_view>& out,
-                        std::deque<std::string>& arena);
+  // Splits `piece` by steps_[step] and passes each part on to the next step.
+  void ApplyStep(size_t step, std::string_view piece, const std::function<void(std::string_view)>& emit) const;
 
   std::vector<SplitStep> steps_;
   bool byte_level_ = false;

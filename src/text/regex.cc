@@ -84,11 +84,10 @@ Result<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern, bool lit
 
 Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
-void Regex::FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>& out) const {
+bool Regex::NextMatch(std::string_view subject, size_t& offset, size_t& start, size_t& end) const {
   auto* code = static_cast<pcre2_code*>(code_);
   MatchScratch& scratch = Scratch();
   const auto* text = reinterpret_cast<PCRE2_SPTR>(subject.data());
-  size_t offset = 0;
   while (offset < subject.size()) {
     int rc = jit_ ? pcre2_jit_match(code, text, subject.size(), offset, 0, scratch.data, scratch.context)
                   : PCRE2_ERROR_JIT_STACKLIMIT;
@@ -96,17 +95,23 @@ void Regex::FindAll(std::string_view subject, std::vector<std::pair<size_t, size
       rc = pcre2_match(code, text, subject.size(), offset, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, scratch.data,
                        scratch.context);
     }
-    if (rc < 0) return;  // no (further) match
+    if (rc < 0) return false;  // no (further) match
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
-    const size_t start = ovector[0], end = ovector[1];
+    start = ovector[0];
+    end = ovector[1];
     if (end > start) {
-      out.emplace_back(start, end);
       offset = end;
-    } else {  // empty match: step over one character
-      offset = start + 1;
-      while (offset < subject.size() && (static_cast<unsigned char>(subject[offset]) & 0xc0) == 0x80) ++offset;
+      return true;
     }
+    // An empty match: step over one character.
+    offset = start + 1;
+    while (offset < subject.size() && (static_cast<unsigned char>(subject[offset]) & 0xc0) == 0x80) ++offset;
   }
+  return false;
+}
+
+void Regex::FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>& out) const {
+  ForEachMatch(subject, [&out](size_t start, size_t end) { out.emplace_back(start, end); });
 }
 
 }  // namespace latte

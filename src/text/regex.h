@@ -25,9 +25,16 @@ class Regex {
   // Appends [start, end) byte offsets of every non-empty match in `subject`, which
   // must be valid UTF-8 (not re-checked, for speed). Thread-safe.
   void FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>& out) const;
+  // The same matches, in order, handed to `on_match(start, end)` as they are found.
+  template <typename OnMatch> void ForEachMatch(std::string_view subject, OnMatch&& on_match) const {
+    size_t offset = 0, start = 0, end = 0;
+    while (NextMatch(subject, offset, start, end)) on_match(start, end);
+  }
 
  private:
   Regex() = default;
+  // The first non-empty match at or after `offset`; advances `offset` past it.
+  bool NextMatch(std::string_view subject, size_t& offset, size_t& start, size_t& end) const;
   void* code_ = nullptr;  // pcre2_code_8*
   bool jit_ = false;
 };

@@ -190,12 +190,7 @@ void Tokenizer::EncodeValid(std::string_view text, std::vector<int32_t>& out) co
 }
 
 void Tokenizer::EncodeWithoutAddedTokens(std::string_view text, std::vector<int32_t>& out) const {
-  thread_local std::vector<std::string_view> pieces;
-  thread_local std::deque<std::string> arena;
-  pieces.clear();
-  arena.clear();
-  pre_tokenizer_->Split(text, pieces, arena);
-  for (std::string_view piece : pieces) model_->Encode(piece, out);
+  pre_tokenizer_->ForEach(text, [this, &out](std::string_view piece) { model_->Encode(piece, out); });
 }
 
 std::string Tokenizer::TokenBytes(int32_t id, bool skip_special) const {

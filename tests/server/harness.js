@@ -148,6 +148,12 @@ function rssMiB(pid) {
   return Number(status.match(/VmRSS:\s+(\d+) kB/)[1]) / 1024;
 }
 
+// The most resident memory the process has held so far (VmHWM), in MiB.
+function peakRssMiB(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(status.match(/VmHWM:\s+(\d+) kB/)[1]) / 1024;
+}
+
 function ids(tokens) {
   return tokens.map((t) => {
     const m = /^token_id:(\d+)$/.exec(t);
@@ -156,4 +162,4 @@ function ids(tokens) {
   });
 }
 
-module.exports = { LATTE, makeModel, startServer, post, postEvents, metrics, waitForMetrics, readNpy, logSoftmaxAt, rssMiB, ids };
+module.exports = { LATTE, makeModel, startServer, post, postEvents, metrics, waitForMetrics, readNpy, logSoftmaxAt, rssMiB, peakRssMiB, ids };

@@ -202,6 +202,63 @@ test('integer fields at the extremes → 400 naming the field (or 200), never a 
   await expectGood();
 });
 
+test('bodies of megabytes are tokenized off the io threads: /health and a small request stay fast', async () => {
+  const peak = h.peakRssMiB(server.proc.pid);
+  // 7.5 MB prompts (under the 8 MiB body limit), tokenized and then refused as longer
+  // than the context: the work is the server's, the replies stay small for this client.
+  const prompt = 'Hello world, 12345! '.repeat(375000);
+  const body = JSON.stringify({ prompt, max_tokens: 1 });
+  let inFlight = 2;
+  const big = [0, 1].map(() => h.post(server.base, '/v1/completions', body, { headers: auth })
+    .finally(() => { --inFlight; }));
+  let checks = 0;
+  while (inFlight > 0) {
+    assert.ok(await healthWithin(1000) < 1000);
+    const start = Date.now();
+    const small = await h.post(server.base, '/tokenize', { prompt: 'Hello world', add_special_tokens: false });
+    assert.equal(small.status, 200, small.text);
+    assert.ok(Date.now() - start < 1000, `a small /tokenize took ${Date.now() - start} ms beside two large ones`);
+    ++checks;
+  }
+  const replies = await Promise.all(big);
+  for (const r of replies) {
+    assert.equal(r.status, 400, r.text.slice(0, 300));
+    assert.match(r.json.error.message, /\d{6,} in the prompt/);
+  }
+  assert.equal(replies[0].json.error.message, replies[1].json.error.message);
+  assert.ok(checks >= 1, 'the large ones were done before any check');
+  // Large bodies are tokenized one at a time, streaming through the pre-tokenizer.
+  const grown = h.peakRssMiB(server.proc.pid) - peak;
+  assert.ok(grown < 160, `peak RSS grew ${grown.toFixed(1)} MiB for two 7.5 MB prompts`);
+  await expectGood();
+});
+
+test('a body of 200k chat messages is a 413 before it is parsed; one within the bound stays small', async () => {
+  const peak = h.peakRssMiB(server.proc.pid);
+  const many = { messages: Array.from({ length: 200000 }, () => ({ role: 'user', content: 'x' })) };
+  const r = await h.post(server.base, '/tokenize', many);  // 6.8 MB: under the body limit
+  assert.equal(r.status, 413, r.text.slice(0, 300));
+  assert.match(r.json.error.message, /more than 262144 JSON values/);
+  const refused = h.peakRssMiB(server.proc.pid) - peak;
+  assert.ok(refused < 32, `peak RSS grew ${refused.toFixed(1)} MiB for a refused 6.8 MB body`);
+  // 50k messages (250k values) are read: the tree, the template's copy and the ids.
+  const fewer = { messages: Array.from({ length: 50000 }, () => ({ role: 'user', content: 'x' })) };
+  const ok = await h.post(server.base, '/tokenize', fewer);
+  assert.equal(ok.status, 200, ok.text.slice(0, 300));
+  assert.ok(ok.json.count >= 50000);
+  const grown = h.peakRssMiB(server.proc.pid) - peak;
+  assert.ok(grown < 96, `peak RSS grew ${grown.toFixed(1)} MiB for 50k messages (1.7 MB)`);
+  await expectGood();
+});
+
+test('the KV pool is committed at start: its memory is resident before any request', async () => {
+  const m = server.log().match(/kv pool: ([\d.]+) GB committed/);
+  assert.ok(m, server.log());
+  const poolMiB = Number(m[1]) * 1e9 / (1 << 20);
+  assert.ok(poolMiB > 500, `a pool of ${poolMiB} MiB: --memory-gb 1 gives most of it to the pool`);
+  assert.ok(h.rssMiB(server.proc.pid) > poolMiB, `RSS ${h.rssMiB(server.proc.pid)} MiB, pool ${poolMiB} MiB`);
+});
+
 // The process's CPU seconds so far (utime + stime, from /proc).
 function cpuSeconds(pid) {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
