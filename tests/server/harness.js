@@ -148,6 +148,10 @@ function rssMiB(pid) {
   return Number(status.match(/VmRSS:\s+(\d+) kB/)[1]) / 1024;
 }
 
+// True for an AddressSanitizer build (SANITIZE=1): it keeps freed memory in its 256 MiB
+// quarantine and pads every allocation, so memory bounds get a fixed allowance more.
+const sanitized = /libasan/.test(require('node:child_process').execFileSync('ldd', [LATTE]).toString());
+
 // The most resident memory the process has held so far (VmHWM), in MiB.
 function peakRssMiB(pid) {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -162,4 +166,4 @@ function ids(tokens) {
   });
 }
 
-module.exports = { LATTE, makeModel, startServer, post, postEvents, metrics, waitForMetrics, readNpy, logSoftmaxAt, rssMiB, peakRssMiB, ids };
+module.exports = { LATTE, makeModel, startServer, post, postEvents, metrics, waitForMetrics, readNpy, logSoftmaxAt, rssMiB, peakRssMiB, sanitized, ids };

@@ -14,8 +14,7 @@ const SECONDS = Number(process.env.LOAD_SECONDS || 20);
 
 // The RSS growth allowed. An AddressSanitizer build (SANITIZE=1) keeps freed memory in
 // its 256 MiB quarantine and caches more, so it gets a larger, still fixed, bound.
-const sanitized = /libasan/.test(require('node:child_process').execFileSync('ldd', [h.LATTE]).toString());
-const RSS_GROWTH_MIB = sanitized ? 1024 : 256;
+const RSS_GROWTH_MIB = h.sanitized ? 1024 : 256;
 
 const threads = (pid) => Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/Threads:\s+(\d+)/)[1]);
 
