@@ -127,8 +127,9 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--io-threads", args->io_threads, "Threads reading and writing sockets (and answering GETs)")
       ->capture_default_str();
   cmd->add_option("--handler-threads", args->handler_threads,
-                  "Threads parsing, templating and tokenizing request bodies (bodies of 256 KiB and more: one "
-                  "more thread, one at a time)")
+                  "Threads parsing, templating and tokenizing request bodies (bodies of " +
+                      std::to_string(server::HttpServerOptions{}.large_body >> 10) +
+                      " KiB and more: one more thread, one at a time)")
       ->capture_default_str();
   cmd->callback([args] { ExitOnError("serve", RunServe(*args)); });
 }

@@ -60,4 +60,10 @@ ApiError FromStatus(const Status& status) {
   return InternalError(status.message());
 }
 
+HttpReply ErrorReply(const ApiError& error) {
+  HttpReply r{error.status, "application/json", error.Body(), {}};
+  if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  return r;
+}
+
 }  // namespace latte::server

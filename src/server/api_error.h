@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "server/http_types.h"
 
 namespace latte::server {
 
@@ -42,5 +43,8 @@ ApiError InternalError(std::string message);
 // protocol refuses is a 400 naming status.field() as `param`; kNotFound a 404;
 // kUnavailable a 503 with Retry-After; kInternal a 500.
 ApiError FromStatus(const Status& status);
+
+// A whole reply carrying an OpenAI error object (and Retry-After when it has one).
+HttpReply ErrorReply(const ApiError& error);
 
 }  // namespace latte::server

@@ -60,12 +60,6 @@ constexpr Route kRoutes[] = {
 
 }  // namespace
 
-HttpReply ErrorReply(const ApiError& error) {
-  HttpReply r{error.status, "application/json", error.Body(), {}};
-  if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
-  return r;
-}
-
 ApiServer::ApiServer(Engine& engine, ServedModel model, std::string mla_mode, ApiOptions options)
     : engine_(engine),
       model_(std::move(model)),

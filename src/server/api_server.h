@@ -58,7 +58,4 @@ class ApiServer {
   std::atomic<bool> shutting_down_{false};
 };
 
-// A whole reply carrying an OpenAI error object (and Retry-After when it has one).
-HttpReply ErrorReply(const ApiError& error);
-
 }  // namespace latte::server

@@ -93,7 +93,7 @@ DeferredStep GenerationReply::Poll() {
     ApiError e = Unavailable("the request waited in the queue longer than --queue-timeout (" +
                                  std::to_string(limits_.queue_timeout.count() / 1000.0) + " s); retry later",
                              1);
-    step.reply = HttpReply{e.status, "application/json", e.Body(), {{"Retry-After", "1"}}};
+    step.reply = ErrorReply(e);
     return step;
   }
   if (!error_.empty() && !(stream_ && headers_sent_)) {
@@ -101,7 +101,7 @@ DeferredStep GenerationReply::Poll() {
     AbortAll();
     Finish("error");
     ApiError e = Unavailable("the request was not completed: " + error_, 1);
-    step.reply = HttpReply{e.status, "application/json", e.Body(), {{"Retry-After", "1"}}};
+    step.reply = ErrorReply(e);
     return step;
   }
   if (stream_) {

@@ -90,14 +90,6 @@ struct HttpServer::Impl {
 
 namespace {
 
-HttpReply ErrorReply(const ApiError& e) {
-  HttpReply r;
-  r.status = e.status;
-  r.body = e.Body();
-  if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-  return r;
-}
-
 // The path without its query string.
 std::string PathOf(beast::string_view target) {
   const auto q = target.find('?');
