@@ -290,10 +290,10 @@ class Session : public std::enable_shared_from_this<Session> {
     });
     if (!posted) {
       handling_ = false;
-      const std::string what =
-          large ? "requests of " + std::to_string(server_->options.large_body / 1024) + " KiB and more" : "requests";
-      SendWhole(ErrorReply(Unavailable("the server is busy: " + std::to_string(lane.capacity()) + " " + what +
-                                           " are being read; retry later",
+      const std::string what = large ? "bodies of " + std::to_string(server_->options.large_body) + " bytes and more"
+                                     : "requests with a body";
+      SendWhole(ErrorReply(Unavailable("the server is busy: all " + std::to_string(lane.capacity()) + " places for " +
+                                           what + " are taken; retry later",
                                        1)),
                 !keep_alive_);
       return;
