@@ -12,6 +12,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+Clock::time_point SecondsFromNow(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 class Timed {
  public:
   Timed(CollectiveStats& stats, int64_t bytes_sent) : stats_(stats), start_(Clock::now()) {
@@ -82,8 +86,7 @@ void MpiComm::Complete(MPI_Request& request, CollectiveKind kind) {
     return;
   }
   // Polled as MPI_Wait would spin, with the clock read between polls.
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit));
+  const Clock::time_point deadline = SecondsFromNow(limit);
   int done = 0;
   while (true) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -96,9 +99,8 @@ namespace {
 
 constexpr int kStallTag = 0x5a11;
 
-// Polls `request` until it completes or `seconds` pass; whether it completed.
-bool TestFor(MPI_Request& request, double seconds) {
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+// Polls `request` until it completes or `until`; whether it completed.
+bool TestUntil(MPI_Request& request, Clock::time_point until) {
   int done = 0;
   while (Clock::now() < until) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -125,9 +127,8 @@ void MpiComm::EndStalled(CollectiveKind kind) {
     MPI_Isend(&kind_id, 1, MPI_INT, 0, kStallTag, health, &sent);
     // Rank 0 ends the job once it has heard from the waiting ranks (within `grace`); if
     // it has not after three times that, it is the one that stopped (or waits elsewhere).
-    const auto until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(3 * grace));
-    TestFor(sent, 3 * grace);
+    const Clock::time_point until = SecondsFromNow(3 * grace);
+    TestUntil(sent, until);
     std::this_thread::sleep_until(until);
     std::fprintf(stderr,
                  "latte: [rank %d] waited %.0f s (--dist-timeout) inside a collective (%s), and rank 0 did not end "
@@ -139,7 +140,7 @@ void MpiComm::EndStalled(CollectiveKind kind) {
   }
   std::vector<char> waiting(world, 0);
   waiting[0] = 1;
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+  const Clock::time_point until = SecondsFromNow(grace);
   while (Clock::now() < until) {
     int arrived = 0;
     MPI_Status status;

@@ -277,7 +277,7 @@ void Engine::TakeInbox() {
       const std::vector<int32_t> ranks = data_parallel_ ? AssignRanks(inbox) : std::vector<int32_t>{};
       SendControl(inbox, ranks, aborts, /*shutdown=*/false);
       // The leader keeps only the streams of requests other replicas run.
-      assigned_.resize(group_->size() / replica_ranks_);
+      assigned_.resize(replicas());
       for (size_t i = 0; i < ranks.size(); ++i) {
         ++assigned_[ranks[i]];
         if (ranks[i] == 0) continue;
@@ -443,7 +443,7 @@ void Engine::FinishStep() {
 
 std::vector<int32_t> Engine::AssignRanks(const std::vector<std::unique_ptr<RequestState>>& inbox) const {
   // Each replica's load as its first rank reported it (its other ranks run the same).
-  std::vector<int64_t> load(group_->size() / replica_ranks_, 0);
+  std::vector<int64_t> load(replicas(), 0);
   for (size_t q = 0; q < load.size() && q * replica_ranks_ < shapes_.size(); ++q) {
     load[q] = shapes_[q * replica_ranks_].running + shapes_[q * replica_ranks_].waiting;
   }

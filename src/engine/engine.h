@@ -180,8 +180,10 @@ class Engine {
   // the step's forward pass first went non-finite.
   std::string NotFiniteMessage(int64_t position) const;
   void PublishStats();
-  // Data-parallel: this rank's replica, and whether it is the replica's first rank.
+  // Data-parallel: this rank's replica, how many there are, and whether this is the
+  // replica's first rank.
   int replica() const { return group_->rank() / replica_ranks_; }
+  int replicas() const { return group_->size() / replica_ranks_; }
   bool leads_replica() const { return group_->rank() % replica_ranks_ == 0; }
 
   DeepSeekModel& model_;
