@@ -12,65 +12,6 @@ bool FlagOr(const json& j, const char* key, bool fallback) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
 }
 
-// Joins a step's spans (the matches and the gaps between them, in order) into parts as
-// Hugging Face's NormalizedString::split does per behavior, holding at most one part
-// back: MergedWithPrevious and Contiguous may extend it with the next span,
-// MergedWithNext may prepend a match to the span after it.
-class PartJoiner {
- public:
-  enum class Rule { kDropMatches, kEach, kMatchJoinsPrevious, kMatchJoinsNext, kRunsJoin };
-  PartJoiner(Rule rule, std::function<void(size_t, size_t)> emit) : rule_(rule), emit_(std::move(emit)) {}
-
-  void Add(size_t start, size_t end, bool is_match) {
-    switch (rule_) {
-      case Rule::kDropMatches:
-        if (!is_match) emit_(start, end);
-        return;
-      case Rule::kEach: emit_(start, end); return;
-      case Rule::kMatchJoinsPrevious:
-        if (is_match && held_ && !held_match_) {
-          held_end_ = end;
-        } else {
-          Hold(start, end);
-        }
-        break;
-      case Rule::kMatchJoinsNext:
-        if (held_ && held_match_ && !is_match) {  // the held match and this gap are one part
-          emit_(held_start_, end);
-          held_ = false;
-          return;
-        }
-        Hold(start, end);
-        break;
-      case Rule::kRunsJoin:
-        if (held_ && is_match == held_match_) {
-          held_end_ = end;
-        } else {
-          Hold(start, end);
-        }
-        break;
-    }
-    held_match_ = is_match;
-  }
-  void Finish() {
-    if (held_) emit_(held_start_, held_end_);
-    held_ = false;
-  }
-
- private:
-  void Hold(size_t start, size_t end) {
-    if (held_) emit_(held_start_, held_end_);
-    held_ = true;
-    held_start_ = start;
-    held_end_ = end;
-  }
-  Rule rule_;
-  std::function<void(size_t, size_t)> emit_;
-  bool held_ = false;
-  bool held_match_ = false;  // whether the last span added was a match
-  size_t held_start_ = 0, held_end_ = 0;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const json& j) {
@@ -137,6 +78,65 @@ Status PreTokenizer::AddStep(const json& j, bool last) {
   return Status::Ok();
 }
 
+// Joins a step's spans (the matches and the gaps between them, in order) into parts as
+// Hugging Face's NormalizedString::split does per behavior, holding at most one part
+// back: MergedWithPrevious and Contiguous may extend it with the next span,
+// MergedWithNext may prepend a match to the span after it.
+class PreTokenizer::PartJoiner {
+ public:
+  PartJoiner(Behavior behavior, std::function<void(size_t, size_t)> emit)
+      : behavior_(behavior), emit_(std::move(emit)) {}
+
+  void Add(size_t start, size_t end, bool is_match) {
+    switch (behavior_) {
+      case Behavior::kRemoved:
+        if (!is_match) emit_(start, end);
+        return;
+      case Behavior::kIsolated: emit_(start, end); return;
+      case Behavior::kMergedWithPrevious:
+        if (is_match && held_ && !held_match_) {
+          held_end_ = end;
+        } else {
+          Hold(start, end);
+        }
+        break;
+      case Behavior::kMergedWithNext:
+        if (held_ && held_match_ && !is_match) {  // the held match and this gap are one part
+          emit_(held_start_, end);
+          held_ = false;
+          return;
+        }
+        Hold(start, end);
+        break;
+      case Behavior::kContiguous:
+        if (held_ && is_match == held_match_) {
+          held_end_ = end;
+        } else {
+          Hold(start, end);
+        }
+        break;
+    }
+    held_match_ = is_match;
+  }
+  void Finish() {
+    if (held_) emit_(held_start_, held_end_);
+    held_ = false;
+  }
+
+ private:
+  void Hold(size_t start, size_t end) {
+    if (held_) emit_(held_start_, held_end_);
+    held_ = true;
+    held_start_ = start;
+    held_end_ = end;
+  }
+  Behavior behavior_;
+  std::function<void(size_t, size_t)> emit_;
+  bool held_ = false;
+  bool held_match_ = false;  // whether the last span added was a match
+  size_t held_start_ = 0, held_end_ = 0;
+};
+
 void PreTokenizer::ApplyStep(size_t index, std::string_view piece,
                              const std::function<void(std::string_view)>& emit) const {
   if (index == steps_.size()) {
@@ -153,15 +153,7 @@ void PreTokenizer::ApplyStep(size_t index, std::string_view piece,
     ApplyStep(index + 1, piece, emit);
     return;
   }
-  PartJoiner::Rule rule = PartJoiner::Rule::kEach;
-  switch (step.behavior) {
-    case Behavior::kRemoved: rule = PartJoiner::Rule::kDropMatches; break;
-    case Behavior::kIsolated: rule = PartJoiner::Rule::kEach; break;
-    case Behavior::kMergedWithPrevious: rule = PartJoiner::Rule::kMatchJoinsPrevious; break;
-    case Behavior::kMergedWithNext: rule = PartJoiner::Rule::kMatchJoinsNext; break;
-    case Behavior::kContiguous: rule = PartJoiner::Rule::kRunsJoin; break;
-  }
-  PartJoiner joiner(rule, [&](size_t start, size_t end) {
+  PartJoiner joiner(step.behavior, [&](size_t start, size_t end) {
     if (end > start) ApplyStep(index + 1, piece.substr(start, end - start), emit);
   });
   size_t previous_end = 0;

@@ -39,6 +39,7 @@ class PreTokenizer {
 
  private:
   enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+  class PartJoiner;  // joins one step's spans into parts per Behavior (pre_tokenizer.cc)
   struct SplitStep {
     std::unique_ptr<Regex> regex;
     Behavior behavior = Behavior::kIsolated;
