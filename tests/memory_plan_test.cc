@@ -53,6 +53,7 @@ TEST(MemoryPlan, EachModeHoldsWhatTheStartupLogPredicts) {
   const std::string dir = Tiny(CheckpointDType::kBf16);
   MemoryOptions options;
   options.block_size = 16;
+  options.decompressed_prefix_gb = 0;  // the budget's own share is tested below
   const auto absorbed = Load(dir, MlaMode::kAbsorbed);
   // A budget a few hundred blocks above the materialized weights: every mode fits some.
   const int64_t scratch = EngineScratchBytes(absorbed->config(), SchedulerConfig{}, omp_get_max_threads());
@@ -75,6 +76,44 @@ TEST(MemoryPlan, EachModeHoldsWhatTheStartupLogPredicts) {
   }
   EXPECT_LT(KvTokensInMode(*plan, *absorbed, MlaMode::kMaterialized),
             KvTokensInMode(*plan, *absorbed, MlaMode::kAbsorbed));
+}
+
+TEST(MemoryPlan, ReservesTheDecompressedPrefixOutOfTheBudget) {
+  const auto w = Load(Tiny(CheckpointDType::kBf16), MlaMode::kAbsorbed);
+  const ModelConfig& c = w->config();
+  const int64_t per_position = c.num_hidden_layers * c.num_attention_heads * (c.QkHeadDim() + c.v_head_dim) *
+                               static_cast<int64_t>(sizeof(float));
+  MemoryOptions options;
+  options.memory_gb = 0.5;
+  options.decompressed_prefix_gb = 0;
+  auto none = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->decompressed_prefix_bytes, 0);
+
+  // Default: a tenth of the budget, at most one prompt of the model's longest context.
+  options.decompressed_prefix_gb.reset();
+  auto share = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
+  ASSERT_TRUE(share.ok()) << share.status().message();
+  EXPECT_EQ(share->decompressed_prefix_position_bytes, per_position);
+  EXPECT_EQ(share->decompressed_prefix_bytes,
+            std::min<int64_t>(share->budget_bytes / 10, c.max_position_embeddings * per_position));
+  EXPECT_GT(share->decompressed_prefix_positions(), 0);
+  // The pool gets what the weights, scratch and prefix leave.
+  EXPECT_EQ(share->num_blocks,
+            (share->budget_bytes - share->weight_bytes - share->scratch_bytes - share->decompressed_prefix_bytes) /
+                share->block_bytes);
+  EXPECT_LT(share->num_blocks, none->num_blocks);
+
+  options.decompressed_prefix_gb = 0.01;
+  auto set = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->decompressed_prefix_bytes, 10'000'000);
+  EXPECT_EQ(set->decompressed_prefix_positions(), 10'000'000 / per_position);
+
+  options.decompressed_prefix_gb = -1;
+  auto negative = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().field(), "decompressed_prefix_gb");
 }
 
 TEST(MemoryPlan, RefusesBudgetsThatCannotWork) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "base/cpu_features.h"
+#include "model/decompressed_prefix.h"
 #include "model/deepseek.h"
 #include "model/mla.h"
 #include "model/model_weights.h"
@@ -183,6 +184,54 @@ TEST(ModelBatch, SpansInOneForwardEqualSeparateRuns) {
     ASSERT_TRUE(model.Forward(tokens, step, caches.cache(), logits).ok());
     EXPECT_LE(RelativeError(logits, expected), kF32Tolerance);
   }
+}
+
+// A prompt prefilled in chunks: keeping its decompressed K/V across the chunks (whole,
+// or only its first positions) gives the logits of decompressing every cached row in
+// every chunk, and one forward's within the f32 tolerance.
+TEST(ModelChunkedPrefillDeathTest, KeptDecompressedPrefixGivesTheSameLogits) {
+  MakeModelOverrides o;
+  o.dtype = CheckpointDType::kF32;
+  const std::string dir = MakeModel("tiny", o);
+  auto w = Load(dir, MlaMode::kAbsorbed);
+  DeepSeekModel model(*w, MlaSettings{.decompress_block = 8});
+  const ModelConfig& c = w->config();
+  const int64_t P = 61, chunk = 7;
+  const std::vector<int32_t> tokens = RandomTokens(P, c.vocab_size, 5);
+  const int64_t per_position =
+      DecompressedPrefix::BytesPerPosition(c.num_hidden_layers, c.num_attention_heads, c.QkHeadDim(), c.v_head_dim);
+  const auto chunked = [&](DecompressedPrefix* kept) {
+    SequenceCaches caches = model.NewCaches(1, P, KvCacheDtype::kAuto, 4);
+    std::vector<float> all, logits;
+    for (int64_t start = 0; start < P; start += chunk) {
+      const int64_t count = std::min(chunk, P - start);
+      SequenceSpan span{caches.table(0), start, count, SpanLogits::kAll};
+      span.decompressed = kept;
+      EXPECT_TRUE(
+          model.Forward(std::span(tokens).subspan(start, count), std::span(&span, 1), caches.cache(), logits).ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  const std::vector<float> again = chunked(nullptr);
+  ExpectNonTrivial(again, c.vocab_size);
+  DecompressedPrefix whole(P * per_position), first_20(20 * per_position);
+  EXPECT_LE(RelativeError(chunked(&whole), again), 1e-6);
+  EXPECT_LE(RelativeError(chunked(&first_20), again), 1e-6);
+  EXPECT_EQ(
+      whole
+          .ForLayer(0, c.num_hidden_layers, c.num_attention_heads * c.QkHeadDim(), c.num_attention_heads * c.v_head_dim)
+          ->rows,
+      P);
+  EXPECT_EQ(
+      first_20
+          .ForLayer(0, c.num_hidden_layers, c.num_attention_heads * c.QkHeadDim(), c.num_attention_heads * c.v_head_dim)
+          ->rows,
+      16);  // whole decompress blocks of 8 within the 20 positions
+  EXPECT_LE(RelativeError(again, PrefillThenDecode(model, tokens, P)), kF32Tolerance);
+  // Kept rows of another prompt (or of positions this span recomputes) are refused.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(chunked(&whole), "decompressed rows kept for a span that starts at 0");
 }
 
 TEST(ModelErrors, ForwardRejectsBadTokensAndSpans) {

@@ -66,6 +66,10 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--memory-gb", c.memory.memory_gb,
                  "Memory budget in GB (weights + KV cache + scratch; default: 85% of MemAvailable)");
   cmd.add_option("--num-kv-blocks", c.memory.num_kv_blocks, "KV cache blocks, overriding what the budget gives");
+  cmd.add_option("--decompressed-prefix-gb", c.memory.decompressed_prefix_gb,
+                 "Memory in GB for the decompressed K/V of the prompt being prefilled, kept across its chunks so that "
+                 "each chunk decompresses only its own rows, not every cached one again (part of the budget; "
+                 "default: 10% of it, at most what a prompt of the model's longest context needs; 0: none)");
   cmd.add_option("--block-size", c.memory.block_size, "Tokens per KV cache block")->capture_default_str();
   AddChoiceOption(cmd, "--kv-cache-dtype", c.memory.kv_cache_dtype, {"auto", "bf16", "fp8"}, ParseKvCacheDtype, "auto",
                   "auto (the model's: bf16, f32 for f32 checkpoints) | bf16 | fp8 (e4m3 + a scale per row)");

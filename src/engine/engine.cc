@@ -60,7 +60,8 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
              ResolveKvCacheDtype(options.kv_cache_dtype, model.weights().compute_dtype())),
       pool_(options.num_blocks, options.block_size, options.prefix_caching),
       kv_(pool_),
-      scheduler_(options.scheduler, kv_) {
+      scheduler_(options.scheduler, kv_),
+      decompressed_prefix_(options.decompressed_prefix_bytes) {
   counters_.kv_blocks_total = options.num_blocks;
   counters_.block_size = options.block_size;
   published_ = counters_;
@@ -500,6 +501,7 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
   // the rows that need them.
   batch_tokens_.clear();
   batch_spans_.clear();
+  const int64_t keeps_prefix = DecompressedPrefixChunk(chunks);
   for (const ScheduledChunk& ch : chunks) {
     const Sequence& s = *ch.seq;
     batch_tokens_.insert(batch_tokens_.end(), s.tokens.begin() + ch.start, s.tokens.begin() + ch.start + ch.count);
@@ -508,12 +510,38 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
     span.start = ch.start;
     span.count = ch.count;
     span.decode_from = s.prompt_len;
+    if (static_cast<int64_t>(batch_spans_.size()) == keeps_prefix) span.decompressed = &decompressed_prefix_;
     const bool prompt_rows =
         s.needs_prompt_logits && (ch.start < s.prompt_len || s.choice->request->params.return_logits);
     span.logits = prompt_rows ? SpanLogits::kAll : ch.samples ? SpanLogits::kLast : SpanLogits::kNone;
     batch_spans_.push_back(span);
     if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;
   }
+}
+
+int64_t Engine::DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunks) {
+  if (decompressed_prefix_.capacity_bytes() == 0) return -1;
+  // Only a prompt that runs over several chunks gains: the owner keeps the store while
+  // each step carries its next chunk; otherwise it passes, cleared, to the first such
+  // prompt of this step (a prompt that was preempted restarts elsewhere and loses it).
+  int64_t owner = -1, first = -1;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ScheduledChunk& ch = chunks[i];
+    const Sequence& s = *ch.seq;
+    const bool prompt_in_chunks = ch.start < s.prompt_len && (ch.start > 0 || ch.start + ch.count < s.prompt_len);
+    if (!prompt_in_chunks) continue;
+    if (first < 0) first = static_cast<int64_t>(i);
+    if (s.id == decompressed_owner_ && ch.start == decompressed_next_) owner = static_cast<int64_t>(i);
+  }
+  if (owner < 0) {
+    decompressed_prefix_.Clear();
+    decompressed_owner_ = -1;
+    if (first < 0) return -1;
+    owner = first;
+    decompressed_owner_ = chunks[owner].seq->id;
+  }
+  decompressed_next_ = chunks[owner].start + chunks[owner].count;
+  return owner;
 }
 
 Status Engine::RunForward() {

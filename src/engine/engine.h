@@ -30,6 +30,7 @@
 #include "engine/scheduler.h"
 #include "engine/step_control.h"
 #include "engine/stop_matcher.h"
+#include "model/decompressed_prefix.h"
 #include "model/deepseek.h"
 #include "model/kv_cache.h"
 #include "text/detokenizer.h"
@@ -47,6 +48,9 @@ struct EngineOptions {
   int64_t num_blocks = 0;   // the pool, sized by the caller (engine/memory_plan.h)
   bool prefix_caching = true;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // The decompressed K/V kept across one prompt's prefill chunks (engine/memory_plan.h
+  // sizes it); 0: none.
+  int64_t decompressed_prefix_bytes = 0;
 };
 
 // One rank's load in a data-parallel group, as it reported it after its last step.
@@ -160,6 +164,8 @@ class Engine {
   void TakeInbox();
   // The forward pass's tokens and spans for the scheduled chunks.
   void BuildBatch(const std::vector<ScheduledChunk>& chunks);
+  // The chunk of `chunks` that gets the decompressed prefix this step, or -1.
+  int64_t DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunks);
   Status RunForward();
   // Ends every request in a batch whose forward pass failed.
   void FailBatch(const std::vector<ScheduledChunk>& chunks, const Status& status);
@@ -215,6 +221,11 @@ class Engine {
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;
   std::vector<int32_t> batch_tokens_;  // batch_tokens: [T] every chunk's tokens, chunk order
   std::vector<SequenceSpan> batch_spans_;
+  // One prompt at a time keeps its decompressed K/V across its chunks: the sequence
+  // (its id) and the position its next chunk starts at.
+  DecompressedPrefix decompressed_prefix_;
+  int64_t decompressed_owner_ = -1;
+  int64_t decompressed_next_ = 0;
   std::vector<float> logits_;  // logits: [rows, vocab]
   struct ChunkRows {
     const float* prompt = nullptr;  // [count, vocab] when the chunk's span has SpanLogits::kAll

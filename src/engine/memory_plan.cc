@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "model/cost_model.h"
+#include "model/decompressed_prefix.h"
 #include "model/deepseek.h"
 
 namespace latte {
@@ -73,6 +74,9 @@ Status MemoryOptions::Validate() const {
   if (memory_gb && !(*memory_gb > 0 && std::isfinite(*memory_gb))) {
     return Status::InvalidArgument("memory_gb must be > 0", "memory_gb");
   }
+  if (decompressed_prefix_gb && !(*decompressed_prefix_gb >= 0 && std::isfinite(*decompressed_prefix_gb))) {
+    return Status::InvalidArgument("decompressed_prefix_gb must be >= 0", "decompressed_prefix_gb");
+  }
   return Status::Ok();
 }
 
@@ -100,6 +104,14 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
                           : static_cast<int64_t>(kDefaultMemoryFraction * static_cast<double>(available));
   plan.weight_bytes = static_cast<int64_t>(weights.memory().Total());
   plan.scratch_bytes = EngineScratchBytes(c, scheduler, omp_get_max_threads(), weights.shard());
+  const ModelConfig& local = weights.shard_config();  // this rank's heads
+  plan.decompressed_prefix_position_bytes = DecompressedPrefix::BytesPerPosition(
+      local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
+  plan.decompressed_prefix_bytes =
+      options.decompressed_prefix_gb
+          ? static_cast<int64_t>(std::llround(*options.decompressed_prefix_gb * static_cast<double>(kBytesPerGB)))
+          : std::min(static_cast<int64_t>(kDefaultDecompressedPrefixShare * static_cast<double>(plan.budget_bytes)),
+                     local.max_position_embeddings * plan.decompressed_prefix_position_bytes);
   plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
   plan.block_size = options.block_size;
   plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);
@@ -107,29 +119,33 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
   if (options.num_kv_blocks) {
     plan.num_blocks = *options.num_kv_blocks;
     plan.num_blocks_overridden = true;
-    const int64_t total = plan.weight_bytes + plan.scratch_bytes + plan.pool_bytes();
+    const int64_t total = plan.weight_bytes + plan.scratch_bytes + plan.decompressed_prefix_bytes + plan.pool_bytes();
     if (available > 0 && total > available) {
       return Status::OutOfRange("num_kv_blocks " + std::to_string(plan.num_blocks) + " needs " + Gb(plan.pool_bytes()) +
-                                    " for the KV cache; with the weights (" + Gb(plan.weight_bytes) +
-                                    ") and scratch (" + Gb(plan.scratch_bytes) +
+                                    " for the KV cache; with the weights (" + Gb(plan.weight_bytes) + "), scratch (" +
+                                    Gb(plan.scratch_bytes) + ") and decompressed prefix (" +
+                                    Gb(plan.decompressed_prefix_bytes) +
                                     ") that is more than this machine has available (" + Gb(available) + ")",
                                 "num_kv_blocks");
     }
     return plan;
   }
-  plan.num_blocks = KvBlocksInBudget(plan.budget_bytes, plan.weight_bytes, plan.scratch_bytes, plan.block_bytes);
+  plan.num_blocks = KvBlocksInBudget(plan.budget_bytes, plan.weight_bytes,
+                                     plan.scratch_bytes + plan.decompressed_prefix_bytes, plan.block_bytes);
   if (plan.num_blocks < 1) {
     return Status::OutOfRange("a memory budget of " + Gb(plan.budget_bytes) +
                               " leaves no room for the KV cache: weights " + Gb(plan.weight_bytes) + " + scratch " +
-                              Gb(plan.scratch_bytes) + ", and one block of " + std::to_string(plan.block_size) +
-                              " tokens takes " + std::to_string(plan.block_bytes) +
-                              " bytes (raise --memory-gb or lower --max-num-batched-tokens)");
+                              Gb(plan.scratch_bytes) + " + decompressed prefix " + Gb(plan.decompressed_prefix_bytes) +
+                              ", and one block of " + std::to_string(plan.block_size) + " tokens takes " +
+                              std::to_string(plan.block_bytes) +
+                              " bytes (raise --memory-gb, lower --max-num-batched-tokens or --decompressed-prefix-gb)");
   }
   return plan;
 }
 
 int64_t KvTokensInMode(const MemoryPlan& plan, const ModelWeights& weights, MlaMode mode) {
-  return KvBlocksInBudget(plan.budget_bytes, WeightBytesInMode(weights, mode), plan.scratch_bytes, plan.block_bytes) *
+  return KvBlocksInBudget(plan.budget_bytes, WeightBytesInMode(weights, mode),
+                          plan.scratch_bytes + plan.decompressed_prefix_bytes, plan.block_bytes) *
          plan.block_size;
 }
 
@@ -140,7 +156,8 @@ std::string DescribeMemoryPlan(const MemoryPlan& plan, const ModelWeights& weigh
                                        "% of " + Gb(plan.available_bytes) + " available; --memory-gb sets it)"
                                  : "")
       << "; weights " << Gb(plan.weight_bytes) << " (mla-mode " << MlaModeName(weights.mode()) << "), scratch "
-      << Gb(plan.scratch_bytes) << "\n";
+      << Gb(plan.scratch_bytes) << ", decompressed prefix " << Gb(plan.decompressed_prefix_bytes) << " ("
+      << plan.decompressed_prefix_positions() << " positions of a prompt in prefill)\n";
   out << "kv cache: " << plan.num_blocks << " blocks of " << plan.block_size << " tokens (" << plan.pool_tokens()
       << " tokens, " << Gb(plan.pool_bytes()) << ", " << plan.kv_bytes_per_token << " bytes per token in "
       << DTypeName(plan.kv_dtype) << ")" << (plan.num_blocks_overridden ? ", set by --num-kv-blocks" : "") << "\n";

@@ -20,6 +20,9 @@ namespace latte {
 // OS, the page cache and other processes.
 inline constexpr double kDefaultMemoryFraction = 0.85;
 
+// The default budget's share for the decompressed prefix of the prompt being prefilled.
+inline constexpr double kDefaultDecompressedPrefixShare = 0.1;
+
 // The most tokens one KV block holds.
 inline constexpr int64_t kMaxKvBlockSize = 4096;
 
@@ -30,6 +33,10 @@ struct MemoryOptions {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // Take the pool's memory at start (latte serve) rather than as blocks are first used.
   bool commit_kv_pool = false;
+  // The decompressed K/V kept across a prompt's prefill chunks (model/decompressed_prefix.h);
+  // default: kDefaultDecompressedPrefixShare of the budget, at most what one prompt of
+  // max_position_embeddings tokens needs. 0: every chunk decompresses every cached row.
+  std::optional<double> decompressed_prefix_gb;
 
   // The values on their own: block_size in [1, kMaxKvBlockSize], num_kv_blocks >= 1,
   // memory_gb > 0; an error names the field.
@@ -39,10 +46,12 @@ struct MemoryOptions {
 struct MemoryPlan {
   int64_t budget_bytes = 0;
   bool budget_is_default = false;
-  int64_t available_bytes = 0;  // MemAvailable when the plan was made
-  int64_t weight_bytes = 0;     // the loaded weights, prepared tensors included
-  int64_t scratch_bytes = 0;    // the forward pass's buffers at the largest step
-  int64_t block_bytes = 0;      // one KV block, every layer
+  int64_t available_bytes = 0;                     // MemAvailable when the plan was made
+  int64_t weight_bytes = 0;                        // the loaded weights, prepared tensors included
+  int64_t scratch_bytes = 0;                       // the forward pass's buffers at the largest step
+  int64_t decompressed_prefix_bytes = 0;           // kept across a prompt's prefill chunks
+  int64_t decompressed_prefix_position_bytes = 0;  // what one position takes there, every layer
+  int64_t block_bytes = 0;                         // one KV block, every layer
   int64_t kv_bytes_per_token = 0;
   DType kv_dtype = DType::kBF16;
   int64_t block_size = 0;
@@ -50,6 +59,10 @@ struct MemoryPlan {
   bool num_blocks_overridden = false;
 
   int64_t pool_bytes() const { return num_blocks * block_bytes; }
+  // The positions of a prompt whose decompressed K/V the plan keeps.
+  int64_t decompressed_prefix_positions() const {
+    return decompressed_prefix_position_bytes > 0 ? decompressed_prefix_bytes / decompressed_prefix_position_bytes : 0;
+  }
   int64_t pool_tokens() const { return num_blocks * block_size; }
 };
 

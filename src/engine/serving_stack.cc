@@ -28,6 +28,7 @@ EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& pla
   options.num_blocks = plan.num_blocks;
   options.prefix_caching = config.prefix_caching;
   options.kv_cache_dtype = config.memory.kv_cache_dtype;
+  options.decompressed_prefix_bytes = plan.decompressed_prefix_bytes;
   return options;
 }
 

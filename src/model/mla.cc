@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
+#include "model/decompressed_prefix.h"
 
 namespace latte {
 namespace {
@@ -178,20 +179,26 @@ void MlaLayer::LatentPath(const MlaWeights& w, int64_t layer, const float* c_q, 
 
 void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
                               const KvCache& cache, float* out, MlaScratch& s) const {
-  const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
-  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
+  const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim;
+  const int64_t d_v = c_.v_head_dim, qk = c_.QkHeadDim();
   const int64_t n = span.count, S = span.start + span.count;
 
   float* q = Grow(s.q, n * H * qk);  // q: [n, H, d_n + d_r]
   Matmul(c_q, n, w.q_b_proj, q);
   for (int64_t i = 0; i < n; ++i) rope_.ApplyAtPosition(q + i * H * qk + d_n, qk, H, span.start + i);
 
-  // Decompress the cached tokens block by block — kv_dec: [block, H, d_n + d_v] =
-  // kv_b · c_kv(t) — and merge the blocks' partial attention by log-sum-exp, so a
-  // 32k-token context needs 2k tokens of decompressed K/V at a time, not all of them.
+  // Decompress the cached tokens block by block — K/V: [block, H, ·] — and merge the
+  // blocks' partial attention by log-sum-exp, so a 32k-token context needs 2k tokens
+  // of decompressed K/V at a time, not all of them. Blocks inside the sequence's kept
+  // prefix are read where they are kept (decompressing only the rows not kept yet).
   const int64_t block = std::min<int64_t>(S, settings_.decompress_block);
-  float* cache_rows = Grow(s.cache_rows, block * d_l);  // cache_rows: [block, d_l], widened to f32
-  float* kv_dec = Grow(s.kv_dec, block * H * (d_n + d_v));
+  DecompressedPrefix::Layer* kept = span.decompressed != nullptr
+                                        ? span.decompressed->ForLayer(layer, c_.num_hidden_layers, H * qk, H * d_v)
+                                        : nullptr;
+  // Kept rows are the sequence's earlier chunks' (a span that starts before them is not
+  // the prompt they were kept for).
+  LATTE_CHECK(kept == nullptr || kept->rows <= span.start, "MlaLayer: ", kept ? kept->rows : 0,
+              " decompressed rows kept for a span that starts at ", span.start);
   float* k = Grow(s.k, block * H * qk);   // k: [block, H, d_n + d_r], k_r shared by all heads
   float* v = Grow(s.v, block * H * d_v);  // v: [block, H, d_v]
   float* o = Grow(s.o, n * H * d_v);      // o: [n, H·d_v], the merged result so far
@@ -200,21 +207,24 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   float* part_lse = Grow(s.lse_part, n * H);
   for (int64_t k0 = 0; k0 < S; k0 += block) {
     const int64_t count = std::min(block, S - k0);
-    cache.ReadF32(layer, span.block_table, k0, count, cache_rows);
-    // kv_dec = kv_b · c_kv: the first d_c columns of each cached row.
-    Matmul({.x = cache_rows, .m = count, .ldx = d_l, .w = w.kv_b_proj, .y = kv_dec, .ldy = H * (d_n + d_v)});
-    for (int64_t t = 0; t < count; ++t) {
-      for (int64_t h = 0; h < H; ++h) {
-        const float* src = kv_dec + (t * H + h) * (d_n + d_v);
-        std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
-        std::memcpy(k + (t * H + h) * qk + d_n, cache_rows + t * d_l + d_c, d_r * sizeof(float));
-        std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
+    const float* block_k = k;
+    const float* block_v = v;
+    if (kept != nullptr && k0 + count <= kept->capacity) {
+      // The blocks before this one are kept whole, so kept->rows >= k0.
+      if (kept->rows < k0 + count) {
+        DecompressRows(w, layer, span, kept->rows, k0 + count - kept->rows, cache, kept->k + kept->rows * H * qk,
+                       kept->v + kept->rows * H * d_v, s);
+        kept->rows = k0 + count;
       }
+      block_k = kept->k + k0 * H * qk;
+      block_v = kept->v + k0 * H * d_v;
+    } else {
+      DecompressRows(w, layer, span, k0, count, cache, k, v, s);
     }
     CausalAttentionParams p;
     p.q = q;
-    p.k = k;
-    p.v = v;
+    p.k = block_k;
+    p.v = block_v;
     p.out = k0 == 0 ? o : part;
     p.lse = k0 == 0 ? lse : part_lse;
     p.num_queries = n;
@@ -232,6 +242,25 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
     }
   }
   Matmul(o, n, w.o_proj, out);
+}
+
+void MlaLayer::DecompressRows(const MlaWeights& w, int64_t layer, const SequenceSpan& span, int64_t from, int64_t count,
+                              const KvCache& cache, float* k, float* v, MlaScratch& s) const {
+  const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
+  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
+  float* cache_rows = Grow(s.cache_rows, count * d_l);      // cache_rows: [count, d_l], widened to f32
+  float* kv_dec = Grow(s.kv_dec, count * H * (d_n + d_v));  // kv_dec: [count, H, d_n + d_v]
+  cache.ReadF32(layer, span.block_table, from, count, cache_rows);
+  // kv_dec = kv_b · c_kv: the first d_c columns of each cached row.
+  Matmul({.x = cache_rows, .m = count, .ldx = d_l, .w = w.kv_b_proj, .y = kv_dec, .ldy = H * (d_n + d_v)});
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = kv_dec + (t * H + h) * (d_n + d_v);
+      std::memcpy(k + (t * H + h) * qk, src, d_n * sizeof(float));
+      std::memcpy(k + (t * H + h) * qk + d_n, cache_rows + t * d_l + d_c, d_r * sizeof(float));
+      std::memcpy(v + (t * H + h) * d_v, src + d_n, d_v * sizeof(float));
+    }
+  }
 }
 
 }  // namespace latte

@@ -100,6 +100,10 @@ class MlaLayer {
                   MlaScratch& s) const;
   void DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
                       const KvCache& cache, float* out, MlaScratch& s) const;
+  // K/V of the span's cached positions [from, from + count), count <= decompress_block:
+  // k: [count, H, d_n + d_r] (k_r repeated for every head), v: [count, H, d_v].
+  void DecompressRows(const MlaWeights& w, int64_t layer, const SequenceSpan& span, int64_t from, int64_t count,
+                      const KvCache& cache, float* k, float* v, MlaScratch& s) const;
 
   const ModelConfig& c_;
   MlaMode mode_;

@@ -26,12 +26,18 @@ enum class SpanLogits {
 // longer one prefills.
 inline constexpr int64_t kDecodeBySpanLength = -1;
 
+class DecompressedPrefix;
+
 struct SequenceSpan {
   std::span<const int32_t> block_table;
   int64_t start = 0;
   int64_t count = 0;
   SpanLogits logits = SpanLogits::kLast;
   int64_t decode_from = kDecodeBySpanLength;
+  // The decompressed K/V of this sequence's rows kept from its earlier chunks, and
+  // where this chunk's are kept for the next (model/decompressed_prefix.h); null:
+  // every cached row is decompressed again.
+  DecompressedPrefix* decompressed = nullptr;
 };
 
 }  // namespace latte
