@@ -297,6 +297,37 @@ TEST(MatmulOneDnnTest, RepeatedCallsReuseCachedPrimitive) {
   }
 }
 
+// y = x · b with b [k, n] as it lies (row stride ldb), against a double loop; the same
+// m, n, k and stride through MatmulOneDnn ([n, k] weights) first, so a primitive
+// cached for one layout is not reused for the other.
+TEST(MatmulOneDnnTest, F32KNReadsTheOperandUntransposed) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t m = 37, n = 24, k = 61, ldx = 70, ldb = 96, ldy = 30;
+  std::vector<float> x(m * ldx), b(std::max(k, n) * ldb);
+  for (float& v : x) v = u(rng);
+  for (float& v : b) v = u(rng);
+  std::vector<float> y_nk(m * ldy, kSentinel), y_kn(m * ldy, kSentinel);
+  ASSERT_TRUE(MatmulOneDnn({x.data(), m, ldx, WeightView{DType::kF32, n, k, ldb, b.data()}, y_nk.data(), ldy}));
+  ASSERT_TRUE(matmul_internal::MatmulOneDnnF32KN(x.data(), m, ldx, b.data(), k, n, ldb, y_kn.data(), ldy));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldy; ++j) {
+      if (j >= n) {
+        EXPECT_EQ(y_kn[i * ldy + j], kSentinel) << "wrote past column n at row " << i;
+        continue;
+      }
+      double want_kn = 0, want_nk = 0, scale = 0;
+      for (int64_t t = 0; t < k; ++t) {
+        want_kn += double(x[i * ldx + t]) * b[t * ldb + j];
+        want_nk += double(x[i * ldx + t]) * b[j * ldb + t];
+        scale += std::abs(double(x[i * ldx + t]) * b[t * ldb + j]);
+      }
+      EXPECT_NEAR(y_kn[i * ldy + j], want_kn, kF32Tol * scale) << i << "," << j;
+      EXPECT_NEAR(y_nk[i * ldy + j], want_nk, 1e-3) << i << "," << j;
+    }
+  }
+}
+
 // The public entry point under both the detected and the forced-portable features.
 TEST(MatmulDispatchTest, DetectedFeatures) {
   SetPortableKernelsForTesting(false);

@@ -27,7 +27,7 @@ using testing_util::ScopedPortableKernels;
 // Outputs are convex combinations of values in [-1, 1]: absolute errors. Scores are
 // f32 dot products of up to 192 terms (|score| ≲ 6, rounding ~sqrt(192)·2^-24·6 ≈ 5e-6
 // at worst-typical), the exponential is good to ~2e-7 relative, and the f32 sums run
-// over up to ~500 keys; observed max error is ~1e-6, 2e-5 keeps margin while a wrong
+// over up to ~1300 keys; observed max error is ~1e-6, 2e-5 keeps margin while a wrong
 // mask or a dropped chunk (errors ≥ 1e-2) fails.
 constexpr double kOutTol = 2e-5;
 constexpr double kLseTol = 2e-5;
@@ -51,6 +51,10 @@ TEST(PrefillAttention, MatchesDoubleReference) {
       {40, 77, 37, 3, 24, 16},      // appended to 37 cached tokens
       {300, 150, -100, 2, 24, 16},  // a key block that starts after the first 100 queries
       {200, 64, 300, 2, 24, 20},    // a key block entirely before every query
+      // Over several of the kernel's key blocks (512 keys): a chunk at the end of a
+      // long prefix, and queries that see none of a later block while others see it.
+      {150, 1300, 1150, 2, 24, 16},
+      {900, 1100, -300, 2, 24, 16},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(Name(c));

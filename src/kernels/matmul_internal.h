@@ -94,6 +94,12 @@ bool MatmulOneDnn(const MatmulProblem& p);
 // Same contract as MatmulOneDnn.
 bool MatmulOneDnnBf16X(const Bf16XProblem& p);
 
+// y = x · b (f32, no transpose): x [m, k] (row stride ldx), b [k, n] (row stride ldb),
+// y [m, n] (row stride ldy). Attention's P · V reads the values where they lie,
+// [keys, heads, value_dim], with it. Same contract as MatmulOneDnn.
+bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, int64_t k, int64_t n, int64_t ldb,
+                       float* y, int64_t ldy);
+
 // MatmulBatched with x_stride 0 on the oneDNN path: x is rounded to bf16 once for
 // all heads. Same contract as MatmulOneDnn.
 bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);

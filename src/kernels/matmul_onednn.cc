@@ -27,12 +27,13 @@ using dt = dnnl::memory::data_type;
 struct Key {
   int64_t m, n, k, ld, ldx, ldy;
   DType dtype;
+  bool kn = false;  // the weight is [k, n] row-major (row stride ld), not [n, k]
   bool operator==(const Key&) const = default;
 };
 
 struct KeyHash {
   size_t operator()(const Key& key) const {
-    size_t h = static_cast<size_t>(key.dtype);
+    size_t h = static_cast<size_t>(key.dtype) * 2 + key.kn;
     for (int64_t v : {key.m, key.n, key.k, key.ld, key.ldx, key.ldy}) {
       h = h * 0x9e3779b97f4a7c15ull + static_cast<size_t>(v);
     }
@@ -66,7 +67,8 @@ Entry Build(Context& c, const Key& key) {
   Entry e;
   const dt src_type = key.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
   const dnnl::memory::desc src_md({key.m, key.k}, src_type, {key.ldx, 1});
-  const dnnl::memory::desc wei_md({key.k, key.n}, src_type, {1, key.ld});
+  const dnnl::memory::desc wei_md({key.k, key.n}, src_type,
+                                  key.kn ? dnnl::memory::dims{key.ld, 1} : dnnl::memory::dims{1, key.ld});
   const dnnl::memory::desc dst_md({key.m, key.n}, dt::f32, {key.ldy, 1});
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), c.engine);
@@ -85,9 +87,12 @@ Entry Build(Context& c, const Key& key) {
   return e;
 }
 
-// y = src · wᵀ with src already in the operand type (bf16 for bf16 weights).
-bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView& w, float* y, int64_t ldy) {
-  const Key key{m, w.rows, w.cols, w.ld, ldsrc, ldy, w.dtype};
+// y = src · wᵀ with src already in the operand type (bf16 for bf16 weights); with kn,
+// y = src · w for w [w.rows = k, w.cols = n].
+bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView& w, float* y, int64_t ldy,
+         bool kn = false) {
+  const Key key =
+      kn ? Key{m, w.cols, w.rows, w.ld, ldsrc, ldy, w.dtype, true} : Key{m, w.rows, w.cols, w.ld, ldsrc, ldy, w.dtype};
   auto it = c.cache.find(key);
   if (it == c.cache.end()) {
     if (c.cache.size() >= kMaxCachedShapes) c.cache.clear();
@@ -130,6 +135,12 @@ bool MatmulOneDnnBf16X(const Bf16XProblem& p) {
   if (p.m <= 0 || p.w.rows <= 0) return true;
   if (p.w.dtype != DType::kBF16) return false;
   return Run(ThreadContext(), p.x, p.m, p.ldx, p.w, p.y, p.ldy);
+}
+
+bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, int64_t k, int64_t n, int64_t ldb,
+                       float* y, int64_t ldy) {
+  if (m <= 0 || n <= 0) return true;
+  return Run(ThreadContext(), x, m, ldx, WeightView{DType::kF32, k, n, ldb, b}, y, ldy, /*kn=*/true);
 }
 
 bool MatmulOneDnnSharedX(const BatchedMatmulParams& p) {
