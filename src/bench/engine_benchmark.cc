@@ -103,7 +103,13 @@ Result<EngineBenchResult> RunEngineBenchmark(Engine& engine, int64_t vocab, cons
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     after = engine.Stats();
   }
+  // The counters this run added (an engine may have run other requests before, as
+  // bench engine's --warmup-prompts does).
   result.stats = after;
+  result.stats.steps -= before.steps;
+  result.stats.preemptions -= before.preemptions;
+  result.stats.prefix_hits -= before.prefix_hits;
+  result.stats.prefix_queries -= before.prefix_queries;
   result.step_seconds = after.step_seconds - before.step_seconds;
   result.model_seconds = after.model_seconds - before.model_seconds;
   result.overhead_share = result.step_seconds > 0 ? 1.0 - result.model_seconds / result.step_seconds : 0;

@@ -34,7 +34,7 @@ struct EngineBenchResult {
   double step_seconds = 0;    // the engine's steps, summed
   double model_seconds = 0;   // of those, inside the forward passes
   double overhead_share = 0;  // 1 - model_seconds / step_seconds
-  EngineStats stats;          // the engine's counters after the run
+  EngineStats stats;          // the engine's stats after the run; steps, preemptions and prefix counts: the run's own
 };
 
 // Runs the benchmark on a started engine (Engine::Start) with nothing else in it.
