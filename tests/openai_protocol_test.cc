@@ -158,15 +158,44 @@ TEST(OpenAiProtocol, RangesNameTheField) {
   // vLLM fields latte does not implement: refused unless neutral, never silently ignored.
   ExpectBadField(Completion({{"prompt", "x"}, {"min_tokens", 3}}), "min_tokens");
   ExpectBadField(Completion({{"prompt", "x"}, {"include_stop_str_in_output", true}}), "include_stop_str_in_output");
-  ExpectBadField(Chat({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})},
-                       {"response_format", {{"type", "json_object"}}}}),
-                 "response_format");
   EXPECT_FALSE(
       Completion({{"prompt", "x"}, {"min_tokens", 0}, {"response_format", {{"type", "text"}}}, {"user", "u"}}));
   // Integral floats are integers (pydantic's lax mode, which vLLM's server uses).
   EXPECT_FALSE(Completion({{"prompt", "x"}, {"max_tokens", 4.0}}));
   // null is "use the default".
   EXPECT_FALSE(Completion({{"prompt", "x"}, {"max_tokens", nullptr}, {"temperature", nullptr}}));
+}
+
+TEST(OpenAiProtocol, ResponseFormatBecomesTheEnginesOutputConstraint) {
+  const json messages = json::array({{{"role", "user"}, {"content", "x"}}});
+  ChatRequest chat;
+  ASSERT_FALSE(Chat({{"messages", messages}, {"response_format", {{"type", "json_object"}}}}, &chat));
+  EXPECT_EQ(json::parse(chat.request.output_constraint), json({{"type", "json_object"}}));
+  const json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}, {"required", {"a"}}};
+  CompletionRequest completion;
+  ASSERT_FALSE(
+      Completion({{"prompt", "x"},
+                  {"response_format",
+                   {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", schema}, {"strict", true}}}}}},
+                 &completion));
+  EXPECT_EQ(json::parse(completion.prompts[0].output_constraint), json({{"type", "json_schema"}, {"schema", schema}}));
+  ASSERT_FALSE(Chat({{"messages", messages}, {"response_format", {{"type", "text"}}}}, &chat));
+  EXPECT_EQ(chat.request.output_constraint, "");
+
+  ExpectBadField(Chat({{"messages", messages}, {"response_format", {{"type", "regex"}}}}), "response_format.type");
+  ExpectBadField(Chat({{"messages", messages}, {"response_format", "json"}}), "response_format");
+  ExpectBadField(Chat({{"messages", messages}, {"response_format", {{"type", "json_schema"}}}}),
+                 "response_format.json_schema");
+  ExpectBadField(
+      Chat({{"messages", messages},
+            {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", 3}, {"schema", schema}}}}}}),
+      "response_format.json_schema.name");
+  const json pattern = {{"type", "object"}, {"properties", {{"a", {{"type", "string"}, {"pattern", "^x"}}}}}};
+  MaybeError e =
+      Chat({{"messages", messages},
+            {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", pattern}}}}}});
+  ExpectBadField(e, "response_format.json_schema.schema");
+  EXPECT_NE(e->message.find("\"pattern\" at properties.a is not supported"), std::string::npos) << e->message;
 }
 
 TEST(OpenAiProtocol, LengthAgainstContextAndPool) {

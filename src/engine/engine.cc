@@ -26,6 +26,11 @@ struct RequestChoice {
   int64_t prompt_rows_done = 0;  // positions whose logits rows were taken
   std::vector<SampledToken> prompt_logprobs;
   bool prompt_logprobs_sent = false;
+  // A constrained output: its grammar, the state its tokens so far reached, and the
+  // masked logits row it samples from.
+  std::shared_ptr<TokenGrammar> grammar;
+  TokenGrammar::State grammar_state = 0;
+  std::vector<float> masked_logits;
 
   explicit RequestChoice(const SamplingParams& params) : sampler(params) {}
 };
@@ -53,6 +58,7 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
       data_parallel_(group_ != nullptr && replicas > 1),
       replica_ranks_(data_parallel_ ? group_->size() / replicas : 1),
       tokenizer_(tokenizer),
+      constraints_(tokenizer),
       options_(options),
       eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
                                                : static_cast<int32_t>(model.config().eos_token_id)),
@@ -177,6 +183,13 @@ Result<std::unique_ptr<RequestState>> Engine::NewRequestState(int64_t id, Genera
   }
   std::vector<int32_t> stop_ids = request.stop_token_ids;
   if (!request.ignore_eos) stop_ids.push_back(eos_id_);
+  std::shared_ptr<TokenGrammar> grammar;
+  if (!request.output_constraint.empty()) {
+    // EOS ends a complete output even with ignore_eos: the grammar allows nothing else.
+    std::vector<int32_t> end_ids = request.stop_token_ids;
+    end_ids.push_back(eos_id_);
+    LATTE_ASSIGN_OR_RETURN(grammar, constraints_.Get(request.output_constraint, end_ids));
+  }
   for (int i = 0; i < request.n; ++i) {
     SamplingParams params = request.sampling;
     if (params.seed && i > 0) *params.seed += static_cast<uint64_t>(i);  // choices differ, reproducibly
@@ -189,6 +202,10 @@ Result<std::unique_ptr<RequestState>> Engine::NewRequestState(int64_t id, Genera
     choice->seq.tokens = request.prompt;
     choice->seq.prompt_len = P;
     choice->seq.choice = choice.get();
+    if (grammar) {
+      choice->grammar = grammar;
+      choice->grammar_state = grammar->start();
+    }
     if (i == 0) {
       choice->seq.needs_prompt_logits = request.prompt_logprobs || request.return_logits;
     } else {
@@ -367,19 +384,37 @@ std::optional<SampledToken> Engine::Draw(RequestChoice& c, const float* logits_r
   const int64_t V = model_.config().vocab_size;
   const std::span<const int32_t> prompt(c.seq.tokens.data(), static_cast<size_t>(c.seq.prompt_len));
   const std::span<const int32_t> output(c.seq.tokens.data() + c.seq.prompt_len, static_cast<size_t>(c.seq.generated()));
-  return c.sampler.Sample({logits_row, static_cast<size_t>(V)}, prompt, output);
+  std::span<const float> logits(logits_row, static_cast<size_t>(V));
+  if (c.grammar) {
+    if (c.grammar->Finished(c.grammar_state)) return std::nullopt;  // nothing may follow: ProcessSampled stops it
+    const TokenMask& allowed = c.grammar->Mask(c.grammar_state);
+    // No token of the vocabulary spells a way on (a grammar needing bytes no token
+    // has): the output ends where it is.
+    if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) return std::nullopt;
+    MaskLogits(allowed, logits, c.masked_logits);
+    logits = c.masked_logits;
+  }
+  return c.sampler.Sample(logits, prompt, output);
 }
 
 void Engine::ProcessSampled(RequestChoice& c, const std::optional<SampledToken>& drawn, GenerationOutput& out) {
   const GenerationRequest& params = c.request->params;
   if (!drawn) {
-    FinishChoice(c, FinishReason::kLength, out);
+    const bool complete = c.grammar && c.grammar->Finished(c.grammar_state);
+    FinishChoice(c, complete ? FinishReason::kStop : FinishReason::kLength, out);
     return;
   }
   const SampledToken& token = *drawn;
   c.seq.tokens.push_back(token.id);
   out.tokens.push_back(token);
   ++counters_.generation_tokens;
+  if (c.grammar) {
+    if (c.grammar->IsEndToken(token.id)) {
+      FinishChoice(c, FinishReason::kStop, out);
+      return;
+    }
+    c.grammar_state = c.grammar->Next(c.grammar_state, token.id);
+  }
   if (c.stops.IsStopToken(token.id)) {
     FinishChoice(c, FinishReason::kStop, out);
     return;
@@ -391,6 +426,10 @@ void Engine::ProcessSampled(RequestChoice& c, const std::optional<SampledToken>&
       FinishChoice(c, FinishReason::kStop, out);
       return;
     }
+  }
+  if (c.grammar && c.grammar->Finished(c.grammar_state)) {
+    FinishChoice(c, FinishReason::kStop, out);
+    return;
   }
   if (c.seq.generated() >= params.max_tokens || c.seq.num_tokens() >= model_.config().max_position_embeddings) {
     FinishChoice(c, FinishReason::kLength, out);

@@ -26,6 +26,7 @@
 #include "dist/comm.h"
 #include "engine/block_pool.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/output_constraints.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step_control.h"
@@ -208,6 +209,7 @@ class Engine {
   // Data-parallel, the first rank of each replica but rank 0's: this step's outputs.
   std::vector<std::pair<int64_t, GenerationOutput>> outbox_;
   const Tokenizer* tokenizer_;
+  OutputConstraints constraints_;
   bool shutdown_sent_ = false;      // leader: the followers were told to stop
   bool shutdown_received_ = false;  // follower: the leader stopped
   EngineOptions options_;

@@ -55,6 +55,10 @@ Status CheckRequest(const GenerationRequest& r, const RequestLimits& limits, std
   if (!r.stop.empty() && !limits.has_tokenizer) {
     return Status::FailedPrecondition("stop strings need a tokenizer, and this model has none", "stop");
   }
+  if (!r.output_constraint.empty() && !limits.has_tokenizer) {
+    return Status::FailedPrecondition("constrained output needs a tokenizer, and this model has none",
+                                      "response_format");
+  }
   for (int32_t id : r.stop_token_ids) {
     if (id < 0 || id >= limits.vocab_size) {
       return Status::InvalidArgument(

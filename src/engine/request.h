@@ -32,6 +32,12 @@ struct GenerationRequest {
   // Every row of logits the request's forward passes compute, [P + N - 1, vocab]
   // (`latte generate --logits-out`); implies computing the whole prompt.
   bool return_logits = false;
+  // Output constrained to a grammar, as text/json_schema_grammar.h's
+  // OutputConstraintGrammar reads it: {"type": "json_object"} or {"type":
+  // "json_schema", "schema": S}; empty: none. Each step only tokens the grammar allows
+  // may be sampled (EOS once the output is complete), and the choice stops when
+  // nothing may follow.
+  std::string output_constraint;
 };
 
 // What one engine accepts: the figures every request is checked against.

@@ -173,6 +173,7 @@ std::vector<uint8_t> EncodeStepControl(const StepControl& control) {
     w.Put(req.n);
     w.Put<uint8_t>(req.prompt_logprobs);
     w.Put<uint8_t>(req.return_logits);
+    w.PutString(req.output_constraint);
   }
   w.PutVector(control.ranks);
   w.PutVector(control.aborts);
@@ -199,7 +200,7 @@ Result<StepControl> DecodeStepControl(const std::vector<uint8_t>& bytes) {
       req.stop.push_back(std::move(stop));
     }
     ok = ok && r.GetVector(req.stop_token_ids) && r.Get(ignore_eos) && r.Get(skip_special) && r.Get(req.n) &&
-         r.Get(prompt_logprobs) && r.Get(return_logits);
+         r.Get(prompt_logprobs) && r.Get(return_logits) && r.GetString(req.output_constraint);
     req.ignore_eos = ignore_eos != 0;
     req.skip_special_tokens = skip_special != 0;
     req.prompt_logprobs = prompt_logprobs != 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "text/json_schema_grammar.h"
 #include "text/utf8.h"
 
 namespace latte::server {
@@ -36,12 +37,50 @@ MaybeError RefuseUnsupported(const nlohmann::json& body) {
       return BadRequest(std::string(f.name) + " is not supported by latte", f.name);
     }
   }
-  if (HasField(body, "response_format")) {
-    const nlohmann::json& rf = body["response_format"];
-    if (!rf.is_object() || rf.value("type", nlohmann::json("text")) != "text") {
-      return BadRequest("response_format: only {\"type\": \"text\"} is supported", "response_format");
-    }
+  return std::nullopt;
+}
+
+// response_format: text (nothing to do), json_object, or json_schema, as the spec the
+// engine constrains decoding with (GenerationRequest::output_constraint).
+MaybeError ReadResponseFormat(const nlohmann::json& body, GenerationRequest& r) {
+  if (!HasField(body, "response_format")) return std::nullopt;
+  const nlohmann::json& rf = body["response_format"];
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+    return BadRequest("response_format must be an object with a type: text, json_object or json_schema",
+                      "response_format");
   }
+  const std::string type = rf["type"].get<std::string>();
+  nlohmann::json spec;
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    spec = {{"type", "json_object"}};
+  } else if (type == "json_schema") {
+    const auto js = rf.find("json_schema");
+    if (js == rf.end() || !js->is_object()) {
+      return BadRequest("response_format.json_schema must be an object with a name and a schema",
+                        "response_format.json_schema");
+    }
+    const auto name = js->find("name");
+    if (name != js->end() && !name->is_string()) {
+      return BadRequest("response_format.json_schema.name must be a string", "response_format.json_schema.name");
+    }
+    const auto schema = js->find("schema");
+    if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
+      return BadRequest("response_format.json_schema.schema must be a JSON Schema (an object)",
+                        "response_format.json_schema.schema");
+    }
+    spec = {{"type", "json_schema"}, {"schema", *schema}};
+  } else {
+    return BadRequest("response_format.type must be text, json_object or json_schema, got \"" + type + "\"",
+                      "response_format.type");
+  }
+  std::string text = spec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  Result<Grammar> grammar = OutputConstraintGrammar(text);
+  if (!grammar.ok()) {
+    return BadRequest("response_format.json_schema.schema: " + grammar.status().message(),
+                      "response_format.json_schema.schema");
+  }
+  r.output_constraint = std::move(text);
   return std::nullopt;
 }
 
@@ -82,6 +121,7 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
   if (HasField(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
     return BadRequest("logit_bias is not supported", "logit_bias");
   }
+  LATTE_RETURN_IF_API_ERROR(ReadResponseFormat(body, r));
   return RefuseUnsupported(body);
 }
 
