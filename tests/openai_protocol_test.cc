@@ -232,15 +232,16 @@ TEST(OpenAiProtocol, ModelName) {
 }
 
 TEST(OpenAiProtocol, ChatRendersTheTemplate) {
-  const json messages =
-      json::array({{{"role", "system"}, {"content", "Be brief."}},
-                   {{"role", "user"}, {"content", "Hi"}},
-                   {{"role", "assistant"}, {"content", "Hello."}},
-                   {{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "More"}}})}}});
+  const json messages = json::array(
+      {{{"role", "system"}, {"content", "Be brief."}},
+       {{"role", "user"}, {"content", "Hi"}},
+       {{"role", "assistant"}, {"content", "Hello."}},
+       {{"role", "user"},
+        {"content", json::array({{{"type", "text"}, {"text", "More"}}, {{"type", "text"}, {"text", "please"}}})}}});
   ChatRequest r;
   ASSERT_FALSE(Chat({{"messages", messages}}, &r));
   json plain = messages;
-  plain[3]["content"] = "More";
+  plain[3]["content"] = "More\nplease";  // parts joined by "\n", as vLLM joins them
   const std::string want = Tiny().chat->Render(json{{"messages", plain}, {"add_generation_prompt", true}}).value();
   EXPECT_EQ(r.prompt_text, want);
   EXPECT_EQ(r.request.prompt, Tiny().tokenizer->Encode(want));

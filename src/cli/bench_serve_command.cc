@@ -34,6 +34,7 @@ struct ServeBenchArgs {
   std::string json;
   std::string label;
   std::string api_key;
+  std::string response_format;
 };
 
 // Without /tokenize, prompt ids are drawn from [0, 256): every byte-level BPE (GPT-2's,
@@ -153,6 +154,12 @@ Status RunServeBench(const ServeBenchArgs& args) {
   options.max_concurrency = args.max_concurrency;
   options.request_rate = rate;
   options.seed = args.seed;
+  if (!args.response_format.empty()) {
+    options.response_format = nlohmann::json::parse(args.response_format, nullptr, /*allow_exceptions=*/false);
+    if (!options.response_format.is_object()) {
+      return Status::InvalidArgument("--response-format must be a JSON object, as the request's response_format");
+    }
+  }
   auto pool = PromptTokenPool(base, options.http, options.model, args.seed);
   if (pool.ok()) {
     options.token_pool = std::move(pool).value();
@@ -262,6 +269,8 @@ void AddBenchServeCommand(CLI::App& bench) {
   cmd->add_option("--json", args->json, "Write every figure and every request's timings to this file");
   cmd->add_option("--label", args->label, "The backend column (default: the model name)");
   cmd->add_option("--api-key", args->api_key, "Bearer token (default: $OPENAI_API_KEY)");
+  cmd->add_option("--response-format", args->response_format,
+                  "JSON sent as every request's response_format (a constrained output may end early)");
   cmd->callback([args] { ExitOnError("bench serve", RunServeBench(*args)); });
 }
 

@@ -142,13 +142,14 @@ class StreamTally {
 };
 
 std::string RequestBody(const ServeBenchOptions& options, int64_t index) {
-  const nlohmann::json body = {{"model", options.model},
-                               {"prompt", BenchPrompt(options, index)},
-                               {"max_tokens", options.output_len},
-                               {"temperature", 0.0},
-                               {"ignore_eos", true},
-                               {"stream", true},
-                               {"stream_options", {{"include_usage", true}}}};
+  nlohmann::json body = {{"model", options.model},
+                         {"prompt", BenchPrompt(options, index)},
+                         {"max_tokens", options.output_len},
+                         {"temperature", 0.0},
+                         {"ignore_eos", true},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  if (!options.response_format.is_null()) body["response_format"] = options.response_format;
   return body.dump();
 }
 

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "client/http_client.h"
 
@@ -40,6 +42,9 @@ struct ServeBenchOptions {
   int64_t max_concurrency = 0;                                    // 0: no limit (but kMaxClientThreads)
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
   uint64_t seed = 0;                                              // prompts and arrival times
+  // Sent as every request's response_format when not null ({"type": "json_object"},
+  // {"type": "json_schema", ...}): a constrained output may end before output_len.
+  nlohmann::json response_format;
   // Prompt ids are drawn uniformly from these (PromptTokenPool).
   std::vector<int64_t> token_pool;
   // Called after each request finishes (from the thread that ran it; serialized).

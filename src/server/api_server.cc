@@ -7,6 +7,7 @@
 #include "server/completion_response.h"
 #include "server/generation_reply.h"
 #include "server/json_fields.h"
+#include "server/responses.h"
 #include "text/utf8.h"
 
 namespace latte::server {
@@ -56,6 +57,7 @@ constexpr Route kRoutes[] = {
     {"/v1/models", "GET"},       {"/health", "GET"},
     {"/metrics", "GET"},         {"/version", "GET"},
     {"/tokenize", "POST"},       {"/detokenize", "POST"},
+    {"/v1/responses", "POST"},
 };
 
 }  // namespace
@@ -97,6 +99,7 @@ Handled ApiServer::Handle(HttpRequest& request) {
   if (path == "/tokenize") return Tokenize(body);
   if (path == "/detokenize") return Detokenize(body);
   if (path == "/v1/completions") return Completions(body);
+  if (path == "/v1/responses") return Responses(body);
   return ChatCompletions(body);
 }
 
@@ -148,6 +151,18 @@ Handled ApiServer::ChatCompletions(const nlohmann::json& body) {
   std::vector<GenerationRequest> requests;
   requests.push_back(std::move(request.request));
   return Submit(std::move(requests), std::move(id), request.stream, prompt_tokens, std::move(formatter), arrival);
+}
+
+Handled ApiServer::Responses(const nlohmann::json& body) {
+  const Clock::time_point arrival = Clock::now();
+  ResponsesRequest request;
+  if (auto e = ParseResponsesRequest(body, model_, request)) return ErrorReply(*e);
+  std::string id = NewRequestId("resp_");
+  const int64_t prompt_tokens = static_cast<int64_t>(request.chat.request.prompt.size());
+  auto formatter = std::make_unique<ResponsesFormatter>(request, id, UnixNow());
+  std::vector<GenerationRequest> requests;
+  requests.push_back(std::move(request.chat.request));
+  return Submit(std::move(requests), std::move(id), request.chat.stream, prompt_tokens, std::move(formatter), arrival);
 }
 
 HttpReply ApiServer::Models() const {

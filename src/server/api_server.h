@@ -43,6 +43,7 @@ class ApiServer {
  private:
   Handled Completions(const nlohmann::json& body);
   Handled ChatCompletions(const nlohmann::json& body);
+  Handled Responses(const nlohmann::json& body);
   HttpReply Models() const;
   HttpReply Tokenize(const nlohmann::json& body) const;
   HttpReply Detokenize(const nlohmann::json& body) const;

@@ -14,6 +14,10 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
+std::string ResponseFormatter::StreamEnd() { return kSseDone; }
+
+std::string ResponseFormatter::StreamError(const ApiError& error) { return SseEvent(error.ToJson()); }
+
 GenerationReply::GenerationReply(GenerationLimits limits, std::string id, bool stream, int64_t prompt_tokens,
                                  std::vector<std::shared_ptr<RequestStream>> streams,
                                  std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival,
@@ -113,7 +117,7 @@ DeferredStep GenerationReply::Poll() {
       // Mid-stream: an error event, then [DONE], as vLLM ends a stream it cannot finish.
       AbortAll();
       ApiError e = Unavailable(error_, 1);
-      step.data = events + SseEvent(e.ToJson()) + kSseDone;
+      step.data = events + formatter_->StreamError(e) + formatter_->StreamEnd();
       step.end_stream = true;
       Finish("error");
       return step;
@@ -123,7 +127,7 @@ DeferredStep GenerationReply::Poll() {
         step.begin_stream = true;
         headers_sent_ = true;
       }
-      step.data = events + formatter_->Finish() + kSseDone;
+      step.data = events + formatter_->Finish() + formatter_->StreamEnd();
       step.end_stream = true;
       Finish("");
       return step;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api_error.h"
 #include "server/http_types.h"
 #include "server/metrics.h"
 
@@ -28,9 +29,13 @@ class ResponseFormatter {
   // One engine output of prompt `prompt`. Streaming: the SSE events to send now (may be
   // empty). Not streaming: kept for Finish.
   virtual std::string OnOutput(size_t prompt, const GenerationOutput& out) = 0;
-  // After every choice finished. Streaming: the last events before [DONE] (the usage
+  // After every choice finished. Streaming: the last events before StreamEnd (the usage
   // chunk). Not streaming: the whole JSON body.
   virtual std::string Finish() = 0;
+  // Streaming: the bytes that close the stream (chat and completions: data: [DONE]),
+  // and the event that reports an engine failure midway (sent before StreamEnd).
+  virtual std::string StreamEnd();
+  virtual std::string StreamError(const ApiError& error);
 };
 
 // The server-wide limits and counters a generation takes part in.

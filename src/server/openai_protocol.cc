@@ -212,7 +212,8 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
   return std::nullopt;
 }
 
-// One message's content: a string, null (assistant turns), or a list of text parts.
+// One message's content: a string, null (assistant turns), or a list of text parts,
+// joined with "\n" between them (as vLLM renders them).
 MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& content) {
   const std::string where = "messages[" + std::to_string(i) + "].content";
   auto it = m.find("content");
@@ -226,11 +227,13 @@ MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& conten
   }
   if (!it->is_array()) return BadRequest(where + " must be a string or a list of text parts", where);
   content.clear();
-  for (const nlohmann::json& part : *it) {
+  for (size_t k = 0; k < it->size(); ++k) {
+    const nlohmann::json& part = (*it)[k];
     if (!part.is_object() || part.value("type", nlohmann::json()) != "text" || !part.contains("text") ||
         !part["text"].is_string()) {
       return BadRequest(where + ": only {\"type\": \"text\", \"text\": ...} parts are supported", where);
     }
+    if (k > 0) content += '\n';
     content += part["text"].get<std::string>();
   }
   return std::nullopt;

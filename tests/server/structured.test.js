@@ -69,16 +69,18 @@ function withDefs(r) {
            required: ['first', 'rest'], additionalProperties: false };
 }
 
-test('json_schema on chat: every complete output parses and validates (random schemas, Ajv)', async () => {
+// Asks `c` for `rounds` random schemas (every fourth with $defs), n choices each, and
+// checks every output that finished with "stop" with Ajv. Returns [complete, total].
+async function checkRandomSchemas(c, model, { seed, rounds, prompts, n, maxTokens }) {
   const ajv = new Ajv({ strict: false });
-  const r = rng(20261203);
+  const r = rng(seed);
   let complete = 0, total = 0;
-  for (let i = 0; i < 12; ++i) {
+  for (let i = 0; i < rounds; ++i) {
     const schema = i % 4 === 3 ? withDefs(r) : randomSchema(r);
     const validate = ajv.compile(schema);
-    const reply = await client.chat.completions.create({
-      model: 'tiny', messages: [{ role: 'user', content: `Answer ${i} as JSON` }], max_tokens: 160,
-      temperature: 1, seed: i, n: 3,
+    const reply = await c.chat.completions.create({
+      model, messages: [{ role: 'user', content: prompts[i % prompts.length] }], max_tokens: maxTokens,
+      temperature: 1, seed: i, n,
       response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema, strict: true } },
     });
     for (const choice of reply.choices) {
@@ -92,6 +94,12 @@ test('json_schema on chat: every complete output parses and validates (random sc
                 JSON.stringify(validate.errors));
     }
   }
+  return [complete, total];
+}
+
+test('json_schema on chat: every complete output parses and validates (random schemas, Ajv)', async () => {
+  const [complete, total] = await checkRandomSchemas(client, 'tiny', {
+    seed: 20261203, rounds: 16, n: 3, maxTokens: 160, prompts: ['Answer as JSON', 'x', 'Give me an object: ', '{'] });
   assert.ok(complete >= total / 3, `only ${complete} of ${total} outputs completed`);
 });
 
@@ -148,7 +156,7 @@ test('a schema feature latte cannot honour is a 400 naming it; the server keeps 
   assert.equal(ok.choices.length, 1);
 });
 
-test('the trained default model answers in the schema', async () => {
+test('the trained default model answers in the schema, and on random schemas and prompts', async () => {
   const s = await h.startServer(path.join(ROOT, 'models/default'), ['--served-model-name', 'default']);
   try {
     const c = s.client();
@@ -165,6 +173,11 @@ test('the trained default model answers in the schema', async () => {
       assert.equal(choice.finish_reason, 'stop', choice.message.content);
       assert.ok(validate(JSON.parse(choice.message.content)), choice.message.content);
     }
+    const [complete, total] = await checkRandomSchemas(c, 'default', {
+      seed: 77, rounds: 12, n: 2, maxTokens: 120,
+      prompts: ['Question: Zoe has 9 books. She loses 4 of them. How many books does she have left?',
+                'Question: What is 123 + 456?', 'List some items as JSON.', 'Hello'] });
+    assert.ok(complete >= total / 3, `only ${complete} of ${total} outputs completed`);
   } finally {
     assert.equal(await s.stop(), 0);
   }
