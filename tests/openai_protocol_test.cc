@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "test_models.h"
 
 namespace latte::server {
@@ -196,6 +198,73 @@ TEST(OpenAiProtocol, ResponseFormatBecomesTheEnginesOutputConstraint) {
             {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", pattern}}}}}});
   ExpectBadField(e, "response_format.json_schema.schema");
   EXPECT_NE(e->message.find("\"pattern\" at properties.a is not supported"), std::string::npos) << e->message;
+}
+
+TEST(OpenAiProtocol, ToolsAndToolHistoryReachTheTemplate) {
+  std::ifstream in(std::string(LATTE_NPM_DIR) + "/deepseek_r1_chat_template.jinja", std::ios::binary);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Result<ChatTemplate> r1 = ChatTemplate::Parse(source);
+  ASSERT_TRUE(r1.ok()) << r1.status().message();
+  ServedModel model = Tiny().model;
+  model.chat_template = &*r1;
+  model.tool_parser = ToolCallFormat::kDeepSeekV3;
+  const json tools = json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "get_weather"}, {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}}});
+  const json call = {{"id", "call_1"},
+                     {"type", "function"},
+                     {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}};
+  const json messages = json::array({{{"role", "user"}, {"content", "Weather?"}},
+                                     {{"role", "assistant"}, {"tool_calls", json::array({call})}},
+                                     {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21"}},
+                                     {{"role", "user"}, {"content", "Thanks"}}});
+  ChatRequest r;
+  ASSERT_FALSE(ParseChatRequest({{"messages", messages}, {"tools", tools}}, model, r));
+  EXPECT_EQ(r.tool_calls, ToolCallFormat::kDeepSeekV3);
+  EXPECT_FALSE(r.request.skip_special_tokens);
+  // What the template gets: content null on the call's turn, the tools beside the messages.
+  json seen = messages;
+  seen[1]["content"] = nullptr;
+  const std::string want =
+      r1->Render(json{{"messages", seen}, {"add_generation_prompt", true}, {"tools", tools}}).value();
+  EXPECT_EQ(r.prompt_text, want);
+  EXPECT_NE(want.find("<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}"),
+            std::string::npos)
+      << want;
+  EXPECT_NE(want.find("<｜tool▁output▁begin｜>21<｜tool▁output▁end｜>"), std::string::npos) << want;
+
+  // tool_choice none: the tools are rendered, the output is not parsed.
+  ChatRequest none;
+  ASSERT_FALSE(ParseChatRequest({{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}}, model, none));
+  EXPECT_FALSE(none.tool_calls.has_value());
+  EXPECT_EQ(none.prompt_text, want);
+}
+
+TEST(OpenAiProtocol, ToolErrors) {
+  const json user = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  // Tiny's server has no tool-call parser: auto (the default with tools) is vLLM's 400.
+  MaybeError e = Chat({{"messages", user}, {"tools", tools}});
+  ExpectBadField(e, "tool_choice");
+  EXPECT_NE(e->message.find("--enable-auto-tool-choice"), std::string::npos) << e->message;
+  ExpectBadField(Chat({{"messages", user}, {"tools", tools}, {"tool_choice", "required"}}), "tool_choice");
+  ExpectBadField(Chat({{"messages", user},
+                       {"tools", tools},
+                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}),
+                 "tool_choice");
+  ExpectBadField(Chat({{"messages", user}, {"tool_choice", "auto"}}), "tool_choice");
+  ExpectBadField(Chat({{"messages", user}, {"tools", tools}, {"tool_choice", "sometimes"}}), "tool_choice");
+  ExpectBadField(
+      Chat({{"messages", user}, {"tools", json::array({{{"type", "function"}, {"function", {{"name", "a b"}}}}})}}),
+      "tools[0].function.name");
+  ExpectBadField(Chat({{"messages", user}, {"tools", json::array({{{"type", "retrieval"}}})}}), "tools[0].type");
+  ExpectBadField(
+      Chat({{"messages",
+             json::array({{{"role", "assistant"}, {"tool_calls", json::array({{{"function", {{"name", "f"}}}}})}}})}}),
+      "messages[0].tool_calls[0]");
+  // No tools, or an empty list, with tool_choice none: a plain chat.
+  EXPECT_FALSE(Chat({{"messages", user}, {"tools", json::array()}, {"tool_choice", "none"}}));
 }
 
 TEST(OpenAiProtocol, LengthAgainstContextAndPool) {

@@ -160,5 +160,87 @@ TEST(ChatFormatter, StreamRoleFirstThenDeltas) {
   EXPECT_EQ(tail[0]["usage"]["completion_tokens"], 2);
 }
 
+const std::string kV3Calls =
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+    "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜>"
+    "<｜tool▁calls▁end｜>";
+
+TEST(ChatFormatter, ToolCallsInTheWholeBody) {
+  ChatRequest r = Chat(false);
+  r.tool_calls = ToolCallFormat::kDeepSeekV3;
+  ChatFormatter f(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-3", 5);
+  // The text arrives in pieces that split the markers.
+  const std::string text = "Checking." + kV3Calls;
+  for (size_t at = 0; at < text.size(); at += 7) {
+    const bool last = at + 7 >= text.size();
+    f.OnOutput(
+        0, Output(0, {Token(10, -1.0f)}, text.substr(at, 7), last ? std::optional(FinishReason::kStop) : std::nullopt));
+  }
+  const json c = json::parse(f.Finish())["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "tool_calls");
+  EXPECT_EQ(c["message"]["content"], "Checking.");
+  const json& calls = c["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["type"], "function");
+  EXPECT_EQ(calls[0]["function"], json({{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}));
+  EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
+  EXPECT_TRUE(calls[0]["id"].get<std::string>().starts_with("chatcmpl-tool-"));
+  EXPECT_NE(calls[0]["id"], calls[1]["id"]);
+}
+
+TEST(ChatFormatter, AMalformedToolCallIsContent) {
+  ChatRequest r = Chat(false);
+  r.tool_calls = ToolCallFormat::kDeepSeekV3;
+  ChatFormatter f(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-4", 5);
+  const std::string text =
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{oops\n```"
+      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  f.OnOutput(0, Output(0, {Token(10, -1.0f)}, text, FinishReason::kStop));
+  const json c = json::parse(f.Finish())["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "stop");
+  EXPECT_EQ(c["message"]["content"], text);
+  EXPECT_FALSE(c["message"].contains("tool_calls"));
+}
+
+TEST(ChatFormatter, StreamedToolCallsAddUpToTheCalls) {
+  ChatRequest r = Chat(true);
+  r.logprobs = false;
+  r.top_logprobs = 0;
+  r.tool_calls = ToolCallFormat::kDeepSeekV3;
+  ChatFormatter f(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-5", 5);
+  const std::string text = "Checking." + kV3Calls;
+  std::vector<json> chunks;
+  for (size_t at = 0; at < text.size(); at += 5) {
+    const bool last = at + 5 >= text.size();
+    for (json& e : Events(f.OnOutput(0, Output(0, {Token(10, -1.0f)}, text.substr(at, 5),
+                                               last ? std::optional(FinishReason::kStop) : std::nullopt)))) {
+      chunks.push_back(std::move(e));
+    }
+  }
+  std::string content;
+  json calls = json::array();
+  for (const json& chunk : chunks) {
+    const json& d = chunk["choices"][0]["delta"];
+    if (d.contains("content")) content += d["content"].get<std::string>();
+    for (const json& piece : d.value("tool_calls", json::array())) {
+      const size_t i = piece["index"].get<size_t>();
+      if (piece.contains("id")) {
+        ASSERT_EQ(i, calls.size());
+        EXPECT_EQ(piece["type"], "function");
+        calls.push_back({{"id", piece["id"]}, {"name", piece["function"]["name"]}, {"arguments", ""}});
+      }
+      calls[i]["arguments"] =
+          calls[i]["arguments"].get<std::string>() + piece["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(content, "Checking.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_EQ(calls[1]["name"], "now");
+  EXPECT_EQ(calls[1]["arguments"], "{}");
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
 }  // namespace
 }  // namespace latte::server

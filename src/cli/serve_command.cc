@@ -27,6 +27,8 @@ struct ServeArgs {
   int64_t max_queue = server::ApiOptions{}.max_queue;
   double queue_timeout_s = 0;
   std::string reasoning_parser;
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
   int io_threads = 2;
   int handler_threads = server::HttpServerOptions{}.handler_threads;
 };
@@ -39,6 +41,14 @@ Status RunServe(const ServeArgs& args) {
   if (args.handler_threads < 1) return Status::InvalidArgument("--handler-threads must be at least 1");
   if (!args.reasoning_parser.empty() && args.reasoning_parser != "deepseek_r1") {
     return Status::InvalidArgument("--reasoning-parser must be deepseek_r1, got \"" + args.reasoning_parser + "\"");
+  }
+  server::ToolCallFormat tool_format{};
+  if (!args.tool_call_parser.empty() && !server::ToolCallFormatFromName(args.tool_call_parser, tool_format)) {
+    return Status::InvalidArgument("--tool-call-parser must be deepseek_v3 or deepseek_v31, got \"" +
+                                   args.tool_call_parser + "\"");
+  }
+  if (!args.tool_call_parser.empty() && !args.enable_auto_tool_choice) {
+    return Status::InvalidArgument("--tool-call-parser needs --enable-auto-tool-choice");
   }
   server::ApiOptions api;
   api.api_key = args.api_key;
@@ -80,6 +90,21 @@ Status RunServe(const ServeArgs& args) {
   model.tokenizer = stack->tokenizer.get();
   model.chat_template = chat_template ? &*chat_template : nullptr;
   model.reasoning_parser = !args.reasoning_parser.empty();
+  if (args.enable_auto_tool_choice) {
+    if (!args.tool_call_parser.empty()) {
+      model.tool_parser = tool_format;
+    } else if (chat_template) {
+      model.tool_parser = server::ToolCallFormatOfTemplate(chat_template->source());
+    }
+    if (!model.tool_parser) {
+      return Status::InvalidArgument(
+          "--enable-auto-tool-choice: the model's chat template writes no DeepSeek tool calls, so the format "
+          "cannot be told from it; give --tool-call-parser deepseek_v3 or deepseek_v31");
+    }
+    std::fprintf(stderr, "latte serve: tool calls read as %s (%s)\n",
+                 *model.tool_parser == server::ToolCallFormat::kDeepSeekV3 ? "deepseek_v3" : "deepseek_v31",
+                 args.tool_call_parser.empty() ? "the format the chat template writes" : "--tool-call-parser");
+  }
   model.created = static_cast<int64_t>(std::time(nullptr));
 
   server::ApiServer api_server(*stack->engine, model, std::string(MlaModeName(args.engine.load.mode)), api);
@@ -124,6 +149,10 @@ void AddServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", args->reasoning_parser,
                   "deepseek_r1: return <think>...</think> as reasoning_content");
+  cmd->add_flag("--enable-auto-tool-choice", args->enable_auto_tool_choice,
+                "Read tool calls from the output when a request's tool_choice is auto");
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "deepseek_v3 or deepseek_v31 (default: the one the chat template writes)");
   cmd->add_option("--io-threads", args->io_threads, "Threads reading and writing sockets (and answering GETs)")
       ->capture_default_str();
   cmd->add_option("--handler-threads", args->handler_threads,

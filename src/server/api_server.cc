@@ -159,7 +159,7 @@ Handled ApiServer::Responses(const nlohmann::json& body) {
   if (auto e = ParseResponsesRequest(body, model_, request)) return ErrorReply(*e);
   std::string id = NewRequestId("resp_");
   const int64_t prompt_tokens = static_cast<int64_t>(request.chat.request.prompt.size());
-  auto formatter = std::make_unique<ResponsesFormatter>(request, id, UnixNow());
+  auto formatter = std::make_unique<ResponsesFormatter>(request, model_.reasoning_parser, id, UnixNow());
   std::vector<GenerationRequest> requests;
   requests.push_back(std::move(request.chat.request));
   return Submit(std::move(requests), std::move(id), request.chat.stream, prompt_tokens, std::move(formatter), arrival);

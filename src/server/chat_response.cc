@@ -26,7 +26,48 @@ ChatFormatter::ChatFormatter(const ChatRequest& request, bool reasoning_parser, 
       reasoning_parser_(reasoning_parser),
       tokens_as_ids_(request.tokens_as_ids),
       prompt_tokens_(static_cast<int64_t>(request.request.prompt.size())),
-      stop_token_ids_(request.request.stop_token_ids) {}
+      stop_token_ids_(request.request.stop_token_ids),
+      tool_calls_(request.tool_calls) {}
+
+nlohmann::json ChatFormatter::StreamToolCalls(Choice& c, std::string& content, bool last) {
+  nlohmann::json pieces = nlohmann::json::array();
+  if (!tool_calls_) return pieces;
+  if (!c.tool_parser) c.tool_parser.emplace(*tool_calls_);
+  ToolCallDelta d = c.tool_parser->Push(content);
+  if (last) {
+    ToolCallDelta rest = c.tool_parser->Flush();
+    d.content += rest.content;
+    d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  content = std::move(d.content);
+  for (const ToolCallPiece& piece : d.calls) {
+    if (piece.first) {
+      c.call_ids.push_back(NewRequestId("chatcmpl-tool-"));
+      pieces.push_back({{"index", piece.index},
+                        {"id", c.call_ids.back()},
+                        {"type", "function"},
+                        {"function", {{"name", piece.name}, {"arguments", ""}}}});
+    } else {
+      pieces.push_back({{"index", piece.index}, {"function", {{"arguments", piece.arguments}}}});
+    }
+  }
+  return pieces;
+}
+
+void ChatFormatter::MessageWithToolCalls(const Choice& c, nlohmann::json& message,
+                                         nlohmann::json& finish_reason) const {
+  const ParsedToolCalls parsed = ToolCallParser::Parse(*tool_calls_, c.content);
+  if (!parsed.ok) return;
+  message["content"] = parsed.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(parsed.content);
+  nlohmann::json calls = nlohmann::json::array();
+  for (const ToolCall& call : parsed.calls) {
+    calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
+                     {"type", "function"},
+                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  message["tool_calls"] = std::move(calls);
+  if (finish_reason == "stop") finish_reason = "tool_calls";
+}
 
 nlohmann::json ChatFormatter::TokenLogprobJson(const SampledToken& t) const {
   nlohmann::json top = nlohmann::json::array();
@@ -92,10 +133,13 @@ std::string ChatFormatter::OnOutput(size_t, const GenerationOutput& out) {
                                                {"finish_reason", nullptr}}});
     events += SseEvent(chunk);
   }
-  if (delta.content.empty() && delta.reasoning.empty() && lp.empty() && !out.finish) return events;
+  const nlohmann::json calls = StreamToolCalls(c, delta.content, out.finish.has_value());
+  if (out.finish && !c.call_ids.empty() && c.finish_reason == "stop") c.finish_reason = "tool_calls";
+  if (delta.content.empty() && delta.reasoning.empty() && calls.empty() && lp.empty() && !out.finish) return events;
   nlohmann::json d = nlohmann::json::object();
   if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
-  if (!delta.content.empty() || delta.reasoning.empty()) d["content"] = delta.content;
+  if (!delta.content.empty() || (delta.reasoning.empty() && calls.empty())) d["content"] = delta.content;
+  if (!calls.empty()) d["tool_calls"] = calls;
   nlohmann::json choice = {{"index", out.index},
                            {"delta", d},
                            {"logprobs", logprobs_ ? nlohmann::json({{"content", lp}}) : nlohmann::json(nullptr)},
@@ -121,10 +165,12 @@ std::string ChatFormatter::Finish() {
     } else {
       message["content"] = c.content;
     }
+    nlohmann::json finish_reason = c.finish_reason;
+    if (tool_calls_) MessageWithToolCalls(c, message, finish_reason);
     choices.push_back({{"index", index},
                        {"message", message},
                        {"logprobs", logprobs_ ? nlohmann::json({{"content", c.logprobs}}) : nlohmann::json(nullptr)},
-                       {"finish_reason", c.finish_reason},
+                       {"finish_reason", finish_reason},
                        {"stop_reason", c.stop_reason}});
   }
   nlohmann::json body = {{"id", id_},       {"object", "chat.completion"}, {"created", created_},

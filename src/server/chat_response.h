@@ -5,6 +5,10 @@
 // or, streaming, "chat.completion.chunk"s: each choice's first delta carries the role,
 // the following ones content (or reasoning_content, with --reasoning-parser), the last
 // one finish_reason; then (include_usage) a chunk with no choices and the usage.
+// With tool_choice "auto" the text is read for tool calls (ToolCallParser): a message's
+// tool_calls [{id, type: "function", function: {name, arguments}}] and finish_reason
+// "tool_calls", or streamed as delta.tool_calls (index, id, type and name first, then
+// argument fragments); a malformed call is returned as content.
 #pragma once
 
 #include <map>
@@ -16,6 +20,7 @@
 #include "server/generation_reply.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_parser.h"
+#include "server/tool_call_parser.h"
 
 namespace latte::server {
 
@@ -32,8 +37,15 @@ class ChatFormatter : public ResponseFormatter {
     std::string content, reasoning;
     nlohmann::json logprobs = nlohmann::json::array();
     std::optional<ReasoningParser> parser;
+    std::optional<ToolCallParser> tool_parser;  // streaming with tool_choice "auto"
+    std::vector<std::string> call_ids;          // streaming: the calls sent so far
     nlohmann::json finish_reason = nullptr, stop_reason = nullptr;
   };
+  // Streaming: the delta's content read for tool calls; returns the OpenAI tool_calls
+  // pieces for the delta ([] when none) and leaves the content that is text.
+  nlohmann::json StreamToolCalls(Choice& c, std::string& content, bool last);
+  // Not streaming: the message's content and tool_calls from the whole text.
+  void MessageWithToolCalls(const Choice& c, nlohmann::json& message, nlohmann::json& finish_reason) const;
   nlohmann::json TokenLogprobJson(const SampledToken& t) const;
   nlohmann::json ChunkBase() const;
 
@@ -48,6 +60,7 @@ class ChatFormatter : public ResponseFormatter {
   const bool tokens_as_ids_;
   const int64_t prompt_tokens_;
   const std::vector<int32_t> stop_token_ids_;
+  const std::optional<ToolCallFormat> tool_calls_;
   std::map<int, Choice> choices_;
   int64_t completion_tokens_ = 0;
 };

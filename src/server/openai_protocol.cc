@@ -212,6 +212,94 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
   return std::nullopt;
 }
 
+// tools: function tools, each {type: "function", function: {name, description?,
+// parameters?, strict?}}.
+MaybeError CheckTools(const nlohmann::json& tools) {
+  if (!tools.is_array()) return BadRequest("tools must be a list of function tools", "tools");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const nlohmann::json& t = tools[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object() || t.value("type", nlohmann::json()) != "function") {
+      return BadRequest(where + ".type: only {\"type\": \"function\", \"function\": {...}} tools are supported",
+                        where + ".type");
+    }
+    const auto f = t.find("function");
+    if (f == t.end() || !f->is_object()) return BadRequest(where + ".function must be an object", where + ".function");
+    const auto name = f->find("name");
+    const bool good_name = name != f->end() && name->is_string() && !name->get<std::string>().empty() &&
+                           name->get<std::string>().size() <= 64 &&
+                           name->get<std::string>().find_first_not_of(
+                               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == std::string::npos;
+    if (!good_name) {
+      return BadRequest(where + ".function.name must be 1 to 64 letters, digits, '_' or '-'", where + ".function.name");
+    }
+    if (HasField(*f, "description") && !(*f)["description"].is_string()) {
+      return BadRequest(where + ".function.description must be a string", where + ".function.description");
+    }
+    if (HasField(*f, "parameters") && !(*f)["parameters"].is_object()) {
+      return BadRequest(where + ".function.parameters must be a JSON Schema object", where + ".function.parameters");
+    }
+  }
+  return std::nullopt;
+}
+
+// An assistant turn's earlier calls: [{id?, type: "function", function: {name,
+// arguments (a JSON string)}}], as the templates write them back.
+MaybeError CheckHistoryToolCalls(const nlohmann::json& calls, const std::string& where) {
+  if (!calls.is_array()) return BadRequest(where + " must be a list of tool calls", where);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const nlohmann::json& c = calls[k];
+    const std::string at = where + "[" + std::to_string(k) + "]";
+    if (!c.is_object() || c.value("type", nlohmann::json("function")) != "function" || !c.contains("function") ||
+        !c["function"].is_object() || !c["function"].contains("name") || !c["function"]["name"].is_string() ||
+        !c["function"].contains("arguments") || !c["function"]["arguments"].is_string()) {
+      return BadRequest(
+          at + " must be {\"type\": \"function\", \"function\": {\"name\": string, \"arguments\": string}}", at);
+    }
+  }
+  return std::nullopt;
+}
+
+// tools and tool_choice: "none" (the tools are still rendered, as vLLM does), "auto"
+// (the output is parsed for calls: needs the server's tool-call parser), "required"
+// or a named function (not yet: they need decoding constrained to a call).
+MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, ChatRequest& out) {
+  const bool has_tools = HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty());
+  if (has_tools) LATTE_RETURN_IF_API_ERROR(CheckTools(body["tools"]));
+  std::string choice = has_tools ? "auto" : "none";
+  if (HasField(body, "tool_choice")) {
+    const nlohmann::json& tc = body["tool_choice"];
+    if (tc.is_string()) {
+      choice = tc.get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required") {
+        return BadRequest(
+            "tool_choice must be none, auto, required or {\"type\": \"function\", ...}, got \"" + choice + "\"",
+            "tool_choice");
+      }
+    } else if (tc.is_object() && tc.value("type", nlohmann::json()) == "function") {
+      choice = "named";
+    } else {
+      return BadRequest("tool_choice must be none, auto, required or {\"type\": \"function\", ...}", "tool_choice");
+    }
+  }
+  if (choice == "none") return std::nullopt;
+  if (!has_tools) return BadRequest("tool_choice \"" + choice + "\" needs tools", "tool_choice");
+  if (choice == "required" || choice == "named") {
+    return BadRequest(
+        "tool_choice \"required\" and a named function are not supported yet (they need decoding "
+        "constrained to a tool call); use \"auto\"",
+        "tool_choice");
+  }
+  if (!model.tool_parser) {
+    return BadRequest(
+        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set "
+        "(tool_choice is \"auto\" by default when tools are given)",
+        "tool_choice");
+  }
+  out.tool_calls = model.tool_parser;
+  return std::nullopt;
+}
+
 // One message's content: a string, null (assistant turns), or a list of text parts,
 // joined with "\n" between them (as vLLM renders them).
 MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& content) {
@@ -318,8 +406,8 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) return BadRequest(where + ".role must be a string", where + ".role");
     const std::string r = role->get<std::string>();
-    if (r != "system" && r != "user" && r != "assistant" && r != "developer") {
-      return BadRequest(where + ".role must be system, user, assistant or developer, got \"" + r + "\"",
+    if (r != "system" && r != "user" && r != "assistant" && r != "developer" && r != "tool") {
+      return BadRequest(where + ".role must be system, user, assistant, developer or tool, got \"" + r + "\"",
                         where + ".role");
     }
     std::string content;
@@ -328,12 +416,30 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
     nlohmann::json message = nlohmann::json::object();
     message["role"] = r == "developer" ? "system" : r;
     message["content"] = std::move(content);
+    if (r == "assistant" && HasField(m, "tool_calls")) {
+      LATTE_RETURN_IF_API_ERROR(CheckHistoryToolCalls(m["tool_calls"], where + ".tool_calls"));
+      message["tool_calls"] = m["tool_calls"];
+      for (nlohmann::json& call : message["tool_calls"]) call["type"] = "function";
+      // The templates write a call's turn without content when there is none.
+      if (!HasField(m, "content")) message["content"] = nullptr;
+    }
+    if (r == "tool") {
+      if (HasField(m, "tool_call_id") && !m["tool_call_id"].is_string()) {
+        return BadRequest(where + ".tool_call_id must be a string", where + ".tool_call_id");
+      }
+      if (HasField(m, "tool_call_id")) message["tool_call_id"] = m["tool_call_id"];
+    }
     rendered.push_back(std::move(message));
   }
   bool add_generation_prompt = true;
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "add_generation_prompt", add_generation_prompt));
   context = nlohmann::json::object();  // moved in: the messages are not copied again
   context["messages"] = std::move(rendered);
+  // Templates with a tools section (V3.1's) describe them to the model.
+  if (HasField(body, "tools") && body["tools"].is_array() && !body["tools"].empty()) {
+    LATTE_RETURN_IF_API_ERROR(CheckTools(body["tools"]));
+    context["tools"] = body["tools"];
+  }
   context["add_generation_prompt"] = add_generation_prompt;
   return std::nullopt;
 }
@@ -345,9 +451,7 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
     return BadRequest("this model has no tokenizer.json and chat template: use /v1/completions with token ids",
                       "messages");
   }
-  if (HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty())) {
-    return BadRequest("tools are not supported", "tools");
-  }
+  LATTE_RETURN_IF_API_ERROR(ReadToolChoice(body, model, out));
   GenerationRequest& r = out.request;
   std::optional<int64_t> max_tokens;
   LATTE_RETURN_IF_API_ERROR(ReadInt(body, "max_completion_tokens", max_tokens));
@@ -370,6 +474,8 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
     out.top_logprobs = static_cast<int>(*top);
   }
   r.sampling.logprobs = out.top_logprobs;
+  // The DeepSeek tool-call markers are special tokens: the parser reads them in the text.
+  if (out.tool_calls) r.skip_special_tokens = false;
   LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
 

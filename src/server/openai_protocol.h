@@ -16,6 +16,7 @@
 #include "engine/request.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/tool_call_parser.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -30,7 +31,9 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;         // null: token-id prompts only
   const ChatTemplate* chat_template = nullptr;  // null: no chat endpoint
   bool reasoning_parser = false;                // --reasoning-parser deepseek_r1
-  int64_t created = 0;                          // unix seconds the server started (/v1/models)
+  // --enable-auto-tool-choice with --tool-call-parser: tool_choice "auto" is parsed.
+  std::optional<ToolCallFormat> tool_parser;
+  int64_t created = 0;  // unix seconds the server started (/v1/models)
 };
 
 // The most sequences (prompts × n) one completions request may ask for.
@@ -59,6 +62,8 @@ struct ChatRequest {
   bool stream = false;
   bool include_usage = false;
   bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
+  // tools with tool_choice "auto": the output is read for tool calls in this format.
+  std::optional<ToolCallFormat> tool_calls;
 };
 
 // Body parsing (the body must already be a JSON object) and validation.

@@ -175,13 +175,17 @@ MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& 
   return std::nullopt;
 }
 
-ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& request, std::string id, int64_t created)
+ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& request, bool reasoning_parser, std::string id,
+                                       int64_t created)
     : settings_(request.settings),
       id_(std::move(id)),
       message_id_(NewRequestId("msg_")),
       created_(created),
       stream_(request.chat.stream),
-      input_tokens_(static_cast<int64_t>(request.chat.request.prompt.size())) {}
+      input_tokens_(static_cast<int64_t>(request.chat.request.prompt.size())),
+      reasoning_id_(NewRequestId("rs_")) {
+  if (reasoning_parser) parser_.emplace();
+}
 
 nlohmann::json ResponsesFormatter::TextPart() const {
   return {{"type", "output_text"},
@@ -197,6 +201,16 @@ nlohmann::json ResponsesFormatter::MessageItem(bool done) const {
           {"status", status},
           {"role", "assistant"},
           {"content", done ? nlohmann::json::array({TextPart()}) : nlohmann::json::array()}};
+}
+
+nlohmann::json ResponsesFormatter::ReasoningItem(bool done) const {
+  return {{"id", reasoning_id_},
+          {"type", "reasoning"},
+          {"summary", nlohmann::json::array()},
+          {"content", done ? nlohmann::json::array({{{"type", "reasoning_text"}, {"text", reasoning_}}})
+                           : nlohmann::json::array()},
+          {"encrypted_content", nullptr},
+          {"status", done ? "completed" : "in_progress"}};
 }
 
 nlohmann::json ResponsesFormatter::Response(bool done) const {
@@ -230,7 +244,8 @@ nlohmann::json ResponsesFormatter::Response(bool done) const {
                       {"metadata", settings_.metadata}};
   if (done) {
     if (incomplete_) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
-    r["output"].push_back(MessageItem(true));
+    if (!reasoning_.empty()) r["output"].push_back(ReasoningItem(true));
+    if (!text_.empty() || reasoning_.empty()) r["output"].push_back(MessageItem(true));
     r["usage"] = {{"input_tokens", input_tokens_},
                   {"input_tokens_details", {{"cached_tokens", 0}}},
                   {"output_tokens", output_tokens_},
@@ -247,28 +262,85 @@ std::string ResponsesFormatter::Event(const std::string& type, nlohmann::json pa
          "\n\n";
 }
 
+std::string ResponsesFormatter::CloseReasoning() {
+  if (reasoning_index_ < 0 || reasoning_closed_) return {};
+  reasoning_closed_ = true;
+  // One statement per event: each takes the next sequence number.
+  std::string events = Event(
+      "response.reasoning_text.done",
+      {{"item_id", reasoning_id_}, {"output_index", reasoning_index_}, {"content_index", 0}, {"text", reasoning_}});
+  events += Event("response.output_item.done", {{"output_index", reasoning_index_}, {"item", ReasoningItem(true)}});
+  return events;
+}
+
+std::string ResponsesFormatter::OpenMessage() {
+  if (message_index_ >= 0) return {};
+  std::string events = CloseReasoning();
+  message_index_ = reasoning_index_ + 1;
+  events += Event("response.output_item.added", {{"output_index", message_index_}, {"item", MessageItem(false)}});
+  events += Event("response.content_part.added",
+                  {{"item_id", message_id_},
+                   {"output_index", message_index_},
+                   {"content_index", 0},
+                   {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", nlohmann::json::array()}}}});
+  return events;
+}
+
+std::string ResponsesFormatter::CloseMessage() {
+  if (message_index_ < 0) return {};
+  std::string events = Event("response.output_text.done", {{"item_id", message_id_},
+                                                           {"output_index", message_index_},
+                                                           {"content_index", 0},
+                                                           {"text", text_},
+                                                           {"logprobs", nlohmann::json::array()}});
+  events +=
+      Event("response.content_part.done",
+            {{"item_id", message_id_}, {"output_index", message_index_}, {"content_index", 0}, {"part", TextPart()}});
+  events += Event("response.output_item.done", {{"output_index", message_index_}, {"item", MessageItem(true)}});
+  return events;
+}
+
 std::string ResponsesFormatter::OnOutput(size_t, const GenerationOutput& out) {
   output_tokens_ += static_cast<int64_t>(out.tokens.size());
   if (out.finish && *out.finish == FinishReason::kLength) incomplete_ = true;
-  text_ += out.text;
+  ReasoningDelta delta;
+  if (parser_) {
+    delta = parser_->Push(out.text);
+    if (out.finish) {
+      ReasoningDelta rest = parser_->Flush();
+      delta.reasoning += rest.reasoning;
+      delta.content += rest.content;
+    }
+  } else {
+    delta.content = out.text;
+  }
+  text_ += delta.content;
+  reasoning_ += delta.reasoning;
   if (!stream_) return {};
   std::string events;
   if (!started_) {
     started_ = true;
     events += Event("response.created", {{"response", Response(false)}});
     events += Event("response.in_progress", {{"response", Response(false)}});
-    events += Event("response.output_item.added", {{"output_index", 0}, {"item", MessageItem(false)}});
-    events += Event("response.content_part.added",
-                    {{"item_id", message_id_},
-                     {"output_index", 0},
-                     {"content_index", 0},
-                     {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", nlohmann::json::array()}}}});
+    // Without a reasoning parser the message opens at once, as OpenAI's does.
+    if (!parser_) events += OpenMessage();
   }
-  if (!out.text.empty()) {
+  if (!delta.reasoning.empty()) {
+    if (reasoning_index_ < 0) {
+      reasoning_index_ = 0;
+      events += Event("response.output_item.added", {{"output_index", 0}, {"item", ReasoningItem(false)}});
+    }
+    events += Event("response.reasoning_text.delta", {{"item_id", reasoning_id_},
+                                                      {"output_index", reasoning_index_},
+                                                      {"content_index", 0},
+                                                      {"delta", delta.reasoning}});
+  }
+  if (!delta.content.empty()) {
+    events += OpenMessage();
     events += Event("response.output_text.delta", {{"item_id", message_id_},
-                                                   {"output_index", 0},
+                                                   {"output_index", message_index_},
                                                    {"content_index", 0},
-                                                   {"delta", out.text},
+                                                   {"delta", delta.content},
                                                    {"logprobs", nlohmann::json::array()}});
   }
   return events;
@@ -276,15 +348,9 @@ std::string ResponsesFormatter::OnOutput(size_t, const GenerationOutput& out) {
 
 std::string ResponsesFormatter::Finish() {
   if (!stream_) return Response(true).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string events;
-  events += Event("response.output_text.done", {{"item_id", message_id_},
-                                                {"output_index", 0},
-                                                {"content_index", 0},
-                                                {"text", text_},
-                                                {"logprobs", nlohmann::json::array()}});
-  events += Event("response.content_part.done",
-                  {{"item_id", message_id_}, {"output_index", 0}, {"content_index", 0}, {"part", TextPart()}});
-  events += Event("response.output_item.done", {{"output_index", 0}, {"item", MessageItem(true)}});
+  std::string events = CloseReasoning();
+  if (reasoning_index_ < 0) events += OpenMessage();  // nothing at all was written: an empty message
+  events += CloseMessage();
   events += Event(incomplete_ ? "response.incomplete" : "response.completed", {{"response", Response(true)}});
   return events;
 }

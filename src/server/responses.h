@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "server/api_error.h"
 #include "server/generation_reply.h"
 #include "server/openai_protocol.h"
+#include "server/reasoning_parser.h"
 
 namespace latte::server {
 
@@ -44,9 +46,13 @@ struct ResponsesRequest {
 // Errors name the Responses field (input[2].content, text.format.schema, …).
 MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& model, ResponsesRequest& out);
 
+// With --reasoning-parser, the text before "</think>" becomes a `reasoning` item
+// ({type: "reasoning", id: "rs_…", summary: [], content: [{type: "reasoning_text",
+// text}]}) before the message, streamed as response.reasoning_text.delta / .done; the
+// message item is left out when all of the output was reasoning.
 class ResponsesFormatter : public ResponseFormatter {
  public:
-  ResponsesFormatter(const ResponsesRequest& request, std::string id, int64_t created);
+  ResponsesFormatter(const ResponsesRequest& request, bool reasoning_parser, std::string id, int64_t created);
   std::string OnOutput(size_t prompt, const GenerationOutput& out) override;
   std::string Finish() override;
   std::string StreamEnd() override { return {}; }  // the Responses stream has no [DONE]
@@ -56,8 +62,14 @@ class ResponsesFormatter : public ResponseFormatter {
   // The Response object as it stands (`done`: with its output and usage).
   nlohmann::json Response(bool done) const;
   nlohmann::json MessageItem(bool done) const;
+  nlohmann::json ReasoningItem(bool done) const;
   nlohmann::json TextPart() const;
   std::string Event(const std::string& type, nlohmann::json payload);
+  // Streaming: the events that open the message item (closing the reasoning item
+  // first), and those that close each.
+  std::string OpenMessage();
+  std::string CloseReasoning();
+  std::string CloseMessage();
 
   const ResponseSettings settings_;
   const std::string id_;
@@ -65,10 +77,16 @@ class ResponsesFormatter : public ResponseFormatter {
   const int64_t created_;
   const bool stream_;
   const int64_t input_tokens_;
-  std::string text_;
+  const std::string reasoning_id_;
+  std::optional<ReasoningParser> parser_;
+  std::string text_, reasoning_;
   int64_t output_tokens_ = 0;
   bool incomplete_ = false;  // max_output_tokens ended it
   bool started_ = false;     // streaming: the opening events are out
+  // Streaming: each item's place in `output` once opened (-1: not yet), and whether
+  // its closing events are out.
+  int reasoning_index_ = -1, message_index_ = -1;
+  bool reasoning_closed_ = false;
   int64_t sequence_number_ = 0;
 };
 

@@ -87,6 +87,27 @@ test('--reasoning-parser deepseek_r1: output without </think> is all reasoning_c
       }
     }
     assert.equal(reasoning, want);
+
+    // /v1/responses: the thought is a reasoning item, and no message item follows.
+    const { ignore_eos, ...noEos } = body;
+    const thought = (await server.client().chat.completions.create(noEos)).choices[0].message.reasoning_content;
+    assert.ok(thought);
+    const req = { model: 'tiny', input: 'Why?', max_output_tokens: 10, temperature: 0 };
+    const resp = await server.client().responses.create(req);
+    assert.deepEqual(resp.output.map((o) => o.type), ['reasoning']);
+    assert.match(resp.output[0].id, /^rs_/);
+    assert.deepEqual(resp.output[0].content, [{ type: 'reasoning_text', text: thought }]);
+    const events = [];
+    for await (const e of await server.client().responses.create({ ...req, stream: true })) events.push(e);
+    const types = events.map((e) => e.type);
+    const deltas = events.filter((e) => e.type === 'response.reasoning_text.delta');
+    assert.deepEqual(types, ['response.created', 'response.in_progress', 'response.output_item.added',
+                             ...deltas.map(() => 'response.reasoning_text.delta'), 'response.reasoning_text.done',
+                             'response.output_item.done', `response.${resp.status}`]);
+    assert.equal(deltas.map((e) => e.delta).join(''), thought);
+    const streamed = events.at(-1).response.output;
+    assert.equal(streamed.length, 1);
+    assert.deepEqual(streamed[0].content, resp.output[0].content);
   } finally {
     assert.equal(await server.stop(), 0);
   }

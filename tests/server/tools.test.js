@@ -1,0 +1,133 @@
+// Tools through the official openai client: tools and tool_choice read as vLLM reads
+// them, the tool-call history rendered by the template, the server flags
+// (--enable-auto-tool-choice, --tool-call-parser, or the format told from the chat
+// template), and what is not there yet refused with a 400. (The calls a model writes
+// are read by the parser tested in tests/tool_call_parser_test.cc and
+// tests/response_format_test.cc: a random model writes no call markers.)
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const h = require('./harness');
+
+const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+                                                parameters: { type: 'object', properties: { city: { type: 'string' } },
+                                                              required: ['city'] } } }];
+// The call's turn with content '' (the tiny model's template cannot add null to a
+// string; DeepSeek's templates take either, and the R1 test below sends null).
+const HISTORY = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: '',
+    tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+  { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
+  { role: 'user', content: 'And now?' },
+];
+let server, client;
+
+before(async () => {
+  server = await h.startServer(h.makeModel(), ['--served-model-name', 'tiny', '--enable-auto-tool-choice',
+                                               '--tool-call-parser', 'deepseek_v3']);
+  client = server.client();
+});
+
+after(async () => {
+  assert.equal(await server.stop(), 0, 'latte serve exits 0 on SIGTERM');
+});
+
+test('tools with tool_choice auto: a reply in OpenAI\'s shape; the stream equals it', async () => {
+  assert.match(server.log(), /tool calls read as deepseek_v3 \(--tool-call-parser\)/);
+  const body = { model: 'tiny', messages: HISTORY, tools: TOOLS, max_tokens: 12, temperature: 0 };
+  const r = await client.chat.completions.create(body);
+  const c = r.choices[0];
+  assert.ok(['stop', 'length', 'tool_calls'].includes(c.finish_reason));
+  assert.equal(c.message.role, 'assistant');
+  let streamed = '';
+  let finish;
+  for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+    for (const ch of chunk.choices) {
+      streamed += ch.delta.content ?? '';
+      finish = ch.finish_reason ?? finish;
+    }
+  }
+  assert.equal(streamed, c.message.content ?? '');
+  assert.equal(finish, c.finish_reason);
+});
+
+test('the tool-call history is rendered as the chat template writes it', async () => {
+  const r = await client.chat.completions.create({ model: 'tiny', messages: HISTORY, tools: TOOLS, max_tokens: 1 });
+  const tok = await h.post(server.base, '/tokenize', { model: 'tiny', messages: HISTORY, tools: TOOLS });
+  assert.equal(tok.status, 200, tok.text);
+  assert.equal(r.usage.prompt_tokens, tok.json.count);
+});
+
+test('what is not there yet, and bad tools, are 400s naming the field', async () => {
+  const user = [{ role: 'user', content: 'x' }];
+  const cases = [
+    [{ tools: TOOLS, tool_choice: 'required' }, 'tool_choice'],
+    [{ tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice'],
+    [{ tool_choice: 'auto' }, 'tool_choice'],
+    [{ tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools[0].function.name'],
+    [{ tools: [{ type: 'code_interpreter' }] }, 'tools[0].type'],
+  ];
+  for (const [extra, param] of cases) {
+    await assert.rejects(client.chat.completions.create({ model: 'tiny', messages: user, max_tokens: 2, ...extra }),
+                         (e) => e.status === 400 && e.error?.param === param, JSON.stringify(extra));
+  }
+});
+
+test('without --enable-auto-tool-choice, tools are vLLM\'s 400; the flags are checked at start', async () => {
+  const plain = await h.startServer(h.makeModel(), ['--served-model-name', 'tiny']);
+  try {
+    await assert.rejects(
+      plain.client().chat.completions.create({ model: 'tiny', messages: HISTORY, tools: TOOLS, max_tokens: 2 }),
+      (e) => e.status === 400 && e.error?.param === 'tool_choice' && /--enable-auto-tool-choice/.test(e.message));
+    const none = await plain.client().chat.completions.create({ model: 'tiny', messages: HISTORY, tools: TOOLS,
+                                                                tool_choice: 'none', max_tokens: 2 });
+    assert.equal(none.choices.length, 1);
+  } finally {
+    assert.equal(await plain.stop(), 0);
+  }
+  const run = (args) => spawnSync(h.LATTE, ['serve', '--model', h.makeModel(), '--port', '0', '--memory-gb', '1', ...args],
+                                  { encoding: 'utf8', timeout: 60000 });
+  let r = run(['--tool-call-parser', 'deepseek_v3']);
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /--tool-call-parser needs --enable-auto-tool-choice/);
+  r = run(['--enable-auto-tool-choice', '--tool-call-parser', 'hermes']);
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /--tool-call-parser must be deepseek_v3 or deepseek_v31/);
+  // The tiny model's template writes no tool calls: the format cannot be told from it.
+  r = run(['--enable-auto-tool-choice']);
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /give --tool-call-parser/);
+});
+
+test('the format is told from a DeepSeek chat template', async () => {
+  // The tiny model with R1's template (which writes calls back in V3's format).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'latte-tools-'));
+  try {
+    const src = h.makeModel();
+    for (const f of fs.readdirSync(src)) fs.symlinkSync(path.join(src, f), path.join(dir, f));
+    const config = JSON.parse(fs.readFileSync(path.join(src, 'tokenizer_config.json'), 'utf8'));
+    config.chat_template = fs.readFileSync(path.join(__dirname, '../npm/deepseek_r1_chat_template.jinja'), 'utf8');
+    fs.unlinkSync(path.join(dir, 'tokenizer_config.json'));
+    fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(config));
+    const s = await h.startServer(dir, ['--served-model-name', 'r1t', '--enable-auto-tool-choice']);
+    try {
+      assert.match(s.log(), /tool calls read as deepseek_v3 \(the format the chat template writes\)/);
+      const messages = HISTORY.map((m) => (m.tool_calls ? { ...m, content: null } : m));
+      const tok = await h.post(s.base, '/tokenize', { model: 'r1t', messages, tools: TOOLS });
+      assert.equal(tok.status, 200, tok.text);
+      const detok = await h.post(s.base, '/detokenize', { model: 'r1t', tokens: tok.json.tokens });
+      assert.match(detok.json.prompt,
+                   /<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n\{"city": "Paris"\}\n```<｜tool▁call▁end｜>/);
+      assert.match(detok.json.prompt, /<｜tool▁output▁begin｜>\{"temp": 21\}<｜tool▁output▁end｜>/);
+    } finally {
+      assert.equal(await s.stop(), 0);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
