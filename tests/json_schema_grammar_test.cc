@@ -575,7 +575,8 @@ TEST(TokenGrammar, MasksEqualTryingEveryTokenInReachableStates) {
       TokenGrammar::State st = tg.start();
       std::string written;
       for (int step = 0; step < 60; ++step) {
-        const TokenMask& mask = tg.Mask(st);
+        const std::shared_ptr<const TokenMask> kept = tg.Mask(st);
+        const TokenMask& mask = *kept;
         const GrammarDfa::State ref_state = reference.Next(reference.start(), written);
         std::vector<int32_t> allowed;
         for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
@@ -619,10 +620,49 @@ TEST(TokenGrammar, AFinishedStateAllowsOnlyTheEndTokens) {
     st = tg.Next(st, static_cast<int32_t>(std::find(vocab.begin(), vocab.end(), std::string(1, c)) - vocab.begin()));
   }
   ASSERT_TRUE(tg.Finished(st));
-  const TokenMask& mask = tg.Mask(st);
+  const std::shared_ptr<const TokenMask> kept = tg.Mask(st);
+  const TokenMask& mask = *kept;
   for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
     EXPECT_EQ((mask[id / 64] >> (id % 64)) & 1, id == end_id ? 1u : 0u) << id;
   }
+}
+
+TEST(TokenGrammar, MasksStayRightPastTheBoundOnKeptMasks) {
+  // [1,1,...] up to 1024 items: every prefix is a state of its own, so the walk passes
+  // far more states than the grammar keeps masks for; masks of states seen long ago
+  // are computed again, and still right.
+  const std::vector<std::string> vocab = ToyVocabulary(9);
+  const int32_t end_id = static_cast<int32_t>(vocab.size()) - 1;
+  const Json schema = Json::parse(R"({"type":"array","items":{"enum":[1]},"maxItems":1024})");
+  TokenGrammar tg(Compiled(JsonSchemaGrammar(schema)), std::make_shared<TokenTrie>(vocab), {end_id});
+  GrammarDfa reference(Compiled(JsonSchemaGrammar(schema)));
+  auto id_of = [&](const std::string& s) {
+    return static_cast<int32_t>(std::find(vocab.begin(), vocab.end(), s) - vocab.begin());
+  };
+  auto expect_mask = [&](TokenGrammar::State st, const std::string& written) {
+    const std::shared_ptr<const TokenMask> mask = tg.Mask(st);
+    const GrammarDfa::State ref = reference.Next(reference.start(), written);
+    for (int32_t id = 0; id < end_id; ++id) {
+      const bool want = !vocab[id].empty() && reference.Next(ref, vocab[id]) != GrammarDfa::kDead;
+      ASSERT_EQ(((*mask)[id / 64] >> (id % 64)) & 1, want ? 1u : 0u)
+          << "token '" << vocab[id] << "' after " << written.size() << " bytes";
+    }
+  };
+  std::vector<std::pair<TokenGrammar::State, std::string>> seen;
+  TokenGrammar::State st = tg.start();
+  std::string written;
+  for (int item = 0; item < 1024; ++item) {
+    for (const char* piece : {item ? "," : "[", "1"}) {
+      seen.emplace_back(st, written);
+      tg.Mask(st);
+      st = tg.Next(st, id_of(piece));
+      written += piece;
+      ASSERT_NE(st, TokenGrammar::kDead) << written.size();
+    }
+  }
+  st = tg.Next(st, id_of("]"));
+  EXPECT_TRUE(tg.Finished(st));
+  for (size_t i = 0; i < seen.size(); i += 97) expect_mask(seen[i].first, seen[i].second);
 }
 
 TEST(MaskLogits, KeepsAllowedLogitsAndSetsTheRestToMinusInfinity) {

@@ -248,11 +248,20 @@ TEST(OpenAiProtocol, ToolErrors) {
   MaybeError e = Chat({{"messages", user}, {"tools", tools}});
   ExpectBadField(e, "tool_choice");
   EXPECT_NE(e->message.find("--enable-auto-tool-choice"), std::string::npos) << e->message;
-  ExpectBadField(Chat({{"messages", user}, {"tools", tools}, {"tool_choice", "required"}}), "tool_choice");
   ExpectBadField(Chat({{"messages", user},
                        {"tools", tools},
-                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}),
-                 "tool_choice");
+                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}}),
+                 "tool_choice.function.name");
+  ExpectBadField(Chat({{"messages", user},
+                       {"tools", tools},
+                       {"tool_choice", "required"},
+                       {"response_format", {{"type", "json_object"}}}}),
+                 "response_format");
+  const json pattern_tool = json::array(
+      {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "string"}, {"pattern", "a+"}}}}}}});
+  e = Chat({{"messages", user}, {"tools", pattern_tool}, {"tool_choice", "required"}});
+  ExpectBadField(e, "tools");
+  EXPECT_NE(e->message.find("\"pattern\""), std::string::npos) << e->message;
   ExpectBadField(Chat({{"messages", user}, {"tool_choice", "auto"}}), "tool_choice");
   ExpectBadField(Chat({{"messages", user}, {"tools", tools}, {"tool_choice", "sometimes"}}), "tool_choice");
   ExpectBadField(
@@ -265,6 +274,37 @@ TEST(OpenAiProtocol, ToolErrors) {
       "messages[0].tool_calls[0]");
   // No tools, or an empty list, with tool_choice none: a plain chat.
   EXPECT_FALSE(Chat({{"messages", user}, {"tools", json::array()}, {"tool_choice", "none"}}));
+}
+
+TEST(OpenAiProtocol, RequiredAndNamedToolChoiceConstrainTheOutput) {
+  const json user = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const json weather = {{"type", "object"},
+                        {"properties", {{"city", {{"type", "string"}}}}},
+                        {"required", {"city"}},
+                        {"additionalProperties", false}};
+  const json tools =
+      json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", weather}}}},
+                   {{"type", "function"}, {"function", {{"name", "now"}}}}});
+  // No --tool-call-parser needed: the output is JSON.
+  ChatRequest r;
+  ASSERT_FALSE(Chat({{"messages", user}, {"tools", tools}, {"tool_choice", "required"}}, &r));
+  EXPECT_EQ(r.forced_tools, ChatRequest::ForcedTools::kRequired);
+  const json spec = json::parse(r.request.output_constraint);
+  const json call = {{"type", "object"}, {"required", {"name", "parameters"}}, {"additionalProperties", false}};
+  json weather_call = call, now_call = call;
+  weather_call["properties"] = {{"name", {{"const", "get_weather"}}}, {"parameters", weather}};
+  now_call["properties"] = {{"name", {{"const", "now"}}}, {"parameters", {{"type", "object"}}}};
+  EXPECT_EQ(spec,
+            json({{"type", "json_schema"},
+                  {"schema", {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", {weather_call, now_call}}}}}}}));
+  ChatRequest named;
+  ASSERT_FALSE(Chat({{"messages", user},
+                     {"tools", tools},
+                     {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+                    &named));
+  EXPECT_EQ(named.forced_tools, ChatRequest::ForcedTools::kNamed);
+  EXPECT_EQ(named.forced_name, "get_weather");
+  EXPECT_EQ(json::parse(named.request.output_constraint), json({{"type", "json_schema"}, {"schema", weather}}));
 }
 
 TEST(OpenAiProtocol, LengthAgainstContextAndPool) {

@@ -242,5 +242,62 @@ TEST(ChatFormatter, StreamedToolCallsAddUpToTheCalls) {
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
 }
 
+TEST(ChatFormatter, RequiredToolChoiceReadsTheConstrainedList) {
+  const std::string text = R"([{"name": "get_weather", "parameters": {"city": "Paris", "a": [1, "]}"]}},)"
+                           R"({"name":"now","parameters":{}}])";
+  for (const bool stream : {false, true}) {
+    ChatRequest r = Chat(stream);
+    r.logprobs = false;
+    r.top_logprobs = 0;
+    r.forced_tools = ChatRequest::ForcedTools::kRequired;
+    ChatFormatter f(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-6", 5);
+    json calls = json::array();
+    std::string finish;
+    for (size_t at = 0; at < text.size(); at += 6) {
+      const bool last = at + 6 >= text.size();
+      for (const json& e : Events(f.OnOutput(0, Output(0, {Token(10, -1.0f)}, text.substr(at, 6),
+                                                       last ? std::optional(FinishReason::kStop) : std::nullopt)))) {
+        const json& ch = e["choices"][0];
+        EXPECT_FALSE(ch["delta"].contains("content") && !ch["delta"]["content"].get<std::string>().empty());
+        for (const json& piece : ch["delta"].value("tool_calls", json::array())) calls.push_back(piece);
+        if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+      }
+    }
+    if (!stream) {
+      const json c = json::parse(f.Finish())["choices"][0];
+      EXPECT_TRUE(c["message"]["content"].is_null());
+      calls = c["message"]["tool_calls"];
+      finish = c["finish_reason"];
+    }
+    EXPECT_EQ(finish, "tool_calls") << stream;
+    ASSERT_EQ(calls.size(), 2u) << stream;
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    // The arguments keep the model's member order (written compactly).
+    EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city":"Paris","a":[1,"]}"]})");
+    EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
+    EXPECT_NE(calls[0]["id"], calls[1]["id"]);
+  }
+}
+
+TEST(ChatFormatter, NamedToolChoiceIsTheArgumentsAndACutOneIsContent) {
+  ChatRequest r = Chat(false);
+  r.forced_tools = ChatRequest::ForcedTools::kNamed;
+  r.forced_name = "get_weather";
+  ChatFormatter f(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-7", 5);
+  f.OnOutput(0, Output(0, {Token(10, -1.0f)}, R"({"city": "Par)"));
+  f.OnOutput(0, Output(0, {Token(11, -1.0f)}, R"(is"})", FinishReason::kStop));
+  json c = json::parse(f.Finish())["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "stop");
+  EXPECT_EQ(c["message"]["tool_calls"][0]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city": "Paris"})"}}));
+
+  ChatFormatter cut(r, /*reasoning_parser=*/false, nullptr, "chatcmpl-8", 5);
+  cut.OnOutput(0, Output(0, {Token(10, -1.0f)}, R"({"city": "Par)", FinishReason::kLength));
+  c = json::parse(cut.Finish())["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "length");
+  EXPECT_EQ(c["message"]["content"], R"({"city": "Par)");
+  EXPECT_FALSE(c["message"].contains("tool_calls"));
+}
+
 }  // namespace
 }  // namespace latte::server

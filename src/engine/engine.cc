@@ -387,11 +387,11 @@ std::optional<SampledToken> Engine::Draw(RequestChoice& c, const float* logits_r
   std::span<const float> logits(logits_row, static_cast<size_t>(V));
   if (c.grammar) {
     if (c.grammar->Finished(c.grammar_state)) return std::nullopt;  // nothing may follow: ProcessSampled stops it
-    const TokenMask& allowed = c.grammar->Mask(c.grammar_state);
+    const std::shared_ptr<const TokenMask> allowed = c.grammar->Mask(c.grammar_state);
     // No token of the vocabulary spells a way on (a grammar needing bytes no token
     // has): the output ends where it is.
-    if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) return std::nullopt;
-    MaskLogits(allowed, logits, c.masked_logits);
+    if (std::all_of(allowed->begin(), allowed->end(), [](uint64_t w) { return w == 0; })) return std::nullopt;
+    MaskLogits(*allowed, logits, c.masked_logits);
     logits = c.masked_logits;
   }
   return c.sampler.Sample(logits, prompt, output);

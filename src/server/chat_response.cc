@@ -27,7 +27,107 @@ ChatFormatter::ChatFormatter(const ChatRequest& request, bool reasoning_parser, 
       tokens_as_ids_(request.tokens_as_ids),
       prompt_tokens_(static_cast<int64_t>(request.request.prompt.size())),
       stop_token_ids_(request.request.stop_token_ids),
-      tool_calls_(request.tool_calls) {}
+      tool_calls_(request.tool_calls),
+      forced_tools_(request.forced_tools),
+      forced_name_(request.forced_name) {}
+
+namespace {
+
+// The end of each element of a JSON array that `text` writes, from `from` (a position
+// where no string or element is open, or 0): [first, end) of each whole element, and
+// the position scanning may resume at.
+std::vector<std::pair<size_t, size_t>> WholeArrayElements(const std::string& text, size_t& from) {
+  std::vector<std::pair<size_t, size_t>> elements;
+  int depth = from == 0 ? 0 : 1;  // `from` > 0 is just past an element, inside the list
+  bool in_string = false;
+  size_t start = std::string::npos;
+  size_t resume = from;
+  for (size_t i = from; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (ch == '\\') {
+        ++i;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth == 2 && start == std::string::npos) start = i;
+    } else if (ch == ']' || ch == '}') {
+      if (--depth == 1 && start != std::string::npos) {
+        elements.emplace_back(start, i + 1);
+        start = std::string::npos;
+        resume = i + 1;
+      }
+    }
+  }
+  from = resume;
+  return elements;
+}
+
+}  // namespace
+
+nlohmann::json ChatFormatter::StreamForcedCalls(Choice& c, const std::string& delta) {
+  nlohmann::json pieces = nlohmann::json::array();
+  if (forced_tools_ == ChatRequest::ForcedTools::kNamed) {
+    if (delta.empty()) return pieces;
+    if (c.call_ids.empty()) {
+      c.call_ids.push_back(NewRequestId("chatcmpl-tool-"));
+      pieces.push_back({{"index", 0},
+                        {"id", c.call_ids.back()},
+                        {"type", "function"},
+                        {"function", {{"name", forced_name_}, {"arguments", delta}}}});
+    } else {
+      pieces.push_back({{"index", 0}, {"function", {{"arguments", delta}}}});
+    }
+    return pieces;
+  }
+  // "required": whole calls as their elements of the list close.
+  c.content += delta;
+  for (const auto& [first, end] : WholeArrayElements(c.content, c.forced_scanned)) {
+    const nlohmann::ordered_json call =
+        nlohmann::ordered_json::parse(c.content.substr(first, end - first), nullptr, /*allow_exceptions=*/false);
+    if (!call.is_object() || !call.contains("name") || !call.contains("parameters")) continue;
+    c.call_ids.push_back(NewRequestId("chatcmpl-tool-"));
+    pieces.push_back(
+        {{"index", c.call_ids.size() - 1},
+         {"id", c.call_ids.back()},
+         {"type", "function"},
+         {"function",
+          {{"name", call["name"]},
+           {"arguments", call["parameters"].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)}}}});
+  }
+  return pieces;
+}
+
+void ChatFormatter::MessageWithForcedCalls(const Choice& c, nlohmann::json& message,
+                                           nlohmann::json& finish_reason) const {
+  if (finish_reason != "stop") return;  // cut short: the JSON is not whole, it stays content
+  nlohmann::json calls = nlohmann::json::array();
+  if (forced_tools_ == ChatRequest::ForcedTools::kNamed) {
+    calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
+                     {"type", "function"},
+                     {"function", {{"name", forced_name_}, {"arguments", c.content}}}});
+  } else {
+    const nlohmann::ordered_json list = nlohmann::ordered_json::parse(c.content, nullptr, false);
+    if (!list.is_array()) return;
+    for (const nlohmann::ordered_json& call : list) {
+      if (!call.is_object() || !call.contains("name") || !call.contains("parameters")) return;
+      calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
+                       {"type", "function"},
+                       {"function",
+                        {{"name", call["name"]},
+                         {"arguments", call["parameters"].dump(-1, ' ', false,
+                                                               nlohmann::ordered_json::error_handler_t::replace)}}}});
+    }
+    finish_reason = "tool_calls";
+  }
+  message["content"] = nullptr;
+  message["tool_calls"] = std::move(calls);
+}
 
 nlohmann::json ChatFormatter::StreamToolCalls(Choice& c, std::string& content, bool last) {
   nlohmann::json pieces = nlohmann::json::array();
@@ -133,8 +233,17 @@ std::string ChatFormatter::OnOutput(size_t, const GenerationOutput& out) {
                                                {"finish_reason", nullptr}}});
     events += SseEvent(chunk);
   }
-  const nlohmann::json calls = StreamToolCalls(c, delta.content, out.finish.has_value());
-  if (out.finish && !c.call_ids.empty() && c.finish_reason == "stop") c.finish_reason = "tool_calls";
+  nlohmann::json calls;
+  if (forced_tools_ != ChatRequest::ForcedTools::kNone) {
+    calls = StreamForcedCalls(c, delta.content);
+    delta.content.clear();
+    if (out.finish && c.finish_reason == "stop" && forced_tools_ == ChatRequest::ForcedTools::kRequired) {
+      c.finish_reason = "tool_calls";
+    }
+  } else {
+    calls = StreamToolCalls(c, delta.content, out.finish.has_value());
+    if (out.finish && !c.call_ids.empty() && c.finish_reason == "stop") c.finish_reason = "tool_calls";
+  }
   if (delta.content.empty() && delta.reasoning.empty() && calls.empty() && lp.empty() && !out.finish) return events;
   nlohmann::json d = nlohmann::json::object();
   if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
@@ -167,6 +276,7 @@ std::string ChatFormatter::Finish() {
     }
     nlohmann::json finish_reason = c.finish_reason;
     if (tool_calls_) MessageWithToolCalls(c, message, finish_reason);
+    if (forced_tools_ != ChatRequest::ForcedTools::kNone) MessageWithForcedCalls(c, message, finish_reason);
     choices.push_back({{"index", index},
                        {"message", message},
                        {"logprobs", logprobs_ ? nlohmann::json({{"content", c.logprobs}}) : nlohmann::json(nullptr)},

@@ -8,7 +8,11 @@
 // With tool_choice "auto" the text is read for tool calls (ToolCallParser): a message's
 // tool_calls [{id, type: "function", function: {name, arguments}}] and finish_reason
 // "tool_calls", or streamed as delta.tool_calls (index, id, type and name first, then
-// argument fragments); a malformed call is returned as content.
+// argument fragments); a malformed call is returned as content. With tool_choice
+// "required" or a named function the output is JSON constrained to the calls (vLLM's
+// way): it comes back as tool_calls only (finish_reason "tool_calls" for "required",
+// "stop" for a named one), streamed call by call ("required") or as argument fragments
+// (named); an output cut short by max_tokens is returned as content.
 #pragma once
 
 #include <map>
@@ -39,8 +43,12 @@ class ChatFormatter : public ResponseFormatter {
     std::optional<ReasoningParser> parser;
     std::optional<ToolCallParser> tool_parser;  // streaming with tool_choice "auto"
     std::vector<std::string> call_ids;          // streaming: the calls sent so far
+    size_t forced_scanned = 0;                  // streaming, "required": content read for whole calls
     nlohmann::json finish_reason = nullptr, stop_reason = nullptr;
   };
+  // tool_choice "required" / named: the constrained JSON as calls.
+  nlohmann::json StreamForcedCalls(Choice& c, const std::string& delta);
+  void MessageWithForcedCalls(const Choice& c, nlohmann::json& message, nlohmann::json& finish_reason) const;
   // Streaming: the delta's content read for tool calls; returns the OpenAI tool_calls
   // pieces for the delta ([] when none) and leaves the content that is text.
   nlohmann::json StreamToolCalls(Choice& c, std::string& content, bool last);
@@ -61,6 +69,8 @@ class ChatFormatter : public ResponseFormatter {
   const int64_t prompt_tokens_;
   const std::vector<int32_t> stop_token_ids_;
   const std::optional<ToolCallFormat> tool_calls_;
+  const ChatRequest::ForcedTools forced_tools_;
+  const std::string forced_name_;
   std::map<int, Choice> choices_;
   int64_t completion_tokens_ = 0;
 };

@@ -260,6 +260,60 @@ MaybeError CheckHistoryToolCalls(const nlohmann::json& calls, const std::string&
   return std::nullopt;
 }
 
+// A function's parameters as a schema ({"type": "object"} when it declares none).
+nlohmann::json ToolParameters(const nlohmann::json& tool) {
+  const nlohmann::json& f = tool["function"];
+  return HasField(f, "parameters") ? f["parameters"] : nlohmann::json({{"type", "object"}});
+}
+
+// tool_choice "required" or named: the output constrained to the calls' JSON.
+MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& out) {
+  const nlohmann::json& tools = body["tools"];
+  if (HasField(body, "response_format") && body["response_format"].is_object() &&
+      body["response_format"].value("type", nlohmann::json("text")) != "text") {
+    return BadRequest(
+        "response_format cannot be used with tool_choice \"required\" or a named function: both "
+        "constrain the output",
+        "response_format");
+  }
+  nlohmann::json schema;
+  if (named) {
+    const nlohmann::json& tc = body["tool_choice"];
+    const nlohmann::json name = tc.contains("function") && tc["function"].is_object()
+                                    ? tc["function"].value("name", nlohmann::json())
+                                    : nlohmann::json();
+    if (!name.is_string()) {
+      return BadRequest("tool_choice.function.name must name one of the tools", "tool_choice.function.name");
+    }
+    const auto tool = std::find_if(tools.begin(), tools.end(),
+                                   [&](const nlohmann::json& t) { return t["function"]["name"] == name; });
+    if (tool == tools.end()) {
+      return BadRequest("tool_choice.function.name: no tool is named \"" + name.get<std::string>() + "\"",
+                        "tool_choice.function.name");
+    }
+    schema = ToolParameters(*tool);
+    out.forced_tools = ChatRequest::ForcedTools::kNamed;
+    out.forced_name = name.get<std::string>();
+  } else {
+    nlohmann::json calls = nlohmann::json::array();
+    for (const nlohmann::json& t : tools) {
+      calls.push_back(
+          {{"type", "object"},
+           {"properties", {{"name", {{"const", t["function"]["name"]}}}, {"parameters", ToolParameters(t)}}},
+           {"required", nlohmann::json::array({"name", "parameters"})},
+           {"additionalProperties", false}});
+    }
+    schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", calls}}}};
+    out.forced_tools = ChatRequest::ForcedTools::kRequired;
+  }
+  std::string spec = nlohmann::json({{"type", "json_schema"}, {"schema", schema}})
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  Result<Grammar> grammar = OutputConstraintGrammar(spec);
+  if (!grammar.ok()) return BadRequest("tools: a function's parameters: " + grammar.status().message(), "tools");
+  out.request.output_constraint = std::move(spec);
+  return std::nullopt;
+}
+
 // tools and tool_choice: "none" (the tools are still rendered, as vLLM does), "auto"
 // (the output is parsed for calls: needs the server's tool-call parser), "required"
 // or a named function (not yet: they need decoding constrained to a call).
@@ -284,12 +338,7 @@ MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, 
   }
   if (choice == "none") return std::nullopt;
   if (!has_tools) return BadRequest("tool_choice \"" + choice + "\" needs tools", "tool_choice");
-  if (choice == "required" || choice == "named") {
-    return BadRequest(
-        "tool_choice \"required\" and a named function are not supported yet (they need decoding "
-        "constrained to a tool call); use \"auto\"",
-        "tool_choice");
-  }
+  if (choice == "required" || choice == "named") return ForceToolCalls(body, choice == "named", out);
   if (!model.tool_parser) {
     return BadRequest(
         "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set "

@@ -64,6 +64,11 @@ struct ChatRequest {
   bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
   // tools with tool_choice "auto": the output is read for tool calls in this format.
   std::optional<ToolCallFormat> tool_calls;
+  // tool_choice "required" or a named function: decoding is constrained to JSON (as
+  // vLLM does): "required", a list [{"name": N, "parameters": {...}}, ...] of one or
+  // more calls of the tools; named, the arguments of that function.
+  enum class ForcedTools { kNone, kRequired, kNamed } forced_tools = ForcedTools::kNone;
+  std::string forced_name;
 };
 
 // Body parsing (the body must already be a JSON object) and validation.

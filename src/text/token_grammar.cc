@@ -66,12 +66,12 @@ void TokenTrie::Build(std::vector<std::pair<std::string, int32_t>> tokens) {
 TokenGrammar::TokenGrammar(Grammar grammar, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> end_tokens)
     : dfa_(std::move(grammar)), trie_(std::move(trie)), end_tokens_(std::move(end_tokens)) {}
 
-const TokenMask& TokenGrammar::Mask(State state) {
+std::shared_ptr<const TokenMask> TokenGrammar::Mask(State state) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::unique_ptr<TokenMask>& mask = masks_[state];
-  if (mask) return *mask;
+  if (auto known = masks_.find(state); known != masks_.end()) return known->second;
+  if (masks_.size() >= kMaxKeptMasks) masks_.clear();
   const TokenTrie& t = *trie_;
-  mask = std::make_unique<TokenMask>((t.vocab_size_ + 63) / 64, 0);
+  auto mask = std::make_shared<TokenMask>((t.vocab_size_ + 63) / 64, 0);
   uint64_t* bits = mask->data();
   if (state != kDead) {
     // Walk the trie in its depth-first order; states[d]: the state after the first d
@@ -99,7 +99,8 @@ const TokenMask& TokenGrammar::Mask(State state) {
       }
     }
   }
-  return *mask;
+  masks_.emplace(state, mask);
+  return mask;
 }
 
 bool TokenGrammar::IsEndToken(int32_t token) const {

@@ -5,7 +5,7 @@
 //   auto trie = std::make_shared<TokenTrie>(tokenizer);
 //   TokenGrammar g(JsonObjectGrammar(), trie, {eos_id});
 //   auto s = g.start();
-//   const TokenMask& allowed = g.Mask(s);   // bit t set: token t may come next
+//   auto allowed = g.Mask(s);   // bit t of *allowed set: token t may come next
 //   s = g.Next(s, sampled);
 //
 // A state's mask is computed once (a walk of the vocabulary's byte trie through the
@@ -65,8 +65,8 @@ class TokenGrammar {
   TokenGrammar(Grammar grammar, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> end_tokens);
 
   State start() const { return 0; }
-  // The tokens allowed in `state`: [ceil(V / 64)] words. Valid as long as this grammar.
-  const TokenMask& Mask(State state);
+  // The tokens allowed in `state`: [ceil(V / 64)] words.
+  std::shared_ptr<const TokenMask> Mask(State state);
   // The state after `token`; kDead if the grammar refuses it (or after an end token).
   State Next(State state, int32_t token);
   bool IsEndToken(int32_t token) const;
@@ -79,7 +79,11 @@ class TokenGrammar {
   GrammarDfa dfa_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> end_tokens_;
-  std::unordered_map<State, std::unique_ptr<TokenMask>> masks_;
+  // Masks kept, at most kMaxKeptMasks (V / 8 bytes each): past that they are dropped
+  // and computed again as states come back, so a grammar that keeps reaching new states
+  // (deep nesting, long bounded arrays) does not grow without bound.
+  static constexpr size_t kMaxKeptMasks = 2048;
+  std::unordered_map<State, std::shared_ptr<const TokenMask>> masks_;
 };
 
 }  // namespace latte

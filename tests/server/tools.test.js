@@ -1,8 +1,10 @@
 // Tools through the official openai client: tools and tool_choice read as vLLM reads
 // them, the tool-call history rendered by the template, the server flags
 // (--enable-auto-tool-choice, --tool-call-parser, or the format told from the chat
-// template), and what is not there yet refused with a 400. (The calls a model writes
-// are read by the parser tested in tests/tool_call_parser_test.cc and
+// template), tool_choice "required" and named functions by constrained decoding on a
+// random model (every call's arguments validated by Ajv against its function's
+// schema; the openai client's runTools), and the 400s. (The calls a model writes under
+// "auto" are read by the parser tested in tests/tool_call_parser_test.cc and
 // tests/response_format_test.cc: a random model writes no call markers.)
 'use strict';
 const { test, before, after } = require('node:test');
@@ -11,6 +13,7 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const Ajv = require('ajv');
 const h = require('./harness');
 
 const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
@@ -66,8 +69,10 @@ test('the tool-call history is rendered as the chat template writes it', async (
 test('what is not there yet, and bad tools, are 400s naming the field', async () => {
   const user = [{ role: 'user', content: 'x' }];
   const cases = [
-    [{ tools: TOOLS, tool_choice: 'required' }, 'tool_choice'],
-    [{ tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice'],
+    [{ tools: TOOLS, tool_choice: { type: 'function', function: { name: 'no_such_tool' } } }, 'tool_choice.function.name'],
+    [{ tools: TOOLS, tool_choice: 'required', response_format: { type: 'json_object' } }, 'response_format'],
+    [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'string', format: 'email' } } }],
+       tool_choice: 'required' }, 'tools'],
     [{ tool_choice: 'auto' }, 'tool_choice'],
     [{ tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools[0].function.name'],
     [{ tools: [{ type: 'code_interpreter' }] }, 'tools[0].type'],
@@ -129,5 +134,72 @@ test('the format is told from a DeepSeek chat template', async () => {
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Two tools with schemas a random model must fill; enums keep the outputs short.
+const FORCED_TOOLS = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Oslo', 'Lima'] },
+                                                days: { type: 'integer' }, metric: { type: 'boolean' } },
+                  required: ['city', 'days'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'now', parameters: { type: 'object', properties: {}, additionalProperties: false } } },
+];
+
+test('tool_choice required: one or more calls, each validating against its function', async () => {
+  const ajv = new Ajv({ strict: false });
+  const validators = Object.fromEntries(FORCED_TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+  let complete = 0;
+  for (let seed = 0; seed < 8; ++seed) {
+    const body = { model: 'tiny', messages: [{ role: 'user', content: `Call a tool ${seed}` }], tools: FORCED_TOOLS,
+                   tool_choice: 'required', max_tokens: 120, temperature: 1, seed };
+    const r = await client.chat.completions.create(body);
+    const c = r.choices[0];
+    if (c.finish_reason === 'length') continue;
+    ++complete;
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.content, null);
+    assert.ok(c.message.tool_calls.length >= 1);
+    for (const call of c.message.tool_calls) {
+      assert.equal(call.type, 'function');
+      assert.match(call.id, /^chatcmpl-tool-/);
+      const validate = validators[call.function.name];
+      assert.ok(validate, call.function.name);
+      assert.ok(validate(JSON.parse(call.function.arguments)), `${call.function.arguments} ${JSON.stringify(validate.errors)}`);
+    }
+    // Streamed, the same seed gives the same calls, call by call.
+    const calls = [];
+    let finish;
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+      for (const ch of chunk.choices) {
+        for (const piece of ch.delta.tool_calls ?? []) {
+          if (piece.id) calls[piece.index] = { name: piece.function.name, arguments: '' };
+          calls[piece.index].arguments += piece.function.arguments ?? '';
+        }
+        finish = ch.finish_reason ?? finish;
+      }
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.deepEqual(calls, c.message.tool_calls.map((t) => ({ name: t.function.name, arguments: t.function.arguments })));
+  }
+  assert.ok(complete >= 4, `only ${complete} of 8 finished within max_tokens`);
+});
+
+test('a named tool_choice calls that function; the client\'s runTools runs it, streamed or not', async () => {
+  const validate = new Ajv({ strict: false }).compile(FORCED_TOOLS[0].function.parameters);
+  for (const stream of [false, true]) {
+    const seen = [];
+    const runner = client.chat.completions.runTools({
+      model: 'tiny', messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 60, temperature: 0, stream,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: FORCED_TOOLS[0].function.parameters,
+                                              parse: JSON.parse, function: (args) => { seen.push(args); return 'sunny'; } } }],
+    });
+    await runner.done();
+    assert.equal(seen.length, 1, 'runTools called the function once');
+    assert.ok(validate(seen[0]), JSON.stringify(seen[0]));
+    const call = await runner.finalFunctionToolCall();
+    assert.equal(call.name, 'get_weather');
+    assert.deepEqual(JSON.parse(call.arguments), seen[0]);
   }
 });
