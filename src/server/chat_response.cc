@@ -108,6 +108,7 @@ void ChatFormatter::MessageWithForcedCalls(const Choice& c, nlohmann::json& mess
   if (finish_reason != "stop") return;  // cut short: the JSON is not whole, it stays content
   nlohmann::json calls = nlohmann::json::array();
   if (forced_tools_ == ChatRequest::ForcedTools::kNamed) {
+    if (!nlohmann::json::accept(c.content)) return;  // a stop string cut it: not whole either
     calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
                      {"type", "function"},
                      {"function", {{"name", forced_name_}, {"arguments", c.content}}}});
