@@ -245,19 +245,23 @@ TEST(JsonObjectGrammar, NestsContainersAtMostTheBoundDeep) {
 
 // ---- Schemas against a reference validator ------------------------------------------
 
+// What a "#/a/b" reference names in `root` (the test schemas escape nothing).
+const Json& RefTarget(const Json& root, const std::string& ref) {
+  const Json* node = &root;
+  for (size_t at = 1; at < ref.size();) {
+    const size_t end = std::min(ref.find('/', at + 1), ref.size());
+    node = &(*node)[ref.substr(at + 1, end - at - 1)];
+    at = end;
+  }
+  return *node;
+}
+
 // A plain validator of the keywords the compiler takes, written from the JSON Schema
 // text; `root` resolves $ref.
 bool Valid(const Json& s, const nlohmann::json& v, const Json& root) {
   if (s.is_boolean()) return s.get<bool>();
   if (s.contains("$ref")) {
-    const Json* node = &root;
-    const std::string ref = s["$ref"].get<std::string>();
-    for (size_t at = 1; at < ref.size();) {
-      const size_t end = std::min(ref.find('/', at + 1), ref.size());
-      node = &(*node)[ref.substr(at + 1, end - at - 1)];
-      at = end;
-    }
-    return Valid(*node, v, root);
+    return Valid(RefTarget(root, s["$ref"].get<std::string>()), v, root);
   }
   if (s.contains("const") && nlohmann::json::parse(s["const"].dump()) != v) return false;
   if (s.contains("enum")) {
@@ -327,14 +331,7 @@ struct SchemaGen {
 
   const Json& Resolve(const Json& s) {
     if (!s.is_object() || !s.contains("$ref")) return s;
-    const Json* node = &root;
-    const std::string ref = s["$ref"].get<std::string>();
-    for (size_t at = 1; at < ref.size();) {
-      const size_t end = std::min(ref.find('/', at + 1), ref.size());
-      node = &(*node)[ref.substr(at + 1, end - at - 1)];
-      at = end;
-    }
-    return Resolve(*node);
+    return Resolve(RefTarget(root, s["$ref"].get<std::string>()));
   }
 
   Json Near(const Json& schema, int depth) {

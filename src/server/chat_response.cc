@@ -68,6 +68,24 @@ std::vector<std::pair<size_t, size_t>> WholeArrayElements(const std::string& tex
   return elements;
 }
 
+// One entry of OpenAI's tool_calls: a new id, the function's name and arguments.
+nlohmann::json ToolCallJson(const nlohmann::json& name, const std::string& arguments) {
+  return {{"id", NewRequestId("chatcmpl-tool-")},
+          {"type", "function"},
+          {"function", {{"name", name}, {"arguments", arguments}}}};
+}
+
+// A call of the "required" list: its name and its parameters as compact JSON text,
+// members in the order the model wrote them.
+nlohmann::json RequiredCallJson(const nlohmann::ordered_json& call) {
+  return ToolCallJson(call["name"],
+                      call["parameters"].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+}
+
+bool IsRequiredCall(const nlohmann::ordered_json& call) {
+  return call.is_object() && call.contains("name") && call.contains("parameters");
+}
+
 }  // namespace
 
 nlohmann::json ChatFormatter::StreamForcedCalls(Choice& c, const std::string& delta) {
@@ -75,11 +93,10 @@ nlohmann::json ChatFormatter::StreamForcedCalls(Choice& c, const std::string& de
   if (forced_tools_ == ChatRequest::ForcedTools::kNamed) {
     if (delta.empty()) return pieces;
     if (c.call_ids.empty()) {
-      c.call_ids.push_back(NewRequestId("chatcmpl-tool-"));
-      pieces.push_back({{"index", 0},
-                        {"id", c.call_ids.back()},
-                        {"type", "function"},
-                        {"function", {{"name", forced_name_}, {"arguments", delta}}}});
+      nlohmann::json piece = ToolCallJson(forced_name_, delta);
+      c.call_ids.push_back(piece["id"]);
+      piece["index"] = 0;
+      pieces.push_back(std::move(piece));
     } else {
       pieces.push_back({{"index", 0}, {"function", {{"arguments", delta}}}});
     }
@@ -90,15 +107,11 @@ nlohmann::json ChatFormatter::StreamForcedCalls(Choice& c, const std::string& de
   for (const auto& [first, end] : WholeArrayElements(c.content, c.forced_scanned)) {
     const nlohmann::ordered_json call =
         nlohmann::ordered_json::parse(c.content.substr(first, end - first), nullptr, /*allow_exceptions=*/false);
-    if (!call.is_object() || !call.contains("name") || !call.contains("parameters")) continue;
-    c.call_ids.push_back(NewRequestId("chatcmpl-tool-"));
-    pieces.push_back(
-        {{"index", c.call_ids.size() - 1},
-         {"id", c.call_ids.back()},
-         {"type", "function"},
-         {"function",
-          {{"name", call["name"]},
-           {"arguments", call["parameters"].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)}}}});
+    if (!IsRequiredCall(call)) continue;
+    nlohmann::json piece = RequiredCallJson(call);
+    c.call_ids.push_back(piece["id"]);
+    piece["index"] = c.call_ids.size() - 1;
+    pieces.push_back(std::move(piece));
   }
   return pieces;
 }
@@ -109,20 +122,13 @@ void ChatFormatter::MessageWithForcedCalls(const Choice& c, nlohmann::json& mess
   nlohmann::json calls = nlohmann::json::array();
   if (forced_tools_ == ChatRequest::ForcedTools::kNamed) {
     if (!nlohmann::json::accept(c.content)) return;  // a stop string cut it: not whole either
-    calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
-                     {"type", "function"},
-                     {"function", {{"name", forced_name_}, {"arguments", c.content}}}});
+    calls.push_back(ToolCallJson(forced_name_, c.content));
   } else {
     const nlohmann::ordered_json list = nlohmann::ordered_json::parse(c.content, nullptr, false);
     if (!list.is_array()) return;
     for (const nlohmann::ordered_json& call : list) {
-      if (!call.is_object() || !call.contains("name") || !call.contains("parameters")) return;
-      calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
-                       {"type", "function"},
-                       {"function",
-                        {{"name", call["name"]},
-                         {"arguments", call["parameters"].dump(-1, ' ', false,
-                                                               nlohmann::ordered_json::error_handler_t::replace)}}}});
+      if (!IsRequiredCall(call)) return;
+      calls.push_back(RequiredCallJson(call));
     }
     finish_reason = "tool_calls";
   }
@@ -143,11 +149,10 @@ nlohmann::json ChatFormatter::StreamToolCalls(Choice& c, std::string& content, b
   content = std::move(d.content);
   for (const ToolCallPiece& piece : d.calls) {
     if (piece.first) {
-      c.call_ids.push_back(NewRequestId("chatcmpl-tool-"));
-      pieces.push_back({{"index", piece.index},
-                        {"id", c.call_ids.back()},
-                        {"type", "function"},
-                        {"function", {{"name", piece.name}, {"arguments", ""}}}});
+      nlohmann::json first = ToolCallJson(piece.name, "");
+      c.call_ids.push_back(first["id"]);
+      first["index"] = piece.index;
+      pieces.push_back(std::move(first));
     } else {
       pieces.push_back({{"index", piece.index}, {"function", {{"arguments", piece.arguments}}}});
     }
@@ -161,11 +166,7 @@ void ChatFormatter::MessageWithToolCalls(const Choice& c, nlohmann::json& messag
   if (!parsed.ok) return;
   message["content"] = parsed.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(parsed.content);
   nlohmann::json calls = nlohmann::json::array();
-  for (const ToolCall& call : parsed.calls) {
-    calls.push_back({{"id", NewRequestId("chatcmpl-tool-")},
-                     {"type", "function"},
-                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-  }
+  for (const ToolCall& call : parsed.calls) calls.push_back(ToolCallJson(call.name, call.arguments));
   message["tool_calls"] = std::move(calls);
   if (finish_reason == "stop") finish_reason = "tool_calls";
 }
@@ -194,12 +195,7 @@ std::string ChatFormatter::OnOutput(size_t, const GenerationOutput& out) {
   if (reasoning_parser_ && !c.parser) c.parser.emplace();
   ReasoningDelta delta;
   if (c.parser) {
-    delta = c.parser->Push(out.text);
-    if (out.finish) {
-      ReasoningDelta rest = c.parser->Flush();
-      delta.reasoning += rest.reasoning;
-      delta.content += rest.content;
-    }
+    delta = c.parser->Take(out.text, out.finish.has_value());
   } else {
     delta.content = out.text;
   }

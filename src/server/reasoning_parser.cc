@@ -59,4 +59,14 @@ ReasoningDelta ReasoningParser::Flush() {
   return out;
 }
 
+ReasoningDelta ReasoningParser::Take(const std::string& text, bool last) {
+  ReasoningDelta delta = Push(text);
+  if (last) {
+    ReasoningDelta rest = Flush();
+    delta.reasoning += rest.reasoning;
+    delta.content += rest.content;
+  }
+  return delta;
+}
+
 }  // namespace latte::server

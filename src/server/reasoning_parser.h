@@ -24,6 +24,8 @@ class ReasoningParser {
   ReasoningDelta Push(const std::string& text);
   // At the end: whatever was held back, on the side it was on.
   ReasoningDelta Flush();
+  // Push, then Flush when `last` (the output's final piece), as one delta.
+  ReasoningDelta Take(const std::string& text, bool last);
 
  private:
   bool start_checked_ = false;  // a leading "<think>" was looked for

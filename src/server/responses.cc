@@ -305,12 +305,7 @@ std::string ResponsesFormatter::OnOutput(size_t, const GenerationOutput& out) {
   if (out.finish && *out.finish == FinishReason::kLength) incomplete_ = true;
   ReasoningDelta delta;
   if (parser_) {
-    delta = parser_->Push(out.text);
-    if (out.finish) {
-      ReasoningDelta rest = parser_->Flush();
-      delta.reasoning += rest.reasoning;
-      delta.content += rest.content;
-    }
+    delta = parser_->Take(out.text, out.finish.has_value());
   } else {
     delta.content = out.text;
   }
