@@ -79,8 +79,12 @@ void CausalAttention(const CausalAttentionParams& p) {
 #pragma omp parallel
   {
     // scores: [visible keys] of one (query, head); kept per thread so a decode step
-    // (the naive mode's one query) does not allocate.
+    // (the naive mode's one query) does not allocate. Every thread sizes it for the
+    // call's longest row before the dynamic loop deals out the rows: which thread gets
+    // the longest varies from run to run, and a thread that first meets it later would
+    // allocate then.
     thread_local std::vector<float> scores;
+    scores.resize(std::max<int64_t>(0, std::min(p.first_position + p.num_queries, p.num_keys)));
 #pragma omp for schedule(dynamic, 1) collapse(2)
     for (int64_t i = 0; i < p.num_queries; ++i) {
       for (int64_t h = 0; h < p.heads; ++h) {
@@ -92,7 +96,6 @@ void CausalAttention(const CausalAttentionParams& p) {
           continue;
         }
         const float* q = p.q + (i * p.heads + h) * p.key_dim;
-        scores.resize(visible);
         float max_score = kNegInf;
         for (int64_t t = 0; t < visible; ++t) {
           scores[t] = p.scale * Dot(q, p.k + t * key_stride + h * p.key_dim, p.key_dim);
