@@ -1,9 +1,11 @@
-// The response bodies and chunks of /v1/completions and /v1/chat/completions, built
-// from hand-made engine outputs and checked field by field against OpenAI's shapes.
+// The response bodies and chunks of /v1/completions, /v1/chat/completions and
+// /v1/responses, built from hand-made engine outputs and checked field by field against
+// OpenAI's shapes.
 #include <gtest/gtest.h>
 
 #include "server/chat_response.h"
 #include "server/completion_response.h"
+#include "server/responses.h"
 
 namespace latte::server {
 namespace {
@@ -297,6 +299,186 @@ TEST(ChatFormatter, NamedToolChoiceIsTheArgumentsAndACutOneIsContent) {
   EXPECT_EQ(c["finish_reason"], "length");
   EXPECT_EQ(c["message"]["content"], R"({"city": "Par)");
   EXPECT_FALSE(c["message"].contains("tool_calls"));
+}
+
+// Responses: the output of `text` (sent in pieces of `piece` bytes, ending with
+// `finish`) as the whole Response object, and as its stream's events.
+struct ResponsesRun {
+  json response;
+  std::vector<json> events;
+};
+
+ResponsesRun RunResponses(ResponsesRequest r, bool reasoning_parser, const std::string& text, size_t piece,
+                          FinishReason finish) {
+  ResponsesRun run;
+  ResponsesFormatter f(r, reasoning_parser, "resp_1", 5);
+  std::string sse;
+  for (size_t at = 0; at < text.size(); at += piece) {
+    const bool last = at + piece >= text.size();
+    sse += f.OnOutput(
+        0, Output(0, {Token(10, -1.0f)}, text.substr(at, piece), last ? std::optional(finish) : std::nullopt));
+  }
+  sse += f.Finish();
+  if (r.chat.stream) {
+    run.events = Events(sse);
+    run.response = run.events.back()["response"];
+  } else {
+    run.response = json::parse(sse);
+  }
+  return run;
+}
+
+// The output items as a client rebuilds them from the events, OpenAI's rules checked
+// on the way: sequence numbers count up from 0, an item is added at the next index
+// before its deltas, each delta goes to the open item, each .done repeats what the
+// deltas added up to, and output_item.done is the item as rebuilt.
+json OutputOfEvents(const std::vector<json>& events) {
+  json output = json::array();
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    EXPECT_EQ(e["sequence_number"], i);
+    const std::string type = e["type"];
+    if (type == "response.output_item.added") {
+      EXPECT_EQ(e["output_index"], output.size());
+      output.push_back(e["item"]);
+      continue;
+    }
+    if (!e.contains("output_index")) continue;
+    EXPECT_EQ(e["output_index"], output.size() - 1) << type;
+    json& item = output.back();
+    if (e.contains("item_id")) {
+      EXPECT_EQ(e["item_id"], item["id"]) << type;
+    }
+    if (type == "response.content_part.added") {
+      item["content"].push_back(e["part"]);
+    } else if (type == "response.output_text.delta") {
+      item["content"][0]["text"] = item["content"][0]["text"].get<std::string>() + e["delta"].get<std::string>();
+    } else if (type == "response.output_text.done") {
+      EXPECT_EQ(e["text"], item["content"][0]["text"]);
+    } else if (type == "response.function_call_arguments.delta") {
+      item["arguments"] = item["arguments"].get<std::string>() + e["delta"].get<std::string>();
+    } else if (type == "response.function_call_arguments.done") {
+      EXPECT_EQ(e["arguments"], item["arguments"]);
+      EXPECT_EQ(e["name"], item["name"]);
+    } else if (type == "response.output_item.done") {
+      EXPECT_EQ(e["item"]["type"], item["type"]);
+      if (item["type"] == "function_call") {
+        EXPECT_EQ(e["item"]["arguments"], item["arguments"]);
+      } else if (item["type"] == "message") {
+        EXPECT_EQ(e["item"]["content"][0]["text"], item["content"][0]["text"]);
+      }
+      item = e["item"];
+    }
+  }
+  return output;
+}
+
+// The items without their random ids.
+json WithoutIds(json output) {
+  for (json& item : output) {
+    EXPECT_TRUE(item["id"].get<std::string>().starts_with(item["type"] == "message"     ? "msg_"
+                                                          : item["type"] == "reasoning" ? "rs_"
+                                                                                        : "fc_"));
+    item.erase("id");
+    if (item["type"] == "function_call") {
+      EXPECT_TRUE(item["call_id"].get<std::string>().starts_with("call_"));
+      item.erase("call_id");
+    }
+  }
+  return output;
+}
+
+ResponsesRequest Responses(bool stream) {
+  ResponsesRequest r;
+  r.chat.stream = stream;
+  r.settings.model = "m";
+  return r;
+}
+
+json Call(const std::string& name, const std::string& arguments) {
+  return {{"type", "function_call"}, {"status", "completed"}, {"arguments", arguments}, {"name", name}};
+}
+
+json Message(const std::string& text, const std::string& status = "completed") {
+  return {
+      {"type", "message"},
+      {"status", status},
+      {"role", "assistant"},
+      {"content",
+       json::array(
+           {{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}, {"logprobs", json::array()}}})}};
+}
+
+TEST(ResponsesFormatter, AutoToolCallsAreFunctionCallItemsStreamedOrNot) {
+  const std::string text = "Checking." + kV3Calls;
+  const json expected =
+      json::array({Message("Checking."), Call("get_weather", "{\"city\": \"Paris\"}"), Call("now", "{}")});
+  for (const size_t piece : {size_t{1}, size_t{5}, text.size()}) {
+    ResponsesRequest r = Responses(false);
+    r.chat.tool_calls = ToolCallFormat::kDeepSeekV3;
+    const ResponsesRun whole = RunResponses(r, false, text, piece, FinishReason::kStop);
+    EXPECT_EQ(whole.response["status"], "completed");
+    EXPECT_EQ(WithoutIds(whole.response["output"]), expected) << piece;
+    r.chat.stream = true;
+    const ResponsesRun streamed = RunResponses(r, false, text, piece, FinishReason::kStop);
+    const json rebuilt = OutputOfEvents(streamed.events);
+    EXPECT_EQ(WithoutIds(rebuilt), expected) << piece;
+    EXPECT_EQ(rebuilt, streamed.response["output"]) << "response.completed holds the items as streamed";
+    EXPECT_NE(rebuilt[1]["call_id"], rebuilt[2]["call_id"]);
+  }
+}
+
+TEST(ResponsesFormatter, ReasoningThenCallsLeavesNoMessage) {
+  const std::string text = "Weather first.</think>" + kV3Calls;
+  for (const bool stream : {false, true}) {
+    ResponsesRequest r = Responses(stream);
+    r.chat.tool_calls = ToolCallFormat::kDeepSeekV3;
+    const ResponsesRun run = RunResponses(r, /*reasoning_parser=*/true, text, 4, FinishReason::kStop);
+    const json output = stream ? OutputOfEvents(run.events) : run.response["output"];
+    ASSERT_EQ(output.size(), 3u) << stream;
+    EXPECT_EQ(output[0]["type"], "reasoning");
+    EXPECT_EQ(output[0]["content"][0]["text"], "Weather first.");
+    EXPECT_EQ(WithoutIds(json::array({output[1], output[2]})),
+              json::array({Call("get_weather", "{\"city\": \"Paris\"}"), Call("now", "{}")}));
+  }
+}
+
+TEST(ResponsesFormatter, AMalformedCallIsAMessage) {
+  const std::string text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{oops";
+  ResponsesRequest r = Responses(false);
+  r.chat.tool_calls = ToolCallFormat::kDeepSeekV3;
+  const ResponsesRun run = RunResponses(r, false, text, 3, FinishReason::kStop);
+  EXPECT_EQ(WithoutIds(run.response["output"]), json::array({Message(text)}));
+}
+
+TEST(ResponsesFormatter, RequiredAndNamedToolChoiceAreTheCalls) {
+  const std::string list =
+      R"([{"name": "get_weather", "parameters": {"city": "Paris"}},{"name":"now","parameters":{}}])";
+  for (const bool stream : {false, true}) {
+    ResponsesRequest r = Responses(stream);
+    r.chat.forced_tools = ChatRequest::ForcedTools::kRequired;
+    ResponsesRun run = RunResponses(r, false, list, 7, FinishReason::kStop);
+    json output = stream ? OutputOfEvents(run.events) : run.response["output"];
+    EXPECT_EQ(WithoutIds(output), json::array({Call("get_weather", R"({"city":"Paris"})"), Call("now", "{}")}))
+        << stream;
+
+    r.chat.forced_tools = ChatRequest::ForcedTools::kNamed;
+    r.chat.forced_name = "get_weather";
+    run = RunResponses(r, false, R"({"city": "Paris"})", 3, FinishReason::kStop);
+    output = stream ? OutputOfEvents(run.events) : run.response["output"];
+    EXPECT_EQ(WithoutIds(output), json::array({Call("get_weather", R"({"city": "Paris"})")})) << stream;
+
+    // Cut short by max_output_tokens: not a call, the text is an incomplete message;
+    // streamed, the fragments already went out as the call's, now incomplete.
+    run = RunResponses(r, false, R"({"city": "Pa)", 3, FinishReason::kLength);
+    EXPECT_EQ(run.response["status"], "incomplete");
+    json cut_call = Call("get_weather", R"({"city": "Pa)");
+    cut_call["status"] = "incomplete";
+    const json cut = stream ? OutputOfEvents(run.events) : run.response["output"];
+    EXPECT_EQ(WithoutIds(cut),
+              stream ? json::array({cut_call}) : json::array({Message(R"({"city": "Pa)", "incomplete")}))
+        << stream;
+  }
 }
 
 }  // namespace

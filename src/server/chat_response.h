@@ -24,7 +24,7 @@
 #include "server/generation_reply.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_parser.h"
-#include "server/tool_call_parser.h"
+#include "server/tool_call_output.h"
 
 namespace latte::server {
 
@@ -41,14 +41,9 @@ class ChatFormatter : public ResponseFormatter {
     std::string content, reasoning;
     nlohmann::json logprobs = nlohmann::json::array();
     std::optional<ReasoningParser> parser;
-    std::optional<ToolCallParser> tool_parser;  // streaming with tool_choice "auto"
-    std::vector<std::string> call_ids;          // streaming: the calls sent so far
-    size_t forced_scanned = 0;                  // streaming, "required": content read for whole calls
+    std::optional<ToolCallStream> tool_stream;  // streaming with tools
     nlohmann::json finish_reason = nullptr, stop_reason = nullptr;
   };
-  // tool_choice "required" / named: the constrained JSON as calls.
-  nlohmann::json StreamForcedCalls(Choice& c, const std::string& delta);
-  void MessageWithForcedCalls(const Choice& c, nlohmann::json& message, nlohmann::json& finish_reason) const;
   // Streaming: the delta's content read for tool calls; returns the OpenAI tool_calls
   // pieces for the delta ([] when none) and leaves the content that is text.
   nlohmann::json StreamToolCalls(Choice& c, std::string& content, bool last);
@@ -68,9 +63,7 @@ class ChatFormatter : public ResponseFormatter {
   const bool tokens_as_ids_;
   const int64_t prompt_tokens_;
   const std::vector<int32_t> stop_token_ids_;
-  const std::optional<ToolCallFormat> tool_calls_;
-  const ChatRequest::ForcedTools forced_tools_;
-  const std::string forced_name_;
+  const ToolCallReading tool_reading_;
   std::map<int, Choice> choices_;
   int64_t completion_tokens_ = 0;
 };

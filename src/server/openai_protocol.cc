@@ -304,6 +304,8 @@ MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& o
            {"additionalProperties", false}});
     }
     schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", calls}}}};
+    // parallel_tool_calls false: at most one call, as OpenAI's API promises.
+    if (HasField(body, "parallel_tool_calls") && body["parallel_tool_calls"] == false) schema["maxItems"] = 1;
     out.forced_tools = ChatRequest::ForcedTools::kRequired;
   }
   std::string spec = nlohmann::json({{"type", "json_schema"}, {"schema", schema}})
@@ -316,10 +318,13 @@ MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& o
 
 // tools and tool_choice: "none" (the tools are still rendered, as vLLM does), "auto"
 // (the output is parsed for calls: needs the server's tool-call parser), "required"
-// or a named function (not yet: they need decoding constrained to a call).
+// or a named function (decoding constrained to the calls, ForceToolCalls).
 MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, ChatRequest& out) {
   const bool has_tools = HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty());
   if (has_tools) LATTE_RETURN_IF_API_ERROR(CheckTools(body["tools"]));
+  if (HasField(body, "parallel_tool_calls") && !body["parallel_tool_calls"].is_boolean()) {
+    return BadRequest("parallel_tool_calls must be a boolean", "parallel_tool_calls");
+  }
   std::string choice = has_tools ? "auto" : "none";
   if (HasField(body, "tool_choice")) {
     const nlohmann::json& tc = body["tool_choice"];

@@ -16,9 +16,6 @@ MaybeError RefuseUnsupportedResponseFields(const nlohmann::json& body) {
   if (HasField(body, "conversation")) {
     return BadRequest("conversation: latte keeps no conversations (it is stateless)", "conversation");
   }
-  if (HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty())) {
-    return BadRequest("tools are not supported", "tools");
-  }
   if (HasField(body, "background") && body["background"] != false) {
     return BadRequest("background responses are not supported", "background");
   }
@@ -28,22 +25,20 @@ MaybeError RefuseUnsupportedResponseFields(const nlohmann::json& body) {
   return std::nullopt;
 }
 
-// One input item's content as chat content: a string, or input_text / output_text
-// parts (as chat text parts).
-MaybeError InputContent(const nlohmann::json& item, const std::string& where, nlohmann::json& content) {
-  const auto it = item.find("content");
-  if (it == item.end() || it->is_null()) return BadRequest(where + ".content is required", where + ".content");
-  if (it->is_string()) {
-    content = *it;
+// An input item's content (`value`, found at `at_content`) as chat content: a string, or
+// input_text / output_text parts (as chat text parts).
+MaybeError InputContent(const nlohmann::json& value, const std::string& at_content, nlohmann::json& content) {
+  if (value.is_string()) {
+    content = value;
     return std::nullopt;
   }
-  if (!it->is_array()) {
-    return BadRequest(where + ".content must be a string or a list of input_text parts", where + ".content");
+  if (!value.is_array()) {
+    return BadRequest(at_content + " must be a string or a list of input_text parts", at_content);
   }
   content = nlohmann::json::array();
-  for (size_t k = 0; k < it->size(); ++k) {
-    const nlohmann::json& part = (*it)[k];
-    const std::string at = where + ".content[" + std::to_string(k) + "]";
+  for (size_t k = 0; k < value.size(); ++k) {
+    const nlohmann::json& part = value[k];
+    const std::string at = at_content + "[" + std::to_string(k) + "]";
     const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
                                  ? part["type"].get<std::string>()
                                  : std::string();
@@ -57,6 +52,59 @@ MaybeError InputContent(const nlohmann::json& item, const std::string& where, nl
     }
     content.push_back({{"type", "text"}, {"text", part["text"]}});
   }
+  return std::nullopt;
+}
+
+// A string field of an input item.
+MaybeError ItemString(const nlohmann::json& item, const char* field, const std::string& where, std::string& out) {
+  if (!HasField(item, field) || !item[field].is_string()) {
+    return BadRequest(where + "." + field + " must be a string", where + "." + field);
+  }
+  out = item[field].get<std::string>();
+  return std::nullopt;
+}
+
+// A message item as a chat message.
+MaybeError InputMessage(const nlohmann::json& item, const std::string& where, nlohmann::json& messages) {
+  const std::string role = item.value("role", nlohmann::json("")).is_string() ? item.value("role", "") : "";
+  if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
+    return BadRequest(where + ".role must be user, assistant, system or developer", where + ".role");
+  }
+  if (!HasField(item, "content")) return BadRequest(where + ".content is required", where + ".content");
+  nlohmann::json content;
+  LATTE_RETURN_IF_API_ERROR(InputContent(item["content"], where + ".content", content));
+  messages.push_back({{"role", role}, {"content", std::move(content)}});
+  return std::nullopt;
+}
+
+// A function_call item {call_id, name, arguments} as a call of the assistant turn it
+// follows (a message item of the model's, or calls before it), else of a new one.
+MaybeError InputFunctionCall(const nlohmann::json& item, const std::string& where, nlohmann::json& messages) {
+  std::string call_id, name, arguments;
+  LATTE_RETURN_IF_API_ERROR(ItemString(item, "call_id", where, call_id));
+  LATTE_RETURN_IF_API_ERROR(ItemString(item, "name", where, name));
+  LATTE_RETURN_IF_API_ERROR(ItemString(item, "arguments", where, arguments));
+  if (messages.empty() || messages.back()["role"] != "assistant") {
+    // Content "" rather than null: the templates write either the same, and some
+    // (models/default's) cannot add null to a string.
+    messages.push_back({{"role", "assistant"}, {"content", ""}});
+  }
+  nlohmann::json& turn = messages.back();
+  if (!turn.contains("tool_calls")) turn["tool_calls"] = nlohmann::json::array();
+  turn["tool_calls"].push_back(
+      {{"id", call_id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}});
+  return std::nullopt;
+}
+
+// A function_call_output item {call_id, output: a string or input_text parts} as a
+// tool message.
+MaybeError InputFunctionCallOutput(const nlohmann::json& item, const std::string& where, nlohmann::json& messages) {
+  std::string call_id;
+  LATTE_RETURN_IF_API_ERROR(ItemString(item, "call_id", where, call_id));
+  if (!HasField(item, "output")) return BadRequest(where + ".output is required", where + ".output");
+  nlohmann::json content;
+  LATTE_RETURN_IF_API_ERROR(InputContent(item["output"], where + ".output", content));
+  messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(content)}});
   return std::nullopt;
 }
 
@@ -79,17 +127,23 @@ MaybeError InputMessages(const nlohmann::json& body, nlohmann::json& messages) {
   for (size_t i = 0; i < input.size(); ++i) {
     const nlohmann::json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
-    if (!item.is_object()) return BadRequest(where + " must be a message object", where);
-    if (HasField(item, "type") && item["type"] != "message") {
-      return BadRequest(where + ".type: only message items are supported, got " + item["type"].dump(), where + ".type");
+    if (!item.is_object()) return BadRequest(where + " must be an input item object", where);
+    const std::string type = !HasField(item, "type")    ? "message"
+                             : item["type"].is_string() ? item["type"].get<std::string>()
+                                                        : std::string();
+    if (type == "message") {
+      LATTE_RETURN_IF_API_ERROR(InputMessage(item, where, messages));
+    } else if (type == "function_call") {
+      LATTE_RETURN_IF_API_ERROR(InputFunctionCall(item, where, messages));
+    } else if (type == "function_call_output") {
+      LATTE_RETURN_IF_API_ERROR(InputFunctionCallOutput(item, where, messages));
+    } else if (type != "reasoning") {  // an earlier turn's reasoning: DeepSeek's templates drop it
+      return BadRequest(where +
+                            ".type: only message, function_call, function_call_output and reasoning items are "
+                            "supported, got " +
+                            item["type"].dump(),
+                        where + ".type");
     }
-    const std::string role = item.value("role", nlohmann::json("")).is_string() ? item.value("role", "") : "";
-    if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
-      return BadRequest(where + ".role must be user, assistant, system or developer", where + ".role");
-    }
-    nlohmann::json content;
-    LATTE_RETURN_IF_API_ERROR(InputContent(item, where, content));
-    messages.push_back({{"role", role}, {"content", std::move(content)}});
   }
   return std::nullopt;
 }
@@ -121,6 +175,41 @@ MaybeError TextFormat(const nlohmann::json& body, nlohmann::json& response_forma
   return std::nullopt;
 }
 
+// tools: Responses function tools {type: "function", name, description?, parameters?,
+// strict?} as chat's {type: "function", function: {...}}.
+MaybeError ChatTools(const nlohmann::json& tools, nlohmann::json& chat_tools) {
+  if (!tools.is_array()) return BadRequest("tools must be a list of function tools", "tools");
+  chat_tools = nlohmann::json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const nlohmann::json& t = tools[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object() || t.value("type", nlohmann::json()) != "function") {
+      return BadRequest(where + ".type: only function tools are supported (latte runs no hosted tools)",
+                        where + ".type");
+    }
+    nlohmann::json function = nlohmann::json::object();
+    for (const char* field : {"name", "description", "parameters", "strict"}) {
+      if (HasField(t, field)) function[field] = t[field];
+    }
+    chat_tools.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return std::nullopt;
+}
+
+// tool_choice: none, auto, required or {type: "function", name} as chat's.
+MaybeError ChatToolChoice(const nlohmann::json& choice, nlohmann::json& chat_choice) {
+  if (choice.is_string()) {
+    chat_choice = choice;
+    return std::nullopt;
+  }
+  if (!choice.is_object() || choice.value("type", nlohmann::json()) != "function") {
+    return BadRequest("tool_choice must be none, auto, required or {\"type\": \"function\", \"name\": ...}",
+                      "tool_choice");
+  }
+  chat_choice = {{"type", "function"}, {"function", {{"name", choice.value("name", nlohmann::json(nullptr))}}}};
+  return std::nullopt;
+}
+
 // The chat parser's field names, as the Responses request spells them.
 void RenameChatFields(ApiError& e) {
   static const std::pair<const char*, const char*> kNames[] = {
@@ -130,6 +219,8 @@ void RenameChatFields(ApiError& e) {
       {"response_format", "text.format"},
       {"max_tokens", "max_output_tokens"},
       {"messages", "input"},
+      {"tool_choice.function.name", "tool_choice.name"},
+      {"].function.", "]."},
   };
   for (const auto& [chat, responses] : kNames) {
     for (std::string* s : {&e.param, &e.message}) {
@@ -159,6 +250,21 @@ MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& 
   nlohmann::json response_format;
   LATTE_RETURN_IF_API_ERROR(TextFormat(body, response_format, s.text_format));
   if (!response_format.is_null()) chat["response_format"] = std::move(response_format);
+  if (HasField(body, "tools")) {
+    LATTE_RETURN_IF_API_ERROR(ChatTools(body["tools"], chat["tools"]));
+    s.tools = body["tools"];
+  }
+  if (HasField(body, "tool_choice")) {
+    LATTE_RETURN_IF_API_ERROR(ChatToolChoice(body["tool_choice"], chat["tool_choice"]));
+    s.tool_choice = body["tool_choice"];
+  }
+  if (HasField(body, "parallel_tool_calls")) {
+    if (!body["parallel_tool_calls"].is_boolean()) {
+      return BadRequest("parallel_tool_calls must be a boolean", "parallel_tool_calls");
+    }
+    chat["parallel_tool_calls"] = body["parallel_tool_calls"];
+    s.parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
+  }
   if (HasField(body, "metadata")) {
     if (!body["metadata"].is_object()) return BadRequest("metadata must be an object", "metadata");
     s.metadata = body["metadata"];
@@ -179,38 +285,44 @@ ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& request, bool rea
                                        int64_t created)
     : settings_(request.settings),
       id_(std::move(id)),
-      message_id_(NewRequestId("msg_")),
       created_(created),
       stream_(request.chat.stream),
       input_tokens_(static_cast<int64_t>(request.chat.request.prompt.size())),
-      reasoning_id_(NewRequestId("rs_")) {
+      tool_reading_(ToolCallReading::Of(request.chat)) {
   if (reasoning_parser) parser_.emplace();
+  if (stream_ && tool_reading_.any()) tool_stream_.emplace(tool_reading_);
 }
 
-nlohmann::json ResponsesFormatter::TextPart() const {
+nlohmann::json ResponsesFormatter::TextPart(const Item& message) {
   return {{"type", "output_text"},
-          {"text", text_},
+          {"text", message.text},
           {"annotations", nlohmann::json::array()},
           {"logprobs", nlohmann::json::array()}};
 }
 
-nlohmann::json ResponsesFormatter::MessageItem(bool done) const {
-  const char* status = !done ? "in_progress" : incomplete_ ? "incomplete" : "completed";
-  return {{"id", message_id_},
-          {"type", "message"},
-          {"status", status},
-          {"role", "assistant"},
-          {"content", done ? nlohmann::json::array({TextPart()}) : nlohmann::json::array()}};
-}
-
-nlohmann::json ResponsesFormatter::ReasoningItem(bool done) const {
-  return {{"id", reasoning_id_},
-          {"type", "reasoning"},
-          {"summary", nlohmann::json::array()},
-          {"content", done ? nlohmann::json::array({{{"type", "reasoning_text"}, {"text", reasoning_}}})
-                           : nlohmann::json::array()},
-          {"encrypted_content", nullptr},
-          {"status", done ? "completed" : "in_progress"}};
+nlohmann::json ResponsesFormatter::ItemJson(const Item& item) {
+  const bool done = std::string_view(item.status) != "in_progress";
+  switch (item.kind) {
+    case Item::Kind::kReasoning:
+      return {{"id", item.id},
+              {"type", "reasoning"},
+              {"summary", nlohmann::json::array()},
+              {"content", done ? nlohmann::json::array({{{"type", "reasoning_text"}, {"text", item.text}}})
+                               : nlohmann::json::array()},
+              {"encrypted_content", nullptr},
+              {"status", item.status}};
+    case Item::Kind::kMessage:
+      return {{"id", item.id},
+              {"type", "message"},
+              {"status", item.status},
+              {"role", "assistant"},
+              {"content", done ? nlohmann::json::array({TextPart(item)}) : nlohmann::json::array()}};
+    case Item::Kind::kFunctionCall:
+      return {{"id", item.id},           {"type", "function_call"},
+              {"status", item.status},   {"arguments", done ? item.text : std::string()},
+              {"call_id", item.call_id}, {"name", item.name}};
+  }
+  return nullptr;
 }
 
 nlohmann::json ResponsesFormatter::Response(bool done) const {
@@ -228,14 +340,14 @@ nlohmann::json ResponsesFormatter::Response(bool done) const {
                       {"max_tool_calls", nullptr},
                       {"model", settings_.model},
                       {"output", nlohmann::json::array()},
-                      {"parallel_tool_calls", true},
+                      {"parallel_tool_calls", settings_.parallel_tool_calls},
                       {"previous_response_id", nullptr},
                       {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
                       {"store", false},
                       {"temperature", settings_.temperature},
                       {"text", {{"format", settings_.text_format}}},
-                      {"tool_choice", "auto"},
-                      {"tools", nlohmann::json::array()},
+                      {"tool_choice", settings_.tool_choice},
+                      {"tools", settings_.tools},
                       {"top_logprobs", 0},
                       {"top_p", settings_.top_p},
                       {"truncation", "disabled"},
@@ -244,8 +356,7 @@ nlohmann::json ResponsesFormatter::Response(bool done) const {
                       {"metadata", settings_.metadata}};
   if (done) {
     if (incomplete_) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
-    if (!reasoning_.empty()) r["output"].push_back(ReasoningItem(true));
-    if (!text_.empty() || reasoning_.empty()) r["output"].push_back(MessageItem(true));
+    for (const Item& item : items_) r["output"].push_back(ItemJson(item));
     r["usage"] = {{"input_tokens", input_tokens_},
                   {"input_tokens_details", {{"cached_tokens", 0}}},
                   {"output_tokens", output_tokens_},
@@ -262,90 +373,150 @@ std::string ResponsesFormatter::Event(const std::string& type, nlohmann::json pa
          "\n\n";
 }
 
-std::string ResponsesFormatter::CloseReasoning() {
-  if (reasoning_index_ < 0 || reasoning_closed_) return {};
-  reasoning_closed_ = true;
+ResponsesFormatter::Item ResponsesFormatter::NewItem(Item::Kind kind, std::string text, std::string name,
+                                                     const char* status) {
+  const char* prefix = kind == Item::Kind::kReasoning ? "rs_" : kind == Item::Kind::kMessage ? "msg_" : "fc_";
+  return {kind,
+          NewRequestId(prefix),
+          std::move(text),
+          std::move(name),
+          kind == Item::Kind::kFunctionCall ? NewRequestId("call_") : std::string(),
+          status};
+}
+
+void ResponsesFormatter::ItemsOfOutput() {
+  const char* status = incomplete_ ? "incomplete" : "completed";
+  if (!reasoning_.empty())
+    items_.push_back({Item::Kind::kReasoning, NewRequestId("rs_"), reasoning_, "", "", "completed"});
+  ParsedToolCalls calls;
+  if (tool_reading_.any()) calls = ReadToolCalls(tool_reading_, text_, stopped_);
+  if (!calls.ok) {
+    calls.content = text_;
+    calls.calls.clear();
+  }
+  if (!calls.content.empty() || (items_.empty() && calls.calls.empty())) {
+    items_.push_back(NewItem(Item::Kind::kMessage, calls.content, "", status));
+  }
+  for (const ToolCall& call : calls.calls) {
+    items_.push_back(NewItem(Item::Kind::kFunctionCall, call.arguments, call.name, "completed"));
+  }
+}
+
+ResponsesFormatter::Item& ResponsesFormatter::Open(Item::Kind kind, std::string& events, const std::string& name) {
+  if (open_ && items_.back().kind == kind && kind != Item::Kind::kFunctionCall) return items_.back();
+  if (open_) events += Close("completed");
+  open_ = true;
+  items_.push_back(NewItem(kind, "", name, "in_progress"));
+  const Item& item = items_.back();
+  events += Event("response.output_item.added", {{"output_index", open_index()}, {"item", ItemJson(item)}});
+  if (kind == Item::Kind::kMessage) {
+    events += Event("response.content_part.added",
+                    {{"item_id", item.id},
+                     {"output_index", open_index()},
+                     {"content_index", 0},
+                     {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", nlohmann::json::array()}}}});
+  }
+  return items_.back();
+}
+
+std::string ResponsesFormatter::Close(const char* status) {
+  if (!open_) return {};
+  open_ = false;
+  Item& item = items_.back();
+  item.status = status;
+  const int index = open_index();
   // One statement per event: each takes the next sequence number.
-  std::string events = Event(
-      "response.reasoning_text.done",
-      {{"item_id", reasoning_id_}, {"output_index", reasoning_index_}, {"content_index", 0}, {"text", reasoning_}});
-  events += Event("response.output_item.done", {{"output_index", reasoning_index_}, {"item", ReasoningItem(true)}});
-  return events;
-}
-
-std::string ResponsesFormatter::OpenMessage() {
-  if (message_index_ >= 0) return {};
-  std::string events = CloseReasoning();
-  message_index_ = reasoning_index_ + 1;
-  events += Event("response.output_item.added", {{"output_index", message_index_}, {"item", MessageItem(false)}});
-  events += Event("response.content_part.added",
-                  {{"item_id", message_id_},
-                   {"output_index", message_index_},
-                   {"content_index", 0},
-                   {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", nlohmann::json::array()}}}});
-  return events;
-}
-
-std::string ResponsesFormatter::CloseMessage() {
-  if (message_index_ < 0) return {};
-  std::string events = Event("response.output_text.done", {{"item_id", message_id_},
-                                                           {"output_index", message_index_},
-                                                           {"content_index", 0},
-                                                           {"text", text_},
-                                                           {"logprobs", nlohmann::json::array()}});
-  events +=
-      Event("response.content_part.done",
-            {{"item_id", message_id_}, {"output_index", message_index_}, {"content_index", 0}, {"part", TextPart()}});
-  events += Event("response.output_item.done", {{"output_index", message_index_}, {"item", MessageItem(true)}});
+  std::string events;
+  switch (item.kind) {
+    case Item::Kind::kReasoning:
+      events = Event("response.reasoning_text.done",
+                     {{"item_id", item.id}, {"output_index", index}, {"content_index", 0}, {"text", item.text}});
+      break;
+    case Item::Kind::kMessage:
+      events = Event("response.output_text.done", {{"item_id", item.id},
+                                                   {"output_index", index},
+                                                   {"content_index", 0},
+                                                   {"text", item.text},
+                                                   {"logprobs", nlohmann::json::array()}});
+      events += Event("response.content_part.done",
+                      {{"item_id", item.id}, {"output_index", index}, {"content_index", 0}, {"part", TextPart(item)}});
+      break;
+    case Item::Kind::kFunctionCall:
+      events = Event("response.function_call_arguments.done",
+                     {{"item_id", item.id}, {"output_index", index}, {"arguments", item.text}, {"name", item.name}});
+      break;
+  }
+  events += Event("response.output_item.done", {{"output_index", index}, {"item", ItemJson(item)}});
   return events;
 }
 
 std::string ResponsesFormatter::OnOutput(size_t, const GenerationOutput& out) {
   output_tokens_ += static_cast<int64_t>(out.tokens.size());
   if (out.finish && *out.finish == FinishReason::kLength) incomplete_ = true;
+  if (out.finish && *out.finish == FinishReason::kStop) stopped_ = true;
   ReasoningDelta delta;
   if (parser_) {
     delta = parser_->Take(out.text, out.finish.has_value());
   } else {
     delta.content = out.text;
   }
-  text_ += delta.content;
-  reasoning_ += delta.reasoning;
-  if (!stream_) return {};
+  if (!stream_) {
+    text_ += delta.content;
+    reasoning_ += delta.reasoning;
+    return {};
+  }
   std::string events;
   if (!started_) {
     started_ = true;
     events += Event("response.created", {{"response", Response(false)}});
     events += Event("response.in_progress", {{"response", Response(false)}});
-    // Without a reasoning parser the message opens at once, as OpenAI's does.
-    if (!parser_) events += OpenMessage();
+    // A plain answer's message opens at once, as OpenAI's does; with reasoning or
+    // calls, the first item is not known yet.
+    if (!parser_ && !tool_stream_) Open(Item::Kind::kMessage, events);
   }
   if (!delta.reasoning.empty()) {
-    if (reasoning_index_ < 0) {
-      reasoning_index_ = 0;
-      events += Event("response.output_item.added", {{"output_index", 0}, {"item", ReasoningItem(false)}});
-    }
-    events += Event("response.reasoning_text.delta", {{"item_id", reasoning_id_},
-                                                      {"output_index", reasoning_index_},
-                                                      {"content_index", 0},
-                                                      {"delta", delta.reasoning}});
+    Item& reasoning = Open(Item::Kind::kReasoning, events);
+    reasoning.text += delta.reasoning;
+    events += Event(
+        "response.reasoning_text.delta",
+        {{"item_id", reasoning.id}, {"output_index", open_index()}, {"content_index", 0}, {"delta", delta.reasoning}});
   }
-  if (!delta.content.empty()) {
-    events += OpenMessage();
-    events += Event("response.output_text.delta", {{"item_id", message_id_},
-                                                   {"output_index", message_index_},
+  ToolCallDelta calls;
+  if (tool_stream_) {
+    calls = tool_stream_->Push(delta.content, out.finish.has_value());
+  } else {
+    calls.content = std::move(delta.content);
+  }
+  if (!calls.content.empty()) {
+    Item& message = Open(Item::Kind::kMessage, events);
+    message.text += calls.content;
+    events += Event("response.output_text.delta", {{"item_id", message.id},
+                                                   {"output_index", open_index()},
                                                    {"content_index", 0},
-                                                   {"delta", delta.content},
+                                                   {"delta", calls.content},
                                                    {"logprobs", nlohmann::json::array()}});
+  }
+  for (const ToolCallPiece& piece : calls.calls) {
+    Item* call = &items_.back();
+    if (piece.first || !open_ || call->kind != Item::Kind::kFunctionCall) {
+      call = &Open(Item::Kind::kFunctionCall, events, piece.name);
+    }
+    if (piece.arguments.empty()) continue;
+    call->text += piece.arguments;
+    events += Event("response.function_call_arguments.delta",
+                    {{"item_id", call->id}, {"output_index", open_index()}, {"delta", piece.arguments}});
   }
   return events;
 }
 
 std::string ResponsesFormatter::Finish() {
-  if (!stream_) return Response(true).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string events = CloseReasoning();
-  if (reasoning_index_ < 0) events += OpenMessage();  // nothing at all was written: an empty message
-  events += CloseMessage();
+  if (!stream_) {
+    ItemsOfOutput();
+    return Response(true).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  std::string events;
+  if (items_.empty()) Open(Item::Kind::kMessage, events);  // nothing at all was written: an empty message
+  events += Close(incomplete_ ? "incomplete" : "completed");
   events += Event(incomplete_ ? "response.incomplete" : "response.completed", {{"response", Response(true)}});
   return events;
 }

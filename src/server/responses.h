@@ -1,5 +1,7 @@
 // POST /v1/responses, OpenAI's Responses API, stateless: the request is read into a
-// chat request (instructions as the system message, input items as messages,
+// chat request (instructions as the system message, input items as messages:
+// function_call items as the assistant turn's tool_calls, function_call_output items
+// as tool messages, reasoning items dropped; function tools and tool_choice as chat's;
 // max_output_tokens, temperature, top_p, text.format as response_format) and answered
 // as a Response object
 //   {id: "resp_…", object: "response", created_at, status: "completed" | "incomplete",
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +26,7 @@
 #include "server/generation_reply.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_parser.h"
+#include "server/tool_call_output.h"
 
 namespace latte::server {
 
@@ -36,6 +40,9 @@ struct ResponseSettings {
   nlohmann::json text_format = {{"type", "text"}};
   nlohmann::json metadata = nlohmann::json::object();
   nlohmann::json user = nullptr;
+  nlohmann::json tools = nlohmann::json::array();  // as the request gave them
+  nlohmann::json tool_choice = "auto";
+  bool parallel_tool_calls = true;
 };
 
 struct ResponsesRequest {
@@ -46,10 +53,14 @@ struct ResponsesRequest {
 // Errors name the Responses field (input[2].content, text.format.schema, …).
 MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& model, ResponsesRequest& out);
 
-// With --reasoning-parser, the text before "</think>" becomes a `reasoning` item
-// ({type: "reasoning", id: "rs_…", summary: [], content: [{type: "reasoning_text",
-// text}]}) before the message, streamed as response.reasoning_text.delta / .done; the
-// message item is left out when all of the output was reasoning.
+// Output items, in order: with --reasoning-parser, the text before "</think>" as a
+// `reasoning` item ({type: "reasoning", id: "rs_…", summary: [], content: [{type:
+// "reasoning_text", text}]}), streamed as response.reasoning_text.delta / .done; the
+// text as a `message` item (left out when the output was all reasoning or all calls);
+// with tools, each call as a `function_call` item ({type: "function_call", id: "fc_…",
+// call_id: "call_…", name, arguments, status}), streamed as output_item.added, then
+// response.function_call_arguments.delta / .done and output_item.done. Calls are read
+// from the text as on chat completions (tool_call_output.h).
 class ResponsesFormatter : public ResponseFormatter {
  public:
   ResponsesFormatter(const ResponsesRequest& request, bool reasoning_parser, std::string id, int64_t created);
@@ -59,34 +70,44 @@ class ResponsesFormatter : public ResponseFormatter {
   std::string StreamError(const ApiError& error) override;
 
  private:
+  struct Item {
+    enum class Kind { kReasoning, kMessage, kFunctionCall } kind;
+    std::string id;
+    std::string text;           // the reasoning, the message's text, or the call's arguments
+    std::string name, call_id;  // a function_call's
+    const char* status = "in_progress";
+  };
   // The Response object as it stands (`done`: with its output and usage).
   nlohmann::json Response(bool done) const;
-  nlohmann::json MessageItem(bool done) const;
-  nlohmann::json ReasoningItem(bool done) const;
-  nlohmann::json TextPart() const;
+  // A new item with its ids (msg_…, rs_…, fc_… and a call's call_…).
+  static Item NewItem(Item::Kind kind, std::string text, std::string name, const char* status);
+  static nlohmann::json ItemJson(const Item& item);
+  static nlohmann::json TextPart(const Item& message);
   std::string Event(const std::string& type, nlohmann::json payload);
-  // Streaming: the events that open the message item (closing the reasoning item
-  // first), and those that close each.
-  std::string OpenMessage();
-  std::string CloseReasoning();
-  std::string CloseMessage();
+  // Not streaming: the items from the whole output.
+  void ItemsOfOutput();
+  // Streaming: the item of `kind` open at the end of `items_` (opening it, closing the
+  // one before, when it is not), its events appended to `events`; and the closing
+  // events of the open item.
+  Item& Open(Item::Kind kind, std::string& events, const std::string& name = "");
+  std::string Close(const char* status);
+  int open_index() const { return static_cast<int>(items_.size()) - 1; }
 
   const ResponseSettings settings_;
   const std::string id_;
-  const std::string message_id_;
   const int64_t created_;
   const bool stream_;
   const int64_t input_tokens_;
-  const std::string reasoning_id_;
+  const ToolCallReading tool_reading_;
   std::optional<ReasoningParser> parser_;
-  std::string text_, reasoning_;
+  std::optional<ToolCallStream> tool_stream_;  // streaming with tools
+  std::string text_, reasoning_;               // not streaming: all of the output
+  std::vector<Item> items_;
+  bool open_ = false;  // streaming: the last item's closing events are not out yet
   int64_t output_tokens_ = 0;
   bool incomplete_ = false;  // max_output_tokens ended it
+  bool stopped_ = false;     // the output ended by itself
   bool started_ = false;     // streaming: the opening events are out
-  // Streaming: each item's place in `output` once opened (-1: not yet), and whether
-  // its closing events are out.
-  int reasoning_index_ = -1, message_index_ = -1;
-  bool reasoning_closed_ = false;
   int64_t sequence_number_ = 0;
 };
 

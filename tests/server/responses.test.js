@@ -1,6 +1,9 @@
 // POST /v1/responses through the official openai client's `responses` resource, on the
 // trained default model: plain, streaming (OpenAI's event sequence), structured
-// (text.format json_schema, validated by Ajv, and the client's parse helper), the
+// (text.format json_schema, validated by Ajv, and the client's parse helper), function
+// tools (tool_choice required and named: function_call items whose arguments Ajv
+// validates, streamed through the client's responses.stream; the calls and their
+// outputs sent back as input items render as chat's tool_calls and tool messages), the
 // answer equal to chat completions' for the same messages, and the errors.
 'use strict';
 const { test, before, after } = require('node:test');
@@ -103,13 +106,93 @@ test('text.format json_schema: the output validates; the client\'s parse helper 
   assert.equal(streamed.join(''), r.output_text);
 });
 
+const WEATHER = { type: 'function', name: 'get_weather', description: 'Weather in a city', strict: true,
+                  parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] }, days: { type: 'integer' } },
+                                required: ['city', 'days'], additionalProperties: false } };
+const NOW = { type: 'function', name: 'now', parameters: { type: 'object', properties: {} } };
+const validateWeather = new Ajv({ strict: false }).compile(WEATHER.parameters);
+
+// The output items without their random ids.
+function withoutIds(output) {
+  return output.map(({ id, call_id, ...rest }) => rest);  // eslint-disable-line no-unused-vars
+}
+
+// (parallel_tool_calls false: one call, where this model would write call after call
+// until max_output_tokens.)
+test('function tools: required and named tool_choice give function_call items; streamed the same', async () => {
+  for (const tool_choice of ['required', { type: 'function', name: 'get_weather' }]) {
+    const body = { model: 'default', input: 'Weather in Paris for 3 days?', tools: [WEATHER, NOW], tool_choice,
+                   parallel_tool_calls: false, max_output_tokens: 120, temperature: 0 };
+    const r = await client.responses.create(body);
+    assert.equal(r.status, 'completed', JSON.stringify(r.output));
+    assert.deepEqual(r.tools, [WEATHER, NOW]);
+    assert.deepEqual(r.tool_choice, tool_choice);
+    assert.equal(r.parallel_tool_calls, false);
+    assert.equal(r.output.length, 1);
+    for (const item of r.output) {
+      assert.equal(item.type, 'function_call', JSON.stringify(item));
+      assert.match(item.id, /^fc_/);
+      assert.match(item.call_id, /^call_/);
+      assert.equal(item.status, 'completed');
+      const args = JSON.parse(item.arguments);
+      if (typeof tool_choice === 'object') assert.equal(item.name, 'get_weather');
+      if (item.name === 'get_weather') assert.ok(validateWeather(args), item.arguments);
+      else assert.equal(item.name, 'now');
+    }
+    const stream = client.responses.stream(body);
+    const deltas = [];
+    stream.on('response.function_call_arguments.delta', (e) => deltas.push(e.delta));
+    const final = await stream.finalResponse();
+    for (const item of final.output) {  // the client parses a strict tool's arguments
+      assert.deepEqual(item.parsed_arguments, JSON.parse(item.arguments));
+      delete item.parsed_arguments;
+    }
+    assert.deepEqual(withoutIds(final.output), withoutIds(r.output));
+    assert.equal(deltas.join(''), r.output.map((item) => item.arguments).join(''));
+  }
+});
+
+test('function_call and function_call_output items render as chat\'s tool calls and tool messages', async () => {
+  const input = [
+    { role: 'user', content: 'Weather in Paris?' },
+    { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris","days":1}' },
+    { type: 'function_call_output', call_id: 'call_1', output: '{"temp": 21}' },
+    { type: 'reasoning', id: 'rs_1', summary: [] },
+    { role: 'user', content: 'And tomorrow?' },
+  ];
+  const r = await client.responses.create({ model: 'default', input, tools: [WEATHER], tool_choice: 'none',
+                                            max_output_tokens: 8, temperature: 0 });
+  const messages = [
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function',
+                                                     function: { name: 'get_weather',
+                                                                 arguments: '{"city":"Paris","days":1}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
+    { role: 'user', content: 'And tomorrow?' },
+  ];
+  const chat = await client.chat.completions.create({
+    model: 'default', messages, max_tokens: 8, temperature: 0,
+    tools: [{ type: 'function', function: { name: WEATHER.name, description: WEATHER.description,
+                                            parameters: WEATHER.parameters, strict: true } }],
+    tool_choice: 'none' });
+  assert.equal(r.usage.input_tokens, chat.usage.prompt_tokens);
+  assert.equal(r.output_text, chat.choices[0].message.content);
+  assert.equal(r.output[0].type, 'message');
+});
+
 test('what latte cannot do is a 400 naming the field', async () => {
   const cases = [
     [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
-    [{ input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, 'tools'],
+    [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+    [{ input: 'x', tools: [{ type: 'function', name: 'bad name' }], tool_choice: 'required' }, 'tools[0].name'],
+    [{ input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] }, 'tool_choice'],
+    [{ input: 'x', tools: [NOW], tool_choice: { type: 'function', name: 'g' } }, 'tool_choice.name'],
+    [{ input: 'x', tools: [NOW], tool_choice: { type: 'file_search' } }, 'tool_choice'],
+    [{ input: [{ type: 'function_call', call_id: 'c', name: 'f' }] }, 'input[0].arguments'],
     [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] },
      'input[0].content[0].type'],
-    [{ input: [{ type: 'function_call_output', call_id: 'c', output: '1' }] }, 'input[0].type'],
+    [{ input: [{ type: 'function_call_output', call_id: 'c' }] }, 'input[0].output'],
+    [{ input: [{ type: 'computer_call_output', call_id: 'c' }] }, 'input[0].type'],
     [{ input: [{ role: 'robot', content: 'x' }] }, 'input[0].role'],
     [{}, 'input'],
     [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],

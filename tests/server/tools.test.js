@@ -129,6 +129,17 @@ test('the format is told from a DeepSeek chat template', async () => {
       assert.match(detok.json.prompt,
                    /<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n\{"city": "Paris"\}\n```<｜tool▁call▁end｜>/);
       assert.match(detok.json.prompt, /<｜tool▁output▁begin｜>\{"temp": 21\}<｜tool▁output▁end｜>/);
+      // The same history as Responses input items renders the same prompt.
+      const input = [
+        HISTORY[0],
+        { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city": "Paris"}' },
+        { type: 'function_call_output', call_id: 'call_1', output: '{"temp": 21}' },
+        HISTORY[3],
+      ];
+      const tools = TOOLS.map((t) => ({ type: 'function', ...t.function }));
+      const r = await s.client().responses.create({ model: 'r1t', input, tools, tool_choice: 'none',
+                                                    max_output_tokens: 1 });
+      assert.equal(r.usage.input_tokens, tok.json.count);
     } finally {
       assert.equal(await s.stop(), 0);
     }
