@@ -2,10 +2,11 @@
 // them, the tool-call history rendered by the template, the server flags
 // (--enable-auto-tool-choice, --tool-call-parser, or the format told from the chat
 // template), tool_choice "required" and named functions by constrained decoding on a
-// random model (every call's arguments validated by Ajv against its function's
-// schema; the openai client's runTools), and the 400s. (The calls a model writes under
-// "auto" are read by the parser tested in tests/tool_call_parser_test.cc and
-// tests/response_format_test.cc: a random model writes no call markers.)
+// random model and on the trained default model (every call's arguments validated by
+// Ajv against its function's schema; the openai client's runTools), and the 400s.
+// (The calls a model writes under "auto" are read by the parser tested in
+// tests/tool_call_parser_test.cc and tests/response_format_test.cc: neither model
+// here writes call markers.)
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -212,5 +213,42 @@ test('a named tool_choice calls that function; the client\'s runTools runs it, s
     const call = await runner.finalFunctionToolCall();
     assert.equal(call.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.arguments), seen[0]);
+  }
+});
+
+test('on the trained default model: required and named calls validate, runTools runs them, streamed or not', async () => {
+  const s = await h.startServer(path.join(__dirname, '../../models/default'), ['--served-model-name', 'default']);
+  try {
+    const c = s.client();
+    const ajv = new Ajv({ strict: false });
+    const validate = Object.fromEntries(FORCED_TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+    const messages = [{ role: 'user', content: 'What is the weather in Oslo for 2 days?' }];
+    // parallel_tool_calls false: one call (this model would write call after call).
+    const body = { model: 'default', messages, tools: FORCED_TOOLS, tool_choice: 'required', parallel_tool_calls: false,
+                   max_tokens: 120, temperature: 0 };
+    const r = await c.chat.completions.create(body);
+    assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0].message));
+    const calls = r.choices[0].message.tool_calls;
+    assert.equal(calls.length, 1);
+    assert.ok(validate[calls[0].function.name](JSON.parse(calls[0].function.arguments)), calls[0].function.arguments);
+    const streamed = [];
+    for await (const chunk of await c.chat.completions.create({ ...body, stream: true })) {
+      for (const piece of chunk.choices[0]?.delta?.tool_calls ?? []) streamed.push(piece.function);
+    }
+    assert.deepEqual(streamed, [calls[0].function]);
+    for (const stream of [false, true]) {
+      const seen = [];
+      const runner = c.chat.completions.runTools({
+        model: 'default', messages, max_tokens: 60, temperature: 0, stream,
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        tools: [{ type: 'function', function: { name: 'get_weather', parameters: FORCED_TOOLS[0].function.parameters,
+                                                parse: JSON.parse, function: (args) => { seen.push(args); return 'sunny'; } } }],
+      });
+      await runner.done();
+      assert.equal(seen.length, 1, 'runTools called the function once');
+      assert.ok(validate.get_weather(seen[0]), JSON.stringify(seen[0]));
+    }
+  } finally {
+    assert.equal(await s.stop(), 0);
   }
 });
