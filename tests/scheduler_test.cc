@@ -286,6 +286,84 @@ TEST(Scheduler, LongPromptSharesTheStepWithAWaitingOne) {
   EXPECT_EQ(capped, 64);
 }
 
+// A 1000-token prompt alone in steps of 64, its decompressed prefix kept to
+// `kept` positions: each chunk's (start, count).
+std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t pairs) {
+  BlockPool pool(256, 16, false);
+  KvCacheManager kv(pool);
+  SchedulerConfig config{8, 64, 2048, 0};
+  config.max_prefill_attention_pairs = pairs;
+  config.kept_prefix_positions = kept;
+  Scheduler scheduler(config, kv);
+  Sequence prompt;
+  prompt.tokens.assign(1000, 5);
+  prompt.prompt_len = 1000;
+  scheduler.Add(&prompt);
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  while (prompt.num_computed < 1000 && chunks.size() < 2000) {
+    for (const ScheduledChunk& c : scheduler.Schedule()) chunks.emplace_back(c.start, c.count);
+    scheduler.Completed();
+  }
+  scheduler.Remove(&prompt);
+  return chunks;
+}
+
+TEST(Scheduler, DeepPromptChunksStayUnderTheirAttentionPairs) {
+  // Default: 8 × 64² pairs; each chunk the largest under it (a plain loop finds it), a
+  // full step while 64 × (L + 64) fits.
+  const int64_t pairs = 8 * 64 * 64;
+  const auto chunks = LongPromptChunks(/*kept=*/1000, /*pairs=*/0);
+  int64_t expect_start = 0;
+  for (const auto& [start, count] : chunks) {
+    EXPECT_EQ(start, expect_start);
+    int64_t largest = 1;
+    while (largest < 64 && largest < 1000 - start && (largest + 1) * (start + largest + 1) <= pairs) ++largest;
+    EXPECT_EQ(count, largest) << "at " << start;
+    expect_start += count;
+  }
+  EXPECT_EQ(expect_start, 1000);
+  EXPECT_EQ(chunks.front().second, 64);
+  EXPECT_LT(chunks.back().second, 40);
+  // Nothing kept: re-decompressing the prefix is paid per chunk, so chunks stay whole.
+  for (const auto& [start, count] : LongPromptChunks(/*kept=*/0, 0))
+    EXPECT_EQ(count, std::min<int64_t>(64, 1000 - start));
+  // A budget under one token's pairs still moves a token a step.
+  const auto crawl = LongPromptChunks(1000, 1);
+  EXPECT_EQ(crawl.size(), 1000u);
+}
+
+TEST(Scheduler, AWaitingPromptCutsADeepChunkToTheContendedPairs) {
+  BlockPool pool(256, 16, false);
+  KvCacheManager kv(pool);
+  SchedulerConfig config{8, 64, 2048, 32};
+  config.kept_prefix_positions = 1000;
+  Scheduler scheduler(config, kv);
+  Sequence long_prompt, short_prompt;
+  long_prompt.tokens.assign(1000, 5);
+  long_prompt.prompt_len = 1000;
+  short_prompt.id = 1;
+  short_prompt.tokens.assign(40, 6);
+  short_prompt.prompt_len = 40;
+  scheduler.Add(&long_prompt);
+  while (long_prompt.num_computed < 800) {
+    scheduler.Schedule();
+    scheduler.Completed();
+  }
+  scheduler.Add(&short_prompt);
+  const int64_t depth = long_prompt.num_computed;
+  int64_t long_chunk = 0, short_chunk = 0;
+  for (const ScheduledChunk& c : scheduler.Schedule()) (c.seq == &long_prompt ? long_chunk : short_chunk) = c.count;
+  scheduler.Completed();
+  // 32 × 64 pairs: the largest c with c × (depth + c) under it; the short one takes the rest.
+  int64_t largest = 1;
+  while ((largest + 1) * (depth + largest + 1) <= 32 * 64) ++largest;
+  EXPECT_EQ(long_chunk, largest);
+  EXPECT_EQ(short_chunk, 40);
+  scheduler.Remove(&long_prompt);
+  scheduler.Remove(&short_prompt);
+  EXPECT_EQ(pool.NumAvailable(), 256);
+}
+
 TEST(Scheduler, FollowersWaitForTheirLeadersPrompt) {
   BlockPool pool(64, 4, true);
   KvCacheManager kv(pool);

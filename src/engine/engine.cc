@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "engine/step_control.h"
+#include "model/decompressed_prefix.h"
 
 namespace latte {
 
@@ -45,6 +46,16 @@ struct RequestState {
 
 namespace {
 
+// The scheduler's config, told how deep a prompt's decompressed K/V is kept.
+SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& model) {
+  SchedulerConfig config = options.scheduler;
+  const ModelConfig& local = model.weights().shard_config();
+  const int64_t position_bytes = DecompressedPrefix::BytesPerPosition(
+      local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
+  config.kept_prefix_positions = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
+  return config;
+}
+
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -66,7 +77,7 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
              ResolveKvCacheDtype(options.kv_cache_dtype, model.weights().compute_dtype())),
       pool_(options.num_blocks, options.block_size, options.prefix_caching),
       kv_(pool_),
-      scheduler_(options.scheduler, kv_),
+      scheduler_(SchedulerFor(options, model), kv_),
       decompressed_prefix_(options.decompressed_prefix_bytes) {
   counters_.kv_blocks_total = options.num_blocks;
   counters_.block_size = options.block_size;

@@ -24,7 +24,21 @@ Status SchedulerConfig::Validate() const {
                                        std::to_string(long_prefill_token_threshold),
                                    "long_prefill_token_threshold");
   }
+  if (max_prefill_attention_pairs < 0) {
+    return Status::InvalidArgument(
+        "max_prefill_attention_pairs must be >= 0 (0: the default), got " + std::to_string(max_prefill_attention_pairs),
+        "max_prefill_attention_pairs");
+  }
   return Status::Ok();
+}
+
+int64_t SchedulerConfig::MaxPrefillAttentionPairs() const {
+  return max_prefill_attention_pairs > 0 ? max_prefill_attention_pairs
+                                         : 8 * max_num_batched_tokens * max_num_batched_tokens;
+}
+
+int64_t SchedulerConfig::ContendedPrefillAttentionPairs() const {
+  return std::min(MaxPrefillAttentionPairs(), LongPrefillThreshold() * max_num_batched_tokens);
 }
 
 int64_t SchedulerConfig::LongPrefillThreshold() const {
@@ -91,7 +105,8 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   // More than one prompt wants tokens: each chunk of them is capped, so a long one
   // leaves the rest of the step to the others.
   const bool prompts_contend = prefilling.size() + AdmittableWaiting() > 1;
-  StepBudget budget{step_tokens, prompt_tokens, prompts_contend ? config_.LongPrefillThreshold() : step_tokens};
+  StepBudget budget{step_tokens, prompt_tokens, prompts_contend ? config_.LongPrefillThreshold() : step_tokens,
+                    prompts_contend ? config_.ContendedPrefillAttentionPairs() : config_.MaxPrefillAttentionPairs()};
   const auto schedule_decodes = [&] {
     for (Sequence* seq : decoding) {
       if (budget.tokens == 0) break;
@@ -154,7 +169,10 @@ void Scheduler::TopUpPromptChunks(StepBudget& budget) {
     if (budget.tokens == 0 || budget.prompt == 0) return;
     if (!IsPromptChunk(c)) continue;
     const int64_t end = c.start + c.count;
-    const int64_t more = std::min({c.seq->num_tokens() - end, budget.tokens, budget.prompt});
+    const int64_t more =
+        PairCappedTokens(c.start, c.count + std::min({c.seq->num_tokens() - end, budget.tokens, budget.prompt}),
+                         budget.pairs) -
+        c.count;
     if (more <= 0 || !kv_.Grow(c.seq->blocks, end + more)) continue;
     c.count += more;
     c.samples = c.start + c.count == c.seq->num_tokens();
@@ -163,9 +181,26 @@ void Scheduler::TopUpPromptChunks(StepBudget& budget) {
   }
 }
 
-int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) {
+int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) const {
   const int64_t left = seq.num_tokens() - seq.num_computed;
-  return std::min({left, budget.tokens, seq.prompt_computed() ? left : std::min(budget.prompt, budget.prompt_chunk)});
+  if (seq.prompt_computed()) return std::min(left, budget.tokens);
+  return PairCappedTokens(seq.num_computed, std::min({left, budget.tokens, budget.prompt, budget.prompt_chunk}),
+                          budget.pairs);
+}
+
+int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs) const {
+  if (tokens <= 1 || start + tokens > config_.kept_prefix_positions) return tokens;
+  // The largest c with c × (start + c) <= pairs, at least one token so the prompt moves.
+  int64_t lo = 1, hi = tokens;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (mid * (start + mid) <= pairs) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
 }
 
 void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {

@@ -22,6 +22,15 @@
 // long_prefill_token_threshold tokens, so a short request that arrives behind a long
 // prompt is admitted in the next step instead of after the whole prefill (vLLM's
 // --long-prefill-token-threshold). A prompt alone still takes whole steps.
+// Deep prompts' chunks are sized by their attention too: a chunk of c tokens after L
+// computed ones attends over c × (L + c) query-key pairs, a cost that grows with the
+// depth whatever the chunk's token count, so it is kept under max_prefill_attention_pairs
+// (and, while other prompts want tokens, under long_prefill_token_threshold ×
+// max_num_batched_tokens): a step beside a 16k-deep prefill then lasts about as long as
+// one at the start of it, and a request that arrives meanwhile waits for a short step.
+// Only within the positions whose decompressed K/V the engine keeps across a prompt's
+// chunks (kept_prefix_positions): beyond them each chunk decompresses its whole prefix
+// again, and smaller chunks would only multiply that.
 // A sequence is only ever admitted when it can fit alone (Engine refuses the rest),
 // so preemption always makes progress.
 #pragma once
@@ -46,6 +55,15 @@ struct SchedulerConfig {
   int64_t long_prefill_token_threshold = 0;
   // long_prefill_token_threshold, resolved.
   int64_t LongPrefillThreshold() const;
+  // The most query-key pairs, c × (L + c), one prompt chunk attends over in a step; 0:
+  // 8 × max_num_batched_tokens² (a full chunk until 7 chunks deep).
+  int64_t max_prefill_attention_pairs = 0;
+  // Resolved: alone, and while other prompts want tokens too.
+  int64_t MaxPrefillAttentionPairs() const;
+  int64_t ContendedPrefillAttentionPairs() const;
+  // Set by the engine: a prompt's positions whose decompressed K/V it keeps across the
+  // prompt's chunks (0: none); chunks that end beyond them are not capped by pairs.
+  int64_t kept_prefix_positions = 0;
 
   // Each value in its range; an error names the field ("max_num_seqs").
   Status Validate() const;
@@ -84,6 +102,7 @@ class Scheduler {
     int64_t tokens = 0;
     int64_t prompt = 0;
     int64_t prompt_chunk = 0;  // the most one prompt chunk takes
+    int64_t pairs = 0;         // the most query-key pairs one prompt chunk attends over
   };
 
   void Preempt(Sequence* seq);
@@ -92,7 +111,9 @@ class Scheduler {
   int64_t PendingPromptTokens(int64_t enough) const;
   // The tokens seq's next chunk takes: what it lacks rows for, within the step's tokens
   // and, while in its prompt, the step's prompt tokens and the prompt chunk cap.
-  static int64_t ChunkTokens(const Sequence& seq, const StepBudget& budget);
+  int64_t ChunkTokens(const Sequence& seq, const StepBudget& budget) const;
+  // The most tokens a prompt chunk from position `start` may take under `pairs`.
+  int64_t PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs) const;
   // Schedules the next chunk of a running sequence, preempting the most recently
   // admitted ones while the pool cannot hold it (seq itself, at worst).
   void ScheduleRunning(Sequence* seq, StepBudget& budget);
