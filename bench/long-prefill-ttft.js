@@ -5,14 +5,18 @@
 // model and flags, alternating A B A B:
 //   shared:  the default --long-prefill-token-threshold (half the step's token budget
 //            while other prompts wait);
+// and, with --against whole (the default):
 //   whole:   --long-prefill-token-threshold = --max-num-batched-tokens: the long prompt
-//            takes every step's budget, as before the threshold existed.
+//            takes every step's budget, as before the threshold existed;
+// or with --against pairs:
+//   pairs:   deep chunks also cut by their attention, --max-prefill-attention-pairs
+//            8 × --max-num-batched-tokens².
 // Each run: 3 short requests alone (idle TTFT), then the long prompt, and from 2 s after
 // it short requests one after another (each sent 0.5 s after the last one's first
 // token) until the long prompt's first token. Prompts are random token ids, distinct in
 // every run (no prefix cache hits); max_tokens 1 for all.
 // Usage: node bench/long-prefill-ttft.js --model DIR [--long-len 16384] [--short-len 40]
-//          [--rounds 2] [-- extra serve flags, e.g. --huge-pages --memory-gb 10]
+//          [--rounds 2] [--against whole|pairs] [-- extra serve flags, e.g. --huge-pages --memory-gb 10]
 'use strict';
 const { spawn } = require('node:child_process');
 const http = require('node:http');
@@ -22,8 +26,9 @@ const { splitmix } = require('./splitmix64');
 const LATTE = process.env.LATTE_BINARY || path.resolve(__dirname, '../build/latte');
 
 function parseArgs(argv) {
-  const o = { model: null, longLen: 16384, shortLen: 40, rounds: 2, extra: [] };
-  const keys = { '--model': 'model', '--long-len': 'longLen', '--short-len': 'shortLen', '--rounds': 'rounds' };
+  const o = { model: null, longLen: 16384, shortLen: 40, rounds: 2, against: 'whole', extra: [] };
+  const keys = { '--model': 'model', '--long-len': 'longLen', '--short-len': 'shortLen', '--rounds': 'rounds',
+                 '--against': 'against' };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--') {
       o.extra = argv.slice(i + 1);
@@ -31,9 +36,10 @@ function parseArgs(argv) {
     }
     const k = keys[argv[i]];
     if (!k) throw new Error('unknown flag ' + argv[i]);
-    o[k] = k === 'model' ? argv[++i] : Number(argv[++i]);
+    o[k] = k === 'model' || k === 'against' ? argv[++i] : Number(argv[++i]);
   }
   if (!o.model) throw new Error('--model DIR is required');
+  if (o.against !== 'whole' && o.against !== 'pairs') throw new Error('--against must be whole or pairs');
   return o;
 }
 
@@ -107,18 +113,20 @@ async function main() {
   const configs = {
     shared: o.extra,
     whole: [...o.extra, '--long-prefill-token-threshold', String(budget)],
+    pairs: [...o.extra, '--max-prefill-attention-pairs', String(8 * budget * budget)],
   };
-  const results = { shared: [], whole: [] };
+  const names = ['shared', o.against];
+  const results = { shared: [], [o.against]: [] };
   let seed = 1;
   for (let round = 0; round < o.rounds; ++round) {
-    for (const name of ['shared', 'whole']) {
+    for (const name of names) {
       const r = await runOnce(o, configs[name], seed++);
       results[name].push(r);
       console.log(JSON.stringify({ round, config: name, idle_ttft_s: +r.idle.toFixed(3),
         beside_ttft_s: r.beside.map((x) => +x.toFixed(2)), long_ttft_s: +r.long.toFixed(1) }));
     }
   }
-  for (const name of ['shared', 'whole']) {
+  for (const name of names) {
     const rs = results[name];
     const beside = rs.flatMap((r) => r.beside);
     const idle = median(rs.map((r) => r.idle));

@@ -309,10 +309,10 @@ std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t 
 }
 
 TEST(Scheduler, DeepPromptChunksStayUnderTheirAttentionPairs) {
-  // Default: 8 × 64² pairs; each chunk the largest under it (a plain loop finds it), a
-  // full step while 64 × (L + 64) fits.
+  // 8 × 64² pairs: each chunk the largest under them (a plain loop finds it), a full
+  // step while 64 × (L + 64) fits.
   const int64_t pairs = 8 * 64 * 64;
-  const auto chunks = LongPromptChunks(/*kept=*/1000, /*pairs=*/0);
+  const auto chunks = LongPromptChunks(/*kept=*/1000, pairs);
   int64_t expect_start = 0;
   for (const auto& [start, count] : chunks) {
     EXPECT_EQ(start, expect_start);
@@ -336,6 +336,7 @@ TEST(Scheduler, AWaitingPromptCutsADeepChunkToTheContendedPairs) {
   BlockPool pool(256, 16, false);
   KvCacheManager kv(pool);
   SchedulerConfig config{8, 64, 2048, 32};
+  config.max_prefill_attention_pairs = 8 * 64 * 64;
   config.kept_prefix_positions = 1000;
   Scheduler scheduler(config, kv);
   Sequence long_prompt, short_prompt;

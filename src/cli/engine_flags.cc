@@ -88,9 +88,9 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
       ->capture_default_str();
   cmd.add_option("--max-prefill-attention-pairs", c.scheduler.max_prefill_attention_pairs,
                  "The most query-key pairs one prompt chunk attends over in a step, c x (L + c) for c tokens "
-                 "after L (0: 8 x --max-num-batched-tokens squared; while other prompts wait, at most "
-                 "--long-prefill-token-threshold x --max-num-batched-tokens), so a step beside a deep prefill "
-                 "stays short; only within the positions --decompressed-prefix-gb keeps")
+                 "after L (0: no cap; while other prompts wait, at most --long-prefill-token-threshold x "
+                 "--max-num-batched-tokens), so a step beside a deep prefill stays short; only within the "
+                 "positions --decompressed-prefix-gb keeps")
       ->capture_default_str();
   cmd.add_flag_callback(
       "--no-prefix-cache", [&c] { c.prefix_caching = false; }, "Do not reuse the KV blocks of shared prompt prefixes");

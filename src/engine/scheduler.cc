@@ -1,5 +1,7 @@
 #include "engine/scheduler.h"
 
+#include <limits>
+
 #include <algorithm>
 
 namespace latte {
@@ -33,12 +35,12 @@ Status SchedulerConfig::Validate() const {
 }
 
 int64_t SchedulerConfig::MaxPrefillAttentionPairs() const {
-  return max_prefill_attention_pairs > 0 ? max_prefill_attention_pairs
-                                         : 8 * max_num_batched_tokens * max_num_batched_tokens;
+  return max_prefill_attention_pairs > 0 ? max_prefill_attention_pairs : std::numeric_limits<int64_t>::max();
 }
 
 int64_t SchedulerConfig::ContendedPrefillAttentionPairs() const {
-  return std::min(MaxPrefillAttentionPairs(), LongPrefillThreshold() * max_num_batched_tokens);
+  if (max_prefill_attention_pairs == 0) return MaxPrefillAttentionPairs();
+  return std::min(max_prefill_attention_pairs, LongPrefillThreshold() * max_num_batched_tokens);
 }
 
 int64_t SchedulerConfig::LongPrefillThreshold() const {
@@ -189,7 +191,9 @@ int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) co
 }
 
 int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs) const {
-  if (tokens <= 1 || start + tokens > config_.kept_prefix_positions) return tokens;
+  if (tokens <= 1 || pairs == std::numeric_limits<int64_t>::max() || start + tokens > config_.kept_prefix_positions) {
+    return tokens;
+  }
   // The largest c with c × (start + c) <= pairs, at least one token so the prompt moves.
   int64_t lo = 1, hi = tokens;
   while (lo < hi) {

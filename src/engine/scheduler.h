@@ -22,7 +22,8 @@
 // long_prefill_token_threshold tokens, so a short request that arrives behind a long
 // prompt is admitted in the next step instead of after the whole prefill (vLLM's
 // --long-prefill-token-threshold). A prompt alone still takes whole steps.
-// Deep prompts' chunks are sized by their attention too: a chunk of c tokens after L
+// With max_prefill_attention_pairs, deep prompts' chunks are sized by their attention
+// too: a chunk of c tokens after L
 // computed ones attends over c × (L + c) query-key pairs, a cost that grows with the
 // depth whatever the chunk's token count, so it is kept under max_prefill_attention_pairs
 // (and, while other prompts want tokens, under long_prefill_token_threshold ×
@@ -56,7 +57,9 @@ struct SchedulerConfig {
   // long_prefill_token_threshold, resolved.
   int64_t LongPrefillThreshold() const;
   // The most query-key pairs, c × (L + c), one prompt chunk attends over in a step; 0:
-  // 8 × max_num_batched_tokens² (a full chunk until 7 chunks deep).
+  // no such cap (chunks sized by tokens only). Off by default: at 8 × 512² it cut the
+  // wait of a short request beside a 16k prefill by a third but made the long prompt's
+  // own TTFT 1.5-1.9× (docs/benchmarks.md).
   int64_t max_prefill_attention_pairs = 0;
   // Resolved: alone, and while other prompts want tokens too.
   int64_t MaxPrefillAttentionPairs() const;
