@@ -497,10 +497,8 @@ std::string ResponsesFormatter::OnOutput(size_t, const GenerationOutput& out) {
                                                    {"logprobs", nlohmann::json::array()}});
   }
   for (const ToolCallPiece& piece : calls.calls) {
-    Item* call = &items_.back();
-    if (piece.first || !open_ || call->kind != Item::Kind::kFunctionCall) {
-      call = &Open(Item::Kind::kFunctionCall, events, piece.name);
-    }
+    const bool call_open = open_ && items_.back().kind == Item::Kind::kFunctionCall;
+    Item* call = piece.first || !call_open ? &Open(Item::Kind::kFunctionCall, events, piece.name) : &items_.back();
     if (piece.arguments.empty()) continue;
     call->text += piece.arguments;
     events += Event("response.function_call_arguments.delta",
