@@ -10,13 +10,17 @@
 //            takes every step's budget, as before the threshold existed;
 // or with --against pairs:
 //   pairs:   deep chunks also cut by their attention, --max-prefill-attention-pairs
-//            8 × --max-num-batched-tokens².
+//            8 × --max-num-batched-tokens²;
+// or with --against-flags "FLAGS":
+//   flags:   the same server with FLAGS added (a latency setting to weigh, e.g.
+//            "--max-num-batched-tokens 256 --max-prefill-attention-pairs 1000000").
 // Each run: 3 short requests alone (idle TTFT), then the long prompt, and from 2 s after
 // it short requests one after another (each sent 0.5 s after the last one's first
 // token) until the long prompt's first token. Prompts are random token ids, distinct in
 // every run (no prefix cache hits); max_tokens 1 for all.
 // Usage: node bench/long-prefill-ttft.js --model DIR [--long-len 16384] [--short-len 40]
-//          [--rounds 2] [--against whole|pairs] [-- extra serve flags, e.g. --huge-pages --memory-gb 10]
+//          [--rounds 2] [--against whole|pairs | --against-flags "FLAGS"]
+//          [-- extra serve flags for both, e.g. --huge-pages --memory-gb 10]
 'use strict';
 const { spawn } = require('node:child_process');
 const http = require('node:http');
@@ -26,9 +30,9 @@ const { splitmix } = require('./splitmix64');
 const LATTE = process.env.LATTE_BINARY || path.resolve(__dirname, '../build/latte');
 
 function parseArgs(argv) {
-  const o = { model: null, longLen: 16384, shortLen: 40, rounds: 2, against: 'whole', extra: [] };
+  const o = { model: null, longLen: 16384, shortLen: 40, rounds: 2, against: 'whole', againstFlags: null, extra: [] };
   const keys = { '--model': 'model', '--long-len': 'longLen', '--short-len': 'shortLen', '--rounds': 'rounds',
-                 '--against': 'against' };
+                 '--against': 'against', '--against-flags': 'againstFlags' };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--') {
       o.extra = argv.slice(i + 1);
@@ -36,10 +40,11 @@ function parseArgs(argv) {
     }
     const k = keys[argv[i]];
     if (!k) throw new Error('unknown flag ' + argv[i]);
-    o[k] = k === 'model' || k === 'against' ? argv[++i] : Number(argv[++i]);
+    o[k] = ['model', 'against', 'againstFlags'].includes(k) ? argv[++i] : Number(argv[++i]);
   }
+  if (o.againstFlags !== null) o.against = 'flags';
   if (!o.model) throw new Error('--model DIR is required');
-  if (o.against !== 'whole' && o.against !== 'pairs') throw new Error('--against must be whole or pairs');
+  if (!['whole', 'pairs', 'flags'].includes(o.against)) throw new Error('--against must be whole or pairs');
   return o;
 }
 
@@ -114,8 +119,10 @@ async function main() {
     shared: o.extra,
     whole: [...o.extra, '--long-prefill-token-threshold', String(budget)],
     pairs: [...o.extra, '--max-prefill-attention-pairs', String(8 * budget * budget)],
+    flags: [...o.extra, ...(o.againstFlags ?? '').split(/\s+/).filter(Boolean)],
   };
   const names = ['shared', o.against];
+  if (o.against === 'flags') console.log(JSON.stringify({ config: 'flags', flags: configs.flags }));
   const results = { shared: [], [o.against]: [] };
   let seed = 1;
   for (let round = 0; round < o.rounds; ++round) {

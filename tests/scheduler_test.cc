@@ -287,13 +287,14 @@ TEST(Scheduler, LongPromptSharesTheStepWithAWaitingOne) {
 }
 
 // A 1000-token prompt alone in steps of 64, its decompressed prefix kept to
-// `kept` positions: each chunk's (start, count).
-std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t pairs) {
+// `kept` positions, pair-capped chunks no thinner than `floor`: each chunk's (start, count).
+std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t pairs, int64_t floor = 1) {
   BlockPool pool(256, 16, false);
   KvCacheManager kv(pool);
   SchedulerConfig config{8, 64, 2048, 0};
   config.max_prefill_attention_pairs = pairs;
   config.kept_prefix_positions = kept;
+  config.min_pair_capped_tokens = floor;
   Scheduler scheduler(config, kv);
   Sequence prompt;
   prompt.tokens.assign(1000, 5);
@@ -330,6 +331,25 @@ TEST(Scheduler, DeepPromptChunksStayUnderTheirAttentionPairs) {
   // A budget under one token's pairs still moves a token a step.
   const auto crawl = LongPromptChunks(1000, 1);
   EXPECT_EQ(crawl.size(), 1000u);
+}
+
+TEST(Scheduler, PairCappedChunksKeepTheirFloor) {
+  // Under 4 × 64² pairs the chunks thin below 20 tokens from ~800 deep on; a floor of 20
+  // keeps them there (the last one takes what is left), the chunks before unchanged.
+  const int64_t pairs = 4 * 64 * 64;
+  const auto thin = LongPromptChunks(/*kept=*/1000, pairs);
+  const auto floored = LongPromptChunks(/*kept=*/1000, pairs, /*floor=*/20);
+  ASSERT_LT(thin.back().second, 20);
+  int64_t expect_start = 0;
+  for (const auto& [start, count] : floored) {
+    EXPECT_EQ(start, expect_start);
+    int64_t largest = 1;
+    while (largest < 64 && largest < 1000 - start && (largest + 1) * (start + largest + 1) <= pairs) ++largest;
+    EXPECT_EQ(count, std::min<int64_t>(1000 - start, std::max<int64_t>(20, largest))) << "at " << start;
+    expect_start += count;
+  }
+  EXPECT_EQ(expect_start, 1000);
+  EXPECT_LT(floored.size(), thin.size());
 }
 
 TEST(Scheduler, AWaitingPromptCutsADeepChunkToTheContendedPairs) {

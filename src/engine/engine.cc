@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "engine/step_control.h"
+#include "kernels/prefill_attention.h"
 #include "model/decompressed_prefix.h"
 
 namespace latte {
@@ -53,6 +54,7 @@ SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& 
   const int64_t position_bytes = DecompressedPrefix::BytesPerPosition(
       local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
   config.kept_prefix_positions = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
+  config.min_pair_capped_tokens = kPrefillAttentionMinQueries;
   return config;
 }
 

@@ -194,8 +194,8 @@ int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs
   if (tokens <= 1 || pairs == std::numeric_limits<int64_t>::max() || start + tokens > config_.kept_prefix_positions) {
     return tokens;
   }
-  // The largest c with c × (start + c) <= pairs, at least one token so the prompt moves.
-  int64_t lo = 1, hi = tokens;
+  // The largest c with c × (start + c) <= pairs, at least the floor so the prompt moves.
+  int64_t lo = std::clamp<int64_t>(config_.min_pair_capped_tokens, 1, tokens), hi = tokens;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (mid * (start + mid) <= pairs) {

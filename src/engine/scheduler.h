@@ -67,6 +67,10 @@ struct SchedulerConfig {
   // Set by the engine: a prompt's positions whose decompressed K/V it keeps across the
   // prompt's chunks (0: none); chunks that end beyond them are not capped by pairs.
   int64_t kept_prefix_positions = 0;
+  // Set by the engine: the fewest tokens a chunk cut by its pairs keeps (while the prompt
+  // has them). Attention over fewer queries than the kernels' tiled form takes costs more
+  // per pair, and every step streams the weights again, so thinner chunks only lose.
+  int64_t min_pair_capped_tokens = 1;
 
   // Each value in its range; an error names the field ("max_num_seqs").
   Status Validate() const;
