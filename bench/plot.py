@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""PNG plots of recorded benchmark results, for docs/benchmarks.md.
+
+    /usr/bin/python3 bench/plot.py depth RUNS_TSV OUT.png   # bench/vs-ik runs.tsv: decode tok/s against context depth
+    /usr/bin/python3 bench/plot.py ttft RESULTS_JSONL OUT.png  # bench/long-prefill-ttft.js per-run lines: short TTFT over the long prefill
+
+Needs matplotlib: Debian's /usr/bin/python3 with python3-matplotlib. A tool for the docs, not a dependency
+of latte's build or tests.
+"""
+import json
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ENGINE_TITLES = {"latte": "latte", "ik": "ik_llama.cpp", "llama": "llama.cpp"}
+DEPTH_TESTS = {"tg128": 0, "d8192": 8192, "d32768": 32768}
+
+
+def plot_depth(runs_tsv, out):
+    """Median tok/s per engine at each depth (tg128 is depth 0), every round as a dot."""
+    samples = {}  # engine -> depth -> [tok/s]
+    for line in open(runs_tsv):
+        _, test, *cells = line.rstrip("\n").split("\t")
+        if test not in DEPTH_TESTS:
+            continue
+        for cell in cells:
+            engine, value = cell.split("=", 1)
+            if value != "none":
+                samples.setdefault(engine, {}).setdefault(DEPTH_TESTS[test], []).append(float(value))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for engine, by_depth in samples.items():
+        depths = sorted(by_depth)
+        ax.plot(depths, [statistics.median(by_depth[d]) for d in depths], marker="o",
+                label=ENGINE_TITLES.get(engine, engine))
+        for d in depths:
+            ax.scatter([d] * len(by_depth[d]), by_depth[d], s=10, alpha=0.4, color=ax.lines[-1].get_color())
+    ax.set_xlabel("context depth (tokens)")
+    ax.set_ylabel("decode tok/s (median line, rounds as dots)")
+    ax.set_xticks(sorted({d for by_depth in samples.values() for d in by_depth}))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("bf16 decode after a context, 2 threads, same weights")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def plot_ttft(results_jsonl, out):
+    """Each short request's TTFT against when it was sent: 2 s after the long prompt, then
+    0.5 s after the previous one's first token (the script's schedule)."""
+    fig, ax = plt.subplots(figsize=(7.2, 5.6))
+    for line in open(results_jsonl):
+        run = json.loads(line)
+        if "beside_ttft_s" not in run:
+            continue
+        sent, t = [], 2.0
+        for ttft in run["beside_ttft_s"]:
+            sent.append(t)
+            t += ttft + 0.5
+        name = "default" if run["config"] == "shared" else run["config"]
+        ax.plot(sent, run["beside_ttft_s"], marker=".", linewidth=1,
+                label=f"{name}, round {run['round']} (long TTFT {run['long_ttft_s']:.0f} s)")
+    ax.set_yscale("log")
+    ticks = [0.2, 0.5, 1, 2, 5]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlabel("seconds after the long prompt was sent")
+    ax.set_ylabel("short request TTFT (s, log scale)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)
+    ax.set_title("40-token requests beside a 16,384-token prefill")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main(argv):
+    if len(argv) != 4 or argv[1] not in ("depth", "ttft"):
+        sys.exit(__doc__)
+    (plot_depth if argv[1] == "depth" else plot_ttft)(argv[2], argv[3])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
