@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/plot.py depth RUNS_TSV OUT.png   # bench/vs-ik runs.tsv: decode tok/s against context depth
     /usr/bin/python3 bench/plot.py ttft RESULTS_JSONL OUT.png  # bench/long-prefill-ttft.js per-run lines: short TTFT over the long prefill
+    /usr/bin/python3 bench/plot.py prefill ROUNDS_TSV OUT.png  # bench/prefill-vs-model.sh rounds: tok/s against prompt length
 
 Needs matplotlib: Debian's /usr/bin/python3 with python3-matplotlib. A tool for the docs, not a dependency
 of latte's build or tests.
@@ -76,10 +77,41 @@ def plot_ttft(results_jsonl, out):
     fig.savefig(out, dpi=110)
 
 
+def plot_prefill(rounds_tsv, out):
+    """Median prefill tok/s per prompt length for bench model, bench engine and serve
+    (columns run, n, round, model, engine, serve; '#' lines are comments), rounds as dots."""
+    rows = [line.rstrip("\n").split("\t") for line in open(rounds_tsv) if line.strip() and not line.startswith("#")]
+    header, rows = rows[0], rows[1:]
+    sides = header[3:]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, side in enumerate(sides):
+        by_n = {}
+        for r in rows:
+            by_n.setdefault(int(r[1]), []).append(float(r[3 + i]))
+        ns = sorted(by_n)
+        ax.plot(ns, [statistics.median(by_n[n]) for n in ns], marker="o", label=side)
+        for n in ns:
+            ax.scatter([n] * len(by_n[n]), by_n[n], s=10, alpha=0.4, color=ax.lines[-1].get_color())
+    ax.set_xscale("log", base=2)
+    ns = sorted({int(r[1]) for r in rows})
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("prefill tok/s (median line, rounds as dots)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("One prompt: bench model, bench engine, latte serve")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+PLOTS = {"depth": plot_depth, "ttft": plot_ttft, "prefill": plot_prefill}
+
+
 def main(argv):
-    if len(argv) != 4 or argv[1] not in ("depth", "ttft"):
+    if len(argv) != 4 or argv[1] not in PLOTS:
         sys.exit(__doc__)
-    (plot_depth if argv[1] == "depth" else plot_ttft)(argv[2], argv[3])
+    PLOTS[argv[1]](argv[2], argv[3])
 
 
 if __name__ == "__main__":
