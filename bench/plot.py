@@ -32,22 +32,11 @@ def plot_depth(runs_tsv, out):
             engine, value = cell.split("=", 1)
             if value != "none":
                 samples.setdefault(engine, {}).setdefault(DEPTH_TESTS[test], []).append(float(value))
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for engine, by_depth in samples.items():
-        depths = sorted(by_depth)
-        ax.plot(depths, [statistics.median(by_depth[d]) for d in depths], marker="o",
-                label=ENGINE_TITLES.get(engine, engine))
-        for d in depths:
-            ax.scatter([d] * len(by_depth[d]), by_depth[d], s=10, alpha=0.4, color=ax.lines[-1].get_color())
-    ax.set_xlabel("context depth (tokens)")
-    ax.set_ylabel("decode tok/s (median line, rounds as dots)")
-    ax.set_xticks(sorted({d for by_depth in samples.values() for d in by_depth}))
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title("bf16 decode after a context, 2 threads, same weights")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    labelled = {ENGINE_TITLES.get(engine, engine): by_depth for engine, by_depth in samples.items()}
+    depths = sorted({d for by_depth in samples.values() for d in by_depth})
+    plot_medians(labelled, out, xticks=depths, xlabel="context depth (tokens)",
+                 ylabel="decode tok/s (median line, rounds as dots)",
+                 title="bf16 decode after a context, 2 threads, same weights")
 
 
 def plot_ttft(results_jsonl, out):
@@ -82,25 +71,32 @@ def plot_prefill(rounds_tsv, out):
     (columns run, n, round, model, engine, serve; '#' lines are comments), rounds as dots."""
     rows = [line.rstrip("\n").split("\t") for line in open(rounds_tsv) if line.strip() and not line.startswith("#")]
     header, rows = rows[0], rows[1:]
-    sides = header[3:]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, side in enumerate(sides):
-        by_n = {}
+    series = {}  # side -> n -> [tok/s]
+    for i, side in enumerate(header[3:]):
         for r in rows:
-            by_n.setdefault(int(r[1]), []).append(float(r[3 + i]))
-        ns = sorted(by_n)
-        ax.plot(ns, [statistics.median(by_n[n]) for n in ns], marker="o", label=side)
-        for n in ns:
-            ax.scatter([n] * len(by_n[n]), by_n[n], s=10, alpha=0.4, color=ax.lines[-1].get_color())
-    ax.set_xscale("log", base=2)
-    ns = sorted({int(r[1]) for r in rows})
-    ax.set_xticks(ns, [str(n) for n in ns])
-    ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("prefill tok/s (median line, rounds as dots)")
+            series.setdefault(side, {}).setdefault(int(r[1]), []).append(float(r[3 + i]))
+    plot_medians(series, out, xticks=sorted({int(r[1]) for r in rows}), xlabel="prompt tokens",
+                 ylabel="prefill tok/s (median line, rounds as dots)",
+                 title="One prompt: bench model, bench engine, latte serve", log2_x=True)
+
+
+def plot_medians(series, out, xticks, xlabel, ylabel, title, log2_x=False):
+    """series: label -> x -> [samples]; one line through each x's median, each sample a dot."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, by_x in series.items():
+        xs = sorted(by_x)
+        ax.plot(xs, [statistics.median(by_x[x]) for x in xs], marker="o", label=label)
+        for x in xs:
+            ax.scatter([x] * len(by_x[x]), by_x[x], s=10, alpha=0.4, color=ax.lines[-1].get_color())
+    if log2_x:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xticks, [str(x) for x in xticks])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title("One prompt: bench model, bench engine, latte serve")
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
