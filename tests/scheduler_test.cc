@@ -309,6 +309,14 @@ std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t 
   return chunks;
 }
 
+// The largest chunk from `start` of LongPromptChunks' prompt under `pairs`, by a plain
+// loop: at least one token, at most a step (64) and what is left of the 1000.
+int64_t LargestChunkUnder(int64_t start, int64_t pairs) {
+  int64_t largest = 1;
+  while (largest < 64 && largest < 1000 - start && (largest + 1) * (start + largest + 1) <= pairs) ++largest;
+  return largest;
+}
+
 TEST(Scheduler, DeepPromptChunksStayUnderTheirAttentionPairs) {
   // 8 × 64² pairs: each chunk the largest under them (a plain loop finds it), a full
   // step while 64 × (L + 64) fits.
@@ -317,9 +325,7 @@ TEST(Scheduler, DeepPromptChunksStayUnderTheirAttentionPairs) {
   int64_t expect_start = 0;
   for (const auto& [start, count] : chunks) {
     EXPECT_EQ(start, expect_start);
-    int64_t largest = 1;
-    while (largest < 64 && largest < 1000 - start && (largest + 1) * (start + largest + 1) <= pairs) ++largest;
-    EXPECT_EQ(count, largest) << "at " << start;
+    EXPECT_EQ(count, LargestChunkUnder(start, pairs)) << "at " << start;
     expect_start += count;
   }
   EXPECT_EQ(expect_start, 1000);
@@ -343,9 +349,8 @@ TEST(Scheduler, PairCappedChunksKeepTheirFloor) {
   int64_t expect_start = 0;
   for (const auto& [start, count] : floored) {
     EXPECT_EQ(start, expect_start);
-    int64_t largest = 1;
-    while (largest < 64 && largest < 1000 - start && (largest + 1) * (start + largest + 1) <= pairs) ++largest;
-    EXPECT_EQ(count, std::min<int64_t>(1000 - start, std::max<int64_t>(20, largest))) << "at " << start;
+    EXPECT_EQ(count, std::min<int64_t>(1000 - start, std::max<int64_t>(20, LargestChunkUnder(start, pairs))))
+        << "at " << start;
     expect_start += count;
   }
   EXPECT_EQ(expect_start, 1000);
