@@ -1,15 +1,18 @@
 // One memory budget (engine/memory_plan.h) on random test models: the weight bytes
 // calc predicts from config.json are what the loader holds; the tokens the start-up
 // log predicts for the other MLA modes are what loading in that mode plans; the
-// scratch estimate bounds what a full engine step grows; budgets that cannot work
-// are refused with the figures.
+// scratch estimate bounds what a full engine step grows; `latte calc`'s engine table
+// is what loading plans; budgets that cannot work are refused with the figures.
 #include "engine/memory_plan.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 
+#include "bench/model_cost_report.h"
 #include "engine/engine.h"
 #include "model/cost_model.h"
 #include "model/deepseek.h"
@@ -114,6 +117,36 @@ TEST(MemoryPlan, ReservesTheDecompressedPrefixOutOfTheBudget) {
   auto negative = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
   ASSERT_FALSE(negative.ok());
   EXPECT_EQ(negative.status().field(), "decompressed_prefix_gb");
+}
+
+// calc's engine table from config.json alone, default decompressed-prefix store
+// included, holds the blocks that loading the model in each mode plans.
+TEST(MemoryPlan, CalcEngineFitIsWhatLoadingPlans) {
+  const std::string dir = Tiny(CheckpointDType::kBf16);
+  for (std::optional<double> prefix_gb : {std::optional<double>{}, std::optional<double>{0.002}}) {
+    MemoryOptions options;
+    options.memory_gb = 0.05;
+    options.decompressed_prefix_gb = prefix_gb;
+    ModelCostOptions calc;
+    calc.memory_gb = options.memory_gb;
+    calc.threads = omp_get_max_threads();
+    calc.decompressed_prefix_gb = prefix_gb;
+    for (MlaMode mode : kModes) {
+      SCOPED_TRACE(std::string(MlaModeName(mode)) + (prefix_gb ? " prefix set" : " default prefix"));
+      const auto w = Load(dir, mode);
+      auto plan = PlanMemory(*w, options, SchedulerConfig{}, int64_t{1} << 40);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      ASSERT_GT(plan->decompressed_prefix_bytes, 0);
+      const ModelCostReport report = BuildModelCostReport("test", w->config(), calc);
+      ASSERT_TRUE(report.engine_fit.has_value());
+      EXPECT_EQ(report.engine_fit->scratch_bytes, plan->scratch_bytes);
+      EXPECT_EQ(report.engine_fit->decompressed_prefix_bytes, plan->decompressed_prefix_bytes);
+      const auto fit = std::find_if(report.engine_fit->modes.begin(), report.engine_fit->modes.end(),
+                                    [&](const EngineFit::Mode& m) { return m.mode == mode; });
+      ASSERT_NE(fit, report.engine_fit->modes.end());
+      EXPECT_EQ(fit->blocks, plan->num_blocks);
+    }
+  }
 }
 
 TEST(MemoryPlan, RefusesBudgetsThatCannotWork) {

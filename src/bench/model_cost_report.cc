@@ -28,15 +28,18 @@ void CountLayerKinds(const ModelConfig& config, ModelCostReport& r) {
 }
 
 // The blocks and tokens latte's engine would hold in `memory_bytes` in every mode,
-// beside the weights its loader holds and the scratch of the engine's largest step.
+// beside the weights its loader holds, the scratch of the engine's largest step and
+// the decompressed-prefix store, as engine/memory_plan's PlanMemory reserves them.
 EngineFit FitEngine(const ModelConfig& config, const ModelCostOptions& options, int64_t memory_bytes) {
   EngineFit e;
   e.threads = options.threads > 0 ? options.threads : omp_get_max_threads();
   e.scratch_bytes = EngineScratchBytes(config, options.scheduler, e.threads);
+  e.decompressed_prefix_bytes = DecompressedPrefixBytes(config, memory_bytes, options.decompressed_prefix_gb);
   e.block_bytes = KvCache::BlockBytes(config.num_hidden_layers, config.LatentDim(), options.block_size, DType::kBF16);
   for (MlaMode mode : {MlaMode::kNaive, MlaMode::kAbsorbed, MlaMode::kMaterialized}) {
     const int64_t weights = HeldWeightBytes(config, mode);
-    const int64_t blocks = KvBlocksInBudget(memory_bytes, weights, e.scratch_bytes, e.block_bytes);
+    const int64_t blocks =
+        KvBlocksInBudget(memory_bytes, weights, e.scratch_bytes + e.decompressed_prefix_bytes, e.block_bytes);
     e.modes.push_back({mode, weights, blocks, blocks * options.block_size});
   }
   return e;
@@ -146,7 +149,10 @@ json KvFitJson(const ModelCostReport& r) {
 }
 
 json EngineFitJson(const EngineFit& e, int64_t block_size) {
-  json fit = {{"scratch_bytes", e.scratch_bytes}, {"block_bytes", e.block_bytes}, {"block_size", block_size}};
+  json fit = {{"scratch_bytes", e.scratch_bytes},
+              {"decompressed_prefix_bytes", e.decompressed_prefix_bytes},
+              {"block_bytes", e.block_bytes},
+              {"block_size", block_size}};
   for (const EngineFit::Mode& m : e.modes) {
     fit[std::string(MlaModeName(m.mode))] = {
         {"weight_bytes", m.weight_bytes}, {"blocks", m.blocks}, {"tokens", m.tokens}};

@@ -70,13 +70,16 @@ struct ModelCostOptions {
   int64_t block_size = kDefaultKvBlockSize;
   SchedulerConfig scheduler;
   int threads = 0;  // 0: every core
+  // The decompressed-prefix store (--decompressed-prefix-gb); none: the budget's default share.
+  std::optional<double> decompressed_prefix_gb;
 };
 
 // What `latte serve` / `generate` with the same --memory-gb log at start (one CPU
 // process, TP 1): engine/memory_plan's arithmetic on the bytes latte's loader holds.
 struct EngineFit {
   int64_t scratch_bytes = 0;
-  int64_t block_bytes = 0;  // bf16 latent rows, every layer
+  int64_t decompressed_prefix_bytes = 0;  // kept across a prompt's prefill chunks
+  int64_t block_bytes = 0;                // bf16 latent rows, every layer
   int threads = 0;          // the compute threads the scratch is sized for
   struct Mode {
     MlaMode mode;

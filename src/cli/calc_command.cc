@@ -267,7 +267,8 @@ void PrintEngineFit(const ModelCostReport& r) {
   const EngineFit& e = *r.engine_fit;
   Table t;
   t.Row({"latte's engine in " + Fixed(*r.options.memory_gb, 2) + " GB (one process; scratch " +
-             Commas(e.scratch_bytes) + ", blocks of " + std::to_string(r.options.block_size) + " tokens)",
+             Commas(e.scratch_bytes) + ", decompressed prefix " + Commas(e.decompressed_prefix_bytes) +
+             ", blocks of " + std::to_string(r.options.block_size) + " tokens)",
          "weight bytes", "KV blocks", "tokens"});
   for (const EngineFit::Mode& m : e.modes) {
     t.Row({"  " + std::string(MlaModeName(m.mode)), Commas(m.weight_bytes), Commas(m.blocks), Commas(m.tokens)});
@@ -332,7 +333,8 @@ void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
     return;
   }
   if (Status s = RefuseUnless(cmd, args.report.memory_gb.has_value(),
-                              {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--threads"},
+                              {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--threads",
+                               "--decompressed-prefix-gb"},
                               "without --memory-gb (it sizes the engine table)");
       !s.ok()) {
     return Fail(s.message());
@@ -409,6 +411,10 @@ void AddCalcCommand(CLI::App& app) {
       ->capture_default_str();
   AddThreadsOption(*calc, args->report.threads)
       ->description("threads, for the --memory-gb engine table's scratch (default: every core)");
+  calc->add_option("--decompressed-prefix-gb", args->report.decompressed_prefix_gb,
+                   "latte's decompressed-prefix store, for the --memory-gb engine table (default: 10% of the "
+                   "budget, at most one prompt of the model's longest context)")
+      ->check(NumberIn(0, 1e9));
   calc->add_flag("--json", args->json, "print one JSON object instead of tables");
   calc->callback([args, memory_gb, calc] {
     if (memory_gb->count() > 0) args->report.memory_gb = args->memory_gb_arg;

@@ -45,6 +45,14 @@ int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& sch
                                      shard.size, dp_ranks);
 }
 
+int64_t DecompressedPrefixBytes(const ModelConfig& local, int64_t budget_bytes, std::optional<double> gb) {
+  if (gb) return static_cast<int64_t>(std::llround(*gb * static_cast<double>(kBytesPerGB)));
+  const int64_t per_position = DecompressedPrefix::BytesPerPosition(local.num_hidden_layers, local.num_attention_heads,
+                                                                    local.QkHeadDim(), local.v_head_dim);
+  return std::min(static_cast<int64_t>(kDefaultDecompressedPrefixShare * static_cast<double>(budget_bytes)),
+                  local.max_position_embeddings * per_position);
+}
+
 int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scratch_bytes, int64_t block_bytes) {
   const int64_t free = budget_bytes - weight_bytes - scratch_bytes;
   return free > 0 ? free / block_bytes : 0;
@@ -107,11 +115,7 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
   const ModelConfig& local = weights.shard_config();  // this rank's heads
   plan.decompressed_prefix_position_bytes = DecompressedPrefix::BytesPerPosition(
       local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
-  plan.decompressed_prefix_bytes =
-      options.decompressed_prefix_gb
-          ? static_cast<int64_t>(std::llround(*options.decompressed_prefix_gb * static_cast<double>(kBytesPerGB)))
-          : std::min(static_cast<int64_t>(kDefaultDecompressedPrefixShare * static_cast<double>(plan.budget_bytes)),
-                     local.max_position_embeddings * plan.decompressed_prefix_position_bytes);
+  plan.decompressed_prefix_bytes = DecompressedPrefixBytes(local, plan.budget_bytes, options.decompressed_prefix_gb);
   plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
   plan.block_size = options.block_size;
   plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);

@@ -73,6 +73,11 @@ struct MemoryPlan {
 int64_t EngineScratchBytes(const ModelConfig& config, const SchedulerConfig& scheduler, int threads,
                            const TensorShard& shard = {});
 
+// The decompressed-prefix store a budget of `budget_bytes` keeps: `gb` (1e9 bytes)
+// when given, else kDefaultDecompressedPrefixShare of the budget, at most what one
+// prompt of max_position_embeddings positions needs. `local`: this rank's heads.
+int64_t DecompressedPrefixBytes(const ModelConfig& local, int64_t budget_bytes, std::optional<double> gb);
+
 // The KV blocks a budget holds: whole blocks of what the weights and scratch leave.
 int64_t KvBlocksInBudget(int64_t budget_bytes, int64_t weight_bytes, int64_t scratch_bytes, int64_t block_bytes);
 
