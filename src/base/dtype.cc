@@ -3,17 +3,42 @@
 #include <array>
 #include <cmath>
 
+#include "base/check.h"
+
 namespace latte {
 
 size_t DTypeSize(DType dtype) {
+  LATTE_CHECK(!IsBlockQuantized(dtype), "DTypeSize of block format ", DTypeName(dtype), ": use DTypeRowBytes");
+  return DTypeBlockBytes(dtype);
+}
+
+int64_t DTypeBlockElements(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: return 32;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return 256;
+    default: return 1;
+  }
+}
+
+size_t DTypeBlockBytes(DType dtype) {
   switch (dtype) {
     case DType::kF32: return 4;
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
     case DType::kF8E4M3: return 1;
+    case DType::kQ8_0: return 34;
+    case DType::kQ4_0: return 18;
+    case DType::kQ4_K: return 144;
+    case DType::kQ5_K: return 176;
+    case DType::kQ6_K: return 210;
   }
   return 0;
 }
+
+bool IsBlockQuantized(DType dtype) { return DTypeBlockElements(dtype) > 1; }
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
@@ -21,6 +46,11 @@ std::string_view DTypeName(DType dtype) {
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
     case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kQ8_0: return "Q8_0";
+    case DType::kQ4_0: return "Q4_0";
+    case DType::kQ4_K: return "Q4_K";
+    case DType::kQ5_K: return "Q5_K";
+    case DType::kQ6_K: return "Q6_K";
   }
   return "?";
 }

@@ -1,4 +1,5 @@
-// Element types as safetensors names them, and scalar conversions between them.
+// Element types as safetensors names them, GGUF's block-quantized weight formats, and
+// scalar conversions between them.
 #pragma once
 
 #include <cmath>
@@ -10,11 +11,32 @@
 
 namespace latte {
 
-enum class DType { kF32, kF16, kBF16, kF8E4M3 };
+// The scalar types first; then ggml's block formats as GGUF files store them (a row is
+// whole blocks, each block a few scales and packed quants; kernels/block_quant.h):
+//   Q8_0: 32 values, f16 scale d + 32 int8                     34 bytes (8.5 bits per weight)
+//   Q4_0: 32 values, f16 d + 16 bytes of 4-bit q, x = d·(q - 8)   18 bytes (4.5)
+//   Q4_K: 256 values, f16 d, dmin, 12 bytes of 6-bit scales/mins for 8 sub-blocks
+//         of 32, 128 bytes of 4-bit q, x = d·sc·q - dmin·m     144 bytes (4.5)
+//   Q5_K: Q4_K plus 32 bytes of fifth bits                     176 bytes (5.5)
+//   Q6_K: 256 values, 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, f16 d,
+//         x = d·sc·(q - 32)                                  210 bytes (6.5625)
+enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 
+// Bytes per element of a scalar type; a block format has none (LATTE_CHECK fails):
+// use DTypeRowBytes.
 size_t DTypeSize(DType dtype);
-// "F32", "F16", "BF16", "F8_E4M3" (the safetensors spelling).
+// Elements per block: 1 for scalar types, 32 (Q8_0, Q4_0) or 256 (the K formats).
+int64_t DTypeBlockElements(DType dtype);
+// Bytes per block (DTypeSize for scalar types).
+size_t DTypeBlockBytes(DType dtype);
+bool IsBlockQuantized(DType dtype);
+// Bytes of `elements` consecutive values; `elements` a multiple of DTypeBlockElements.
+inline size_t DTypeRowBytes(DType dtype, int64_t elements) {
+  return static_cast<size_t>(elements / DTypeBlockElements(dtype)) * DTypeBlockBytes(dtype);
+}
+// "F32", "F16", "BF16", "F8_E4M3" (the safetensors spelling); "Q8_0", "Q4_K", ... (ggml's).
 std::string_view DTypeName(DType dtype);
+// The safetensors names only: a safetensors header naming a block format is an error.
 std::optional<DType> ParseDType(std::string_view name);
 
 using bf16 = uint16_t;
