@@ -44,6 +44,7 @@ float ElementToF32(DType dtype, const uint8_t* p, size_t i) {
       return F16ToF32(v);
     }
     case DType::kF8E4M3: return Fp8E4M3ToF32(p[i]);
+    default: break;  // block formats: read by row, never by element
   }
   return 0;
 }
