@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses (fuzz/, clang + ASan/UBSan, into build-fuzz/) and
 # runs each for a bounded time:
 #   bash scripts/fuzz.sh [SECONDS] [NAME...]   (default 60 s each; every fuzzer)
-# NAME: tokenizer, chat_template, safetensors, config. Seeds come from fuzz/corpus/NAME/
+# NAME: tokenizer, chat_template, safetensors, config, gguf. Seeds come from fuzz/corpus/NAME/
 # (read only), tokens from fuzz/NAME.dict where there is one; what a run adds goes to
 # build-fuzz/corpus/NAME/. A finding is saved as
 # build-fuzz/findings/NAME-crash-* (replay it: build-fuzz/NAME_fuzz FILE) and makes the
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 names=("$@")
-((${#names[@]})) || names=(tokenizer chat_template safetensors config)
+((${#names[@]})) || names=(tokenizer chat_template safetensors config gguf)
 # Exit status 2: no clang, or no libFuzzer runtime for it (scripts/test.sh then skips).
 if ! command -v clang++ >/dev/null 2>&1; then
   echo "fuzz.sh: clang++ not found (Debian: apt-get install clang libclang-rt-dev)" >&2
