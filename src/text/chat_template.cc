@@ -74,6 +74,17 @@ Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string& path) 
   return parsed;
 }
 
+Result<ChatTemplate> ChatTemplate::WithSpecialTokens(std::string_view source, std::optional<std::string> bos_token,
+                                                     std::optional<std::string> eos_token) {
+  LATTE_ASSIGN_OR_RETURN(ChatTemplate parsed, Parse(source));
+  State& state = *parsed.state_;
+  state.has_bos = bos_token.has_value();
+  state.has_eos = eos_token.has_value();
+  state.bos_token = std::move(bos_token).value_or("");
+  state.eos_token = std::move(eos_token).value_or("");
+  return parsed;
+}
+
 Result<std::string> ChatTemplate::RenderValue(jinja::Value context) const {
   if (!context.is_map()) return Status::InvalidArgument("chat template context must be a JSON object");
   if ((state_->has_bos && context.map->Find("bos_token") == nullptr) ||

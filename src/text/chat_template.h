@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,11 @@ class ChatTemplate {
   // Reads "chat_template" and the bos/eos tokens (a string or an {"content": ...}
   // object) from a Hugging Face tokenizer_config.json.
   static Result<ChatTemplate> FromTokenizerConfig(const std::string& path);
+
+  // A template with the bos/eos token texts it is rendered with (a GGUF's
+  // tokenizer.chat_template and its BOS / EOS tokens' texts).
+  static Result<ChatTemplate> WithSpecialTokens(std::string_view source, std::optional<std::string> bos_token,
+                                                std::optional<std::string> eos_token);
 
   // Renders with `context` (a JSON object: messages, add_generation_prompt,
   // bos_token, eos_token, tools, ...). Errors: one line naming the position, or

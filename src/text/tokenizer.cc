@@ -59,8 +59,12 @@ std::optional<std::string> ConfigTokenName(const json& config, const char* key) 
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_text) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::DataLoss("tokenizer.json is not a JSON object");
+  return FromJsonValue(j);
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJsonValue(const json& j) {
   if (!j.contains("model") || !j["model"].is_object())
     return Status::DataLoss("tokenizer.json has no \"model\" object");
   const json& model = j["model"];

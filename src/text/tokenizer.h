@@ -37,6 +37,8 @@
 
 namespace latte {
 
+struct GgufVocabulary;
+
 class Tokenizer {
  public:
   // Parses tokenizer.json text / file. Errors name what is malformed or unsupported.
@@ -63,12 +65,18 @@ class Tokenizer {
   int32_t vocab_size() const { return vocab_size_; }
   bool IsSpecial(int32_t id) const;
 
-  // From tokenizer_config.json (FromDirectory only); nullopt when not given.
+  // From tokenizer_config.json (FromDirectory) or the GGUF's ids (TokenizerFromGguf);
+  // nullopt when not given.
   std::optional<int32_t> bos_id() const { return bos_id_; }
   std::optional<int32_t> eos_id() const { return eos_id_; }
 
  private:
+  // text/gguf_vocabulary.h: builds the tokenizer.json object a GGUF vocabulary stands
+  // for, then sets the ids that only the GGUF holds (bos, eos, the vocab's size).
+  friend Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufVocabulary& vocabulary);
+
   Tokenizer() = default;
+  static Result<std::unique_ptr<Tokenizer>> FromJsonValue(const nlohmann::json& j);
   Status LoadAddedTokens(const nlohmann::json& list);
   // Encodes valid UTF-8 text: added tokens, then pre-tokens through BPE.
   void EncodeValid(std::string_view text, std::vector<int32_t>& out) const;
