@@ -752,9 +752,9 @@ TEST(MatmulDeathTest, BadProblemsAbort) {
   EXPECT_DEATH(Matmul({p.x.data(), 2, /*ldx=*/8, p.View(), y.data(), 8}),
                "Matmul: ldx 8 \\(w.cols 16\\), ldy 8 \\(w.rows 8\\)");
   EXPECT_DEATH(Matmul({nullptr, 2, 16, p.View(), y.data(), 8}), "Matmul: null x or y");
-  WeightView f16 = p.View();
-  f16.dtype = DType::kF16;
-  EXPECT_DEATH(Matmul(p.x.data(), 2, f16, y.data()), "weight dtype F16");
+  WeightView q8 = p.View();
+  q8.dtype = DType::kQ8_0;  // 16 columns: half a block
+  EXPECT_DEATH(Matmul(p.x.data(), 2, q8, y.data()), "columns and stride must be whole blocks of 32");
   WeightView misaligned = p.View();
   misaligned.data = reinterpret_cast<const char*>(misaligned.data) + 2;
   EXPECT_DEATH(Matmul(p.x.data(), 2, misaligned, y.data()), "not aligned to its 4-byte elements");

@@ -35,26 +35,34 @@ constexpr int kMaxM = 4;
 // Rows ahead for the L2 prefetch (8 rows of a 2048-wide bf16 matrix: 32 KiB).
 constexpr int64_t kPrefetchRows = 8;
 
-template <bool kBf16> inline __m512 LoadW(const void* base, int64_t off) {
-  if constexpr (kBf16) {
+// kW: the weight dtype, kF32, kBF16 or kF16.
+template <DType kW> constexpr size_t kWSize = kW == DType::kF32 ? 4 : 2;
+
+template <DType kW> inline __m512 LoadW(const void* base, int64_t off) {
+  if constexpr (kW == DType::kBF16) {
     return WidenBf16x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const bf16*>(base) + off)));
+  } else if constexpr (kW == DType::kF16) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + off)));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(base) + off);
   }
 }
 
-template <bool kBf16> inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
-  if constexpr (kBf16) {
+template <DType kW> inline __m512 LoadWMasked(const void* base, int64_t off, __mmask16 mask) {
+  if constexpr (kW == DType::kBF16) {
     return WidenBf16x16(_mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(base) + off));
+  } else if constexpr (kW == DType::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + off));
   } else {
     return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + off);
   }
 }
 
 // y[i][n0 + r] = x[i] · w[n0 + r] for i < M, r < R. `w` points at row n0.
-template <bool kBf16, int M, int R>
+template <DType kW, int M, int R>
 void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y, int64_t ldy, bool prefetch) {
-  const size_t esize = kBf16 ? 2 : 4;
+  const size_t esize = kWSize<kW>;
   const void* wr[R];
   for (int r = 0; r < R; ++r) {
     wr[r] = static_cast<const char*>(w) + static_cast<size_t>(r * ld) * esize;
@@ -76,7 +84,7 @@ void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, flo
     if ((kk * esize) % 64 == 0 && prefetch) {
       for (int r = 0; r < R; ++r) _mm_prefetch(ahead[r] + kk * esize, _MM_HINT_T1);
     }
-    for (int r = 0; r < R; ++r) wv[r] = LoadW<kBf16>(wr[r], kk);
+    for (int r = 0; r < R; ++r) wv[r] = LoadW<kW>(wr[r], kk);
     for (int i = 0; i < M; ++i) {
       const __m512 xv = _mm512_loadu_ps(x + i * ldx + kk);
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
@@ -85,7 +93,7 @@ void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, flo
   if (kk < k) {
     const __mmask16 mask = TailMask16(k - kk);
     __m512 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = LoadWMasked<kBf16>(wr[r], kk, mask);
+    for (int r = 0; r < R; ++r) wv[r] = LoadWMasked<kW>(wr[r], kk, mask);
     for (int i = 0; i < M; ++i) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * ldx + kk);
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
@@ -96,50 +104,52 @@ void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, flo
   }
 }
 
-template <bool kBf16, int R> void TileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld, int64_t k,
-                                           float* y, int64_t ldy, bool prefetch) {
+template <DType kW, int R> void TileAnyM(const float* x, int64_t m, int64_t ldx, const void* w, int64_t ld, int64_t k,
+                                         float* y, int64_t ldy, bool prefetch) {
   for (int64_t i = 0; i < m; i += kMaxM) {
     const float* xi = x + i * ldx;
     float* yi = y + i * ldy;
     switch (std::min<int64_t>(kMaxM, m - i)) {
-      case 1: Tile<kBf16, 1, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
-      case 2: Tile<kBf16, 2, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
-      case 3: Tile<kBf16, 3, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
-      default: Tile<kBf16, 4, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
+      case 1: Tile<kW, 1, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
+      case 2: Tile<kW, 2, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
+      case 3: Tile<kW, 3, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
+      default: Tile<kW, 4, R>(xi, ldx, w, ld, k, yi, ldy, prefetch && i == 0); break;
     }
   }
 }
 
 // Output rows [n0, n1).
-template <bool kBf16>
+template <DType kW>
 void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  const size_t esize = kBf16 ? 2 : 4;
+  const size_t esize = kWSize<kW>;
   const char* base = static_cast<const char*>(w.data);
   int64_t n = n0;
   for (; n + kRows <= n1; n += kRows) {
-    TileAnyM<kBf16, kRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy,
-                           n + kPrefetchRows + kRows <= n1);
+    TileAnyM<kW, kRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy,
+                        n + kPrefetchRows + kRows <= n1);
   }
   for (; n < n1; ++n) {
-    TileAnyM<kBf16, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy, false);
+    TileAnyM<kW, 1>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy, false);
   }
 }
 
-template <bool kBf16> void Gemv(const MatmulProblem& p, bool threaded) {
+template <DType kW> void Gemv(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
   // A contiguous, kRows-aligned share per thread: one sequential region each.
   SplitRowsOverThreads(parallel, w.rows, kRows,
-                       [&](RowRange rows) { Rows<kBf16>(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy); });
+                       [&](RowRange rows) { Rows<kW>(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy); });
 }
 
 }  // namespace
 
 void GemvAvx512(const MatmulProblem& p, bool threaded) {
   if (p.w.dtype == DType::kBF16) {
-    Gemv<true>(p, threaded);
+    Gemv<DType::kBF16>(p, threaded);
+  } else if (p.w.dtype == DType::kF16) {
+    Gemv<DType::kF16>(p, threaded);
   } else {
-    Gemv<false>(p, threaded);
+    Gemv<DType::kF32>(p, threaded);
   }
 }
 

@@ -9,6 +9,10 @@
 //     has only a scalar reference bf16 matmul, so bf16 and fp8 weights then take
 //     the portable kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from
 //     cpuid, so it is safe on any x86-64 CPU).
+//   f16 and GGUF block formats (matmul_block.cc): f16 as f32 (GEMV below kGemmMinRows,
+//     vcvtph2ps on AVX-512; then chunks converted to f32 for sgemm); block formats by
+//     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, or portable), then
+//     chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and sgemm without AVX-512).
 #include "kernels/matmul.h"
 
 #include <omp.h>
@@ -17,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/check.h"
 #include "base/cpu_features.h"
 #include "base/parallel.h"
@@ -31,7 +36,7 @@ WeightView WeightView::RowBlock(int64_t first, int64_t count) const {
                rows, " rows");
   WeightView v = *this;
   v.rows = count;
-  v.data = static_cast<const uint8_t*>(data) + static_cast<size_t>(first * ld) * DTypeSize(dtype);
+  v.data = static_cast<const uint8_t*>(data) + static_cast<size_t>(first) * DTypeRowBytes(dtype, ld);
   if (dtype == DType::kF8E4M3) {
     // Re-anchor on the block row that holds the new row 0.
     const int64_t r = scale_row0 + first;
@@ -145,7 +150,11 @@ template <bool kBf16> void Portable(const MatmulProblem& p, bool threaded) {
 }  // namespace
 
 void MatmulPortable(const MatmulProblem& p, bool threaded) {
-  if (p.w.dtype == DType::kF8E4M3) {
+  if (IsBlockQuantized(p.w.dtype)) {
+    GemvBlock(p, BlockGemvIsa::kPortable, threaded);
+  } else if (p.w.dtype == DType::kF16) {
+    MatmulF16Portable(p, threaded);
+  } else if (p.w.dtype == DType::kF8E4M3) {
     MatmulFp8Portable(p, threaded);
   } else if (p.w.dtype == DType::kBF16) {
     Portable<true>(p, threaded);
@@ -167,9 +176,11 @@ using namespace matmul_internal;
 // 102400 x 2048 lm_head from memory, 2 threads: 242 -> 255).
 constexpr int64_t kBf16DotXPad = 32;
 
-// oneDNN only where it has a fast kernel for the dtype on this CPU (see top).
+// oneDNN only where it has a fast kernel for the dtype on this CPU (see top): f16 and
+// block formats reach it as f32 where the CPU lacks AVX-512.
 bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
-  return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16) && (cpu.avx512f || dtype == DType::kF32);
+  return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16) &&
+         (cpu.avx512f || dtype == DType::kF32 || dtype == DType::kF16 || IsBlockQuantized(dtype));
 }
 
 // The GEMV-side kernel for the view's dtype.
@@ -179,7 +190,22 @@ bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
 // depend on how many rows share its matmul (m < kGemmMinRows or not), and a request
 // would decode differently beside others than alone. With x rounded the two paths
 // multiply the same exact products and differ only in f32 summation order.
+// f16 weights keep f32 x on both sides (their GEMM is f32). Block formats quantize x to
+// int8 for the GEMV (llama.cpp's choice: integer dot products are what make it fast), so
+// there a row's result does change, within that rounding, with the batch's size.
 void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
+  if (IsBlockQuantized(p.w.dtype)) {
+    GemvBlock(p, BestBlockGemvIsa(), threaded);
+    return;
+  }
+  if (p.w.dtype == DType::kF16) {
+    if (cpu.avx512f) {
+      GemvAvx512(p, threaded);
+    } else {
+      MatmulF16Portable(p, threaded);
+    }
+    return;
+  }
   MatmulProblem q = p;
   if (p.w.dtype == DType::kBF16 && cpu.avx512f && cpu.avx512_bf16) {
     // x rounded once (row by row, no parallel region); vdpbf16ps multiplies it as bf16.
@@ -219,7 +245,14 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
   const CpuFeatures& cpu = GetCpuFeatures();
   // oneDNN inside an OpenMP region runs single-threaded on its own.
   if (UseOneDnn(cpu, p.m, p.w.dtype)) {
-    const bool done = p.w.dtype == DType::kF8E4M3 ? MatmulFp8OneDnn(p) : MatmulOneDnn(p);
+    bool done;
+    if (p.w.dtype == DType::kF8E4M3) {
+      done = MatmulFp8OneDnn(p);
+    } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {
+      done = MatmulBlockOneDnn(p, /*bf16_gemm=*/cpu.avx512f);
+    } else {
+      done = MatmulOneDnn(p);
+    }
     if (done) return;
   }
   Gemv(cpu, p, threaded);
@@ -255,8 +288,15 @@ void RunGemms(const MatmulProblem* p, std::vector<int64_t>& gemms) {
 void CheckWeightView(const WeightView& w, const char* caller) {
   LATTE_CHECK(w.rows >= 0 && w.cols >= 0 && w.ld >= w.cols, caller, ": weight [", w.rows, ", ", w.cols,
               "] with row stride ", w.ld);
-  LATTE_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF8E4M3, caller, ": weight dtype ",
-              DTypeName(w.dtype), " (kernels take F32, BF16, F8_E4M3)");
+  if (IsBlockQuantized(w.dtype)) {
+    const int64_t block = DTypeBlockElements(w.dtype);
+    LATTE_CHECK(w.cols % block == 0 && w.ld % block == 0, caller, ": ", DTypeName(w.dtype), " weight [", w.rows, ", ",
+                w.cols, "] with row stride ", w.ld, ": columns and stride must be whole blocks of ", block);
+    LATTE_CHECK(w.rows == 0 || w.cols == 0 || w.data != nullptr, caller, ": null weight data");
+    return;
+  }
+  LATTE_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16 || w.dtype == DType::kF8E4M3,
+              caller, ": weight dtype ", DTypeName(w.dtype), " (kernels take F32, BF16, F16, F8_E4M3, GGUF blocks)");
   if (w.rows == 0 || w.cols == 0) return;
   LATTE_CHECK(w.data != nullptr, caller, ": null weight data");
   LATTE_CHECK(reinterpret_cast<uintptr_t>(w.data) % DTypeSize(w.dtype) == 0, caller,
@@ -280,6 +320,64 @@ void CheckProblem(const MatmulProblem& p, const char* caller) {
   LATTE_CHECK(p.x != nullptr && p.y != nullptr, caller, ": null x or y");
 }
 
+// The quantized x of a MatmulMany batch's block-format GEMVs, one per distinct x: a
+// problem whose x, m, ldx, cols and format equal an earlier one's (a token's gate and up
+// projections, every expert of a batch-1 step) reads that one's.
+struct BlockXs {
+  BlockGemvIsa isa = BlockGemvIsa::kPortable;
+  decltype(&GemvBlockRowsPortable) rows = GemvBlockRowsPortable;
+  std::vector<int64_t> source;      // [count]: the problem whose x problem i reads
+  std::vector<int64_t> to_prepare;  // problems whose x is quantized
+  std::vector<size_t> offset;       // [count]: their storage offsets
+  std::vector<PreparedX> x;         // [count]
+  AlignedBuffer storage;
+
+  void Prepare(const MatmulProblem* p, int64_t i) {
+    x[i] = PrepareX(isa, p[i].w.dtype, p[i].x, p[i].m, p[i].ldx, p[i].w.cols, storage.data() + offset[i]);
+  }
+};
+
+// A weight row's cost in MatmulMany's split: its bytes (at least 1).
+int64_t RowCost(const WeightView& w) {
+  return std::max<int64_t>(static_cast<int64_t>(DTypeRowBytes(w.dtype, std::max<int64_t>(w.cols, 1))), 1);
+}
+
+bool SameX(const MatmulProblem& a, const MatmulProblem& b) {
+  return a.x == b.x && a.m == b.m && a.ldx == b.ldx && a.w.cols == b.w.cols && a.w.dtype == b.w.dtype;
+}
+
+// Plans (does not fill) the quantized x of p's GEMV-sized block-format problems.
+// Per-thread and grown only: a decode step allocates nothing once warm.
+BlockXs& PlanBlockXs(const CpuFeatures& cpu, const MatmulProblem* p, int64_t count) {
+  thread_local BlockXs b;
+  b.isa = BestBlockGemvIsa();
+  b.rows = b.isa == BlockGemvIsa::kAvx512Vnni ? GemvBlockRowsAvx512Vnni
+           : b.isa == BlockGemvIsa::kAvx512   ? GemvBlockRowsAvx512
+                                              : GemvBlockRowsPortable;
+  b.to_prepare.clear();
+  b.source.assign(static_cast<size_t>(count), -1);
+  b.offset.assign(static_cast<size_t>(count), 0);
+  if (b.x.size() < static_cast<size_t>(count)) b.x.resize(static_cast<size_t>(count));
+  size_t bytes = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const MatmulProblem& q = p[i];
+    if (!IsBlockQuantized(q.w.dtype) || q.m <= 0 || q.w.rows <= 0 || UseOneDnn(cpu, q.m, q.w.dtype)) continue;
+    for (int64_t j : b.to_prepare) {
+      if (SameX(p[j], q)) {
+        b.source[i] = j;
+        break;
+      }
+    }
+    if (b.source[i] >= 0) continue;
+    b.source[i] = i;
+    b.to_prepare.push_back(i);
+    b.offset[i] = bytes;
+    bytes += PreparedXBytes(b.isa, q.w.dtype, q.m, q.w.cols);
+  }
+  if (b.storage.size() < bytes) b.storage = AlignedBuffer(bytes + bytes / 2);
+  return b;
+}
+
 }  // namespace
 
 void Matmul(const MatmulProblem& p) {
@@ -290,8 +388,11 @@ void Matmul(const MatmulProblem& p) {
 void MatmulMany(const MatmulProblem* p, int64_t count) {
   LATTE_CHECK(count >= 0 && (count == 0 || p != nullptr), "MatmulMany: ", count, " problems");
   const CpuFeatures& cpu = GetCpuFeatures();
-  // Rows of the GEMV-sized problems, end to end; cost of a row = its weight elements.
+  // Rows of the GEMV-sized problems, end to end; cost of a row = its weight bytes (the
+  // GEMVs stream them: a Q6_K down projection beside Q4_K gate/up ones splits by what each
+  // thread reads). `elements` decides whether the batch is worth a parallel region.
   int64_t total = 0;
+  int64_t elements = 0;
   int64_t small = 0;
   thread_local std::vector<int64_t> gemms;  // indices of the GEMM-sized problems
   gemms.clear();
@@ -301,45 +402,57 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
     if (UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
       gemms.push_back(i);
     } else {
-      total += p[i].w.rows * std::max<int64_t>(p[i].w.cols, 1);
+      total += p[i].w.rows * RowCost(p[i].w);
+      elements += p[i].w.rows * std::max<int64_t>(p[i].w.cols, 1);
       ++small;
     }
   }
   RunGemms(p, gemms);
   if (small == 0) return;
-  auto run_rows = [&](const MatmulProblem& q, int64_t r0, int64_t r1) {
+  BlockXs& block_xs = PlanBlockXs(cpu, p, count);
+  auto run_rows = [&](int64_t i, int64_t r0, int64_t r1) {
     if (r1 <= r0) return;
+    const MatmulProblem& q = p[i];
+    if (IsBlockQuantized(q.w.dtype)) {  // x already quantized, once for all its rows
+      block_xs.rows(block_xs.x[block_xs.source[i]], q.w, r0, r1, q.y, q.ldy);
+      return;
+    }
     MatmulProblem rows = q;
     rows.w = q.w.RowBlock(r0, r1 - r0);
     rows.y = q.y + r0;
     Gemv(cpu, rows, /*threaded=*/false);
   };
   // Same fork/join threshold as the single-problem GEMV.
-  const bool parallel = omp_get_max_threads() > 1 && WorthParallel(total);
+  const bool parallel = omp_get_max_threads() > 1 && WorthParallel(elements);
   if (!parallel) {
+    for (int64_t k : block_xs.to_prepare) block_xs.Prepare(p, k);
     for (int64_t i = 0; i < count; ++i) {
-      if (p[i].m > 0 && p[i].w.rows > 0 && !UseOneDnn(cpu, p[i].m, p[i].w.dtype)) {
-        run_rows(p[i], 0, p[i].w.rows);
-      }
+      if (p[i].m > 0 && p[i].w.rows > 0 && !UseOneDnn(cpu, p[i].m, p[i].w.dtype)) run_rows(i, 0, p[i].w.rows);
     }
     return;
   }
 #pragma omp parallel
   {
-    // This thread's share of the weight elements, [share.begin, share.end).
+    // Block formats' x first, spread over the team (the for's barrier ends it).
+    const int64_t to_prepare = static_cast<int64_t>(block_xs.to_prepare.size());
+    if (to_prepare > 0) {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < to_prepare; ++k) block_xs.Prepare(p, block_xs.to_prepare[k]);
+    }
+    // This thread's share of the weight bytes, [share.begin, share.end).
     const RowRange share = ThisThreadRows(total);
-    // A row belongs to the thread whose share holds the row's first element.
+    // A row belongs to the thread whose share holds the row's first byte.
     int64_t off = 0;
     for (int64_t i = 0; i < count && off < share.end; ++i) {
       const MatmulProblem& q = p[i];
       if (q.m <= 0 || q.w.rows <= 0 || UseOneDnn(cpu, q.m, q.w.dtype)) continue;
-      const int64_t cols = std::max<int64_t>(q.w.cols, 1);
-      const int64_t cost = q.w.rows * cols;
+      const int64_t row_cost = RowCost(q.w);
+      const int64_t cost = q.w.rows * row_cost;
       if (off + cost > share.begin) {
         auto first_row_at = [&](int64_t pos) {
-          return std::clamp<int64_t>((pos - off + cols - 1) / cols, 0, q.w.rows);
+          return std::clamp<int64_t>((pos - off + row_cost - 1) / row_cost, 0, q.w.rows);
         };
-        run_rows(q, share.begin > off ? first_row_at(share.begin) : 0, first_row_at(share.end));
+        run_rows(i, share.begin > off ? first_row_at(share.begin) : 0, first_row_at(share.end));
       }
       off += cost;
     }
@@ -431,6 +544,15 @@ void MatmulBatched(const BatchedMatmulParams& p) {
   }
   LATTE_CHECK(p.x_stride >= 0 && p.y_stride >= 0, "MatmulBatched: x_stride ", p.x_stride, ", y_stride ", p.y_stride);
   if (p.m <= 0) return;
+  if (IsBlockQuantized(w0.dtype) || w0.dtype == DType::kF16) {
+    // Per-head views of a GGUF weight (materialized mode's rope rows of q_b_proj): one
+    // product at a time, each through Matmul's paths for the format.
+    for (size_t b = 0; b < p.w.size(); ++b) {
+      const int64_t i = static_cast<int64_t>(b);
+      Matmul({.x = p.x + i * p.x_stride, .m = p.m, .ldx = p.ldx, .w = p.w[b], .y = p.y + i * p.y_stride, .ldy = p.ldy});
+    }
+    return;
+  }
   if (NeedsPackedOperands(p)) {
     RunBatchedPacked(p);
   } else {

@@ -1,22 +1,32 @@
-// y = x · wᵀ for f32 activations and f32 / bf16 / fp8-e4m3 weights: every
-// projection in the model is one of these. Large m (prefill) goes to oneDNN's
-// GEMM (its bf16 path uses AVX512_BF16 where the CPU has it; fp8 is dequantized
-// to bf16 a bounded chunk of rows at a time); small m (decode, memory-bound) to a
-// GEMV that streams the weight once (fp8: one byte per weight, converted in
-// registers; bf16 on AVX512_BF16 CPUs: vdpbf16ps up to 16 rows, a batched decode
-// step). A portable path serves CPUs without AVX-512. Threads: OpenMP, sized by the caller (omp_set_num_threads).
+// y = x · wᵀ for f32 activations and f32 / bf16 / f16 / fp8-e4m3 / GGUF block-format
+// (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) weights: every projection in the model is one of these.
+// Large m (prefill) goes to oneDNN's GEMM (its bf16 path uses AVX512_BF16 where the CPU
+// has it; fp8 and block formats are dequantized to bf16 a bounded chunk of rows at a
+// time, f16 to f32); small m (decode, memory-bound) to a GEMV that streams the weight
+// once (fp8: one byte per weight, converted in registers; bf16 on AVX512_BF16 CPUs:
+// vdpbf16ps up to 16 rows, a batched decode step; block formats: x quantized to int8
+// once per call and integer dot products per block, vpdpbusd on AVX512_VNNI CPUs, up to
+// 16 rows). A portable path serves CPUs without AVX-512. Threads: OpenMP, sized by the
+// caller (omp_set_num_threads).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "base/dtype.h"
+#include "kernels/block_quant.h"
 
 namespace latte {
 
 // A weight matrix [rows, cols] = [out_features, in_features], row-major with row
 // stride `ld` elements (ld >= cols), so a block of rows of a bigger matrix (one
-// head of kv_b_proj) is a view without a copy. dtype: kF32, kBF16 or kF8E4M3.
+// head of kv_b_proj) is a view without a copy. dtype: kF32, kBF16, kF16, kF8E4M3 or a
+// GGUF block format.
+//
+// Block formats (kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K; kernels/block_quant.h): each row is
+// whole blocks as a GGUF file stores them; cols and ld are whole numbers of blocks
+// (DTypeBlockElements: 32 or 256), and row r starts at data + r·DTypeRowBytes(dtype, ld)
+// (no alignment needed). The scales are inside the blocks: the fp8 fields stay unused.
 //
 // kF8E4M3 (the DeepSeek-V3 release format): `data` holds e4m3 bytes and `scale`
 // one f32 per block_rows x block_cols block; the value of element (r, c) is
@@ -40,8 +50,9 @@ struct WeightView {
 
   // Rows [first, first + count) of this matrix.
   WeightView RowBlock(int64_t first, int64_t count) const;
-  // The weight bytes the view covers (fp8: the e4m3 bytes only, see ScaleBytes).
-  size_t Bytes() const { return static_cast<size_t>(rows * cols) * DTypeSize(dtype); }
+  // The weight bytes the view covers (fp8: the e4m3 bytes only, see ScaleBytes; block
+  // formats: whole blocks, their scales included).
+  size_t Bytes() const { return static_cast<size_t>(rows) * DTypeRowBytes(dtype, cols); }
   // The f32 block scales the view reads (0 unless fp8).
   size_t ScaleBytes() const {
     if (dtype != DType::kF8E4M3 || rows <= 0) return 0;
@@ -57,8 +68,12 @@ struct WeightView {
     const size_t i = static_cast<size_t>(r * ld + c);
     switch (dtype) {
       case DType::kBF16: return Bf16ToF32(static_cast<const bf16*>(data)[i]);
+      case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(data)[i]);
       case DType::kF8E4M3: return Fp8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) * ScaleAt(r, c);
-      default: return static_cast<const float*>(data)[i];
+      case DType::kF32: return static_cast<const float*>(data)[i];
+      default:
+        return BlockValueAt(dtype,
+                            static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * DTypeRowBytes(dtype, ld), c);
     }
   }
 };
@@ -98,7 +113,8 @@ inline void Matmul(const float* x, int64_t m, const WeightView& w, float* y) {
   Matmul(MatmulProblem{x, m, w.cols, w, y, w.rows});
 }
 
-// `w.size()` independent products of one shape (one per head):
+// `w.size()` independent products of one shape (one per head), for f32, bf16 and fp8
+// weights (the per-head matrices; f16 and block formats are refused):
 //   problem b: y + b·y_stride = (x + b·x_stride) · w[b]ᵀ
 // with x + b·x_stride: [m, w[b].cols] (row stride ldx) and y + b·y_stride: [m, w[b].rows]
 // (row stride ldy). Per-head slices of [m, heads, width] activations are x_stride =

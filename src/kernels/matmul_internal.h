@@ -3,9 +3,10 @@
 //
 // Every entry point computes y: [m, w.rows] (row stride ldy) = x: [m, w.cols]
 // (row stride ldx) · wᵀ, with f32 accumulation, for w.dtype kF32 or kBF16 (and
-// kF8E4M3 where a comment says so).
+// kF8E4M3, kF16 or the block formats where a comment says so).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/matmul.h"
@@ -27,8 +28,21 @@ inline constexpr int64_t kGemmMinRows = 6;
 // block first. See GemmMinRows.
 inline constexpr int64_t kBf16DotMaxRows = 16;
 
-// The first m that goes to oneDNN for this dtype on a CPU with (or without) AVX512_BF16.
+// Block-format weights (Q8_0 ... Q6_K) take the integer GEMV up to this many rows of x
+// (see the block-format section below): a batched decode step (16 sequences) stays on it,
+// reading each weight byte once, where the GEMM path dequantizes every weight first.
+// Measured (2048 x 7168, 2 threads of a shared Xeon VM with AVX512_VNNI, so rough): GEMV
+// at m = 16 vs the chunked bf16 GEMM at m = 17: Q4_K 2.4 vs 3.1 ms, Q8_0 4.0 vs 3.8,
+// Q6_K 3.8 vs 4.1; at m = 32 the GEMM wins for all (Q4_K 4.9 vs 3.3 ms).
+inline constexpr int64_t kBlockGemvMaxRows = 16;
+
+// The first m that goes to oneDNN for this dtype on a CPU with (or without) AVX512_BF16
+// (block formats: from kBlockGemvMaxRows + 1).
 inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16) {
+  if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
+      dtype == DType::kQ6_K) {
+    return kBlockGemvMaxRows + 1;
+  }
   return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
 }
 
@@ -37,8 +51,9 @@ inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16) {
 // the caller already runs one problem per thread (MatmulBatched).
 void MatmulPortable(const MatmulProblem& p, bool threaded = true);
 
-// AVX-512 GEMV, any m (meant for m < kGemmMinRows). Streams each weight row once
-// for all m rows of x; x stays f32 (bf16 weights are widened in registers).
+// AVX-512 GEMV for f32, bf16 and f16 weights, any m (meant for m < kGemmMinRows).
+// Streams each weight row once for all m rows of x; x stays f32 (bf16 weights are
+// widened in registers, f16 ones converted with vcvtph2ps).
 // Call only when GetCpuFeatures().avx512f.
 void GemvAvx512(const MatmulProblem& p, bool threaded = true);
 
@@ -103,5 +118,100 @@ bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, i
 // MatmulBatched with x_stride 0 on the oneDNN path: x is rounded to bf16 once for
 // all heads. Same contract as MatmulOneDnn.
 bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
+
+// ---- GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and f16 weights ------------
+//
+// Block formats (matmul_block.cc, gemv_block_avx512*.cc): up to kBlockGemvMaxRows rows
+// of x the GEMV multiplies integers, as llama.cpp's vec_dot kernels do. Each x row is
+// quantized once per call into 32-value blocks (int8 codes q = round(x · 127 / amax),
+// scale dx = amax / 127, amax = the block's max |x|), then every weight sub-block's
+// integer codes are dotted with x's codes in int32 (exact) and the sum is scaled by
+// (weight sub-block scale · dx) in f32. Zero points (Q4_0's 8, Q6_K's 32, the +128 that
+// makes Q8_0's codes unsigned for vpdpbusd) are taken off in the integers; Q4_K / Q5_K's
+// mins multiply dx · sum(q) per block in f32. Every path computes the same integer sums
+// from the same x codes; they differ only in the order of the f32 sums. Error against the
+// exact product with the weight as stored: x's rounding, |x - dx·q| <= dx / 2 per value,
+// so at most sum over x blocks of amax / 254 · sum |w| over the block, plus f32 rounding.
+// From kBlockGemvMaxRows + 1 rows: a bounded chunk of weight rows at a time dequantized
+// to bf16 for oneDNN's bf16 GEMM (AVX-512 CPUs; x rounded to bf16), or to f32 for its
+// sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there).
+//
+// f16 weights keep f32 x: GEMV up to kGemmMinRows - 1 rows (vcvtph2ps in registers, or
+// F16ToF32Row per row), then chunks converted to f32 for oneDNN's sgemm (f16 -> bf16
+// would drop 3 mantissa bits).
+
+// How the block-format GEMV runs: plain C++, AVX-512BW (vpmaddubsw + vpmaddwd), or
+// AVX512_VNNI (vpdpbusd). The GEMV runs up to kBlockGemvMaxRows rows of x.
+enum class BlockGemvIsa { kPortable, kAvx512, kAvx512Vnni };
+
+// The ISA GetCpuFeatures() allows.
+BlockGemvIsa BestBlockGemvIsa();
+
+// x quantized for one weight format and ISA (PrepareX). All arrays are per x row i:
+//   q + i·ldq: the int8 codes. Portable: [cols] in order. AVX-512: [steps · 64], steps =
+//     ceil(cols / 64), in the order the AVX-512 kernel unpacks the weights (Q4_K / Q5_K:
+//     32-value blocks 0, 2, 1, 3, 4, 6, 5, 7 of each 256; else in order), zero-padded.
+//   scale + i·lds: portable: dx per 32-value block [cols / 32]; AVX-512: dx spread over
+//     the 16 int32 lanes of each 64-value step (8 lanes per block), [steps · 16].
+//   bias + i·lds (AVX-512, zero-point formats; else null): per lane -zero_point · the
+//     sum of the lane's 4 codes, [steps · 16].
+//   block_sum + i·ldb (Q4_K / Q5_K; else null): dx · sum of codes per 32-value block.
+//     Portable: [cols / 32]; AVX-512: per 256 values 16 floats, blocks in lanes 8..15.
+struct PreparedX {
+  BlockGemvIsa isa = BlockGemvIsa::kPortable;
+  DType dtype = DType::kQ8_0;  // the weight format the layout is for
+  int64_t m = 0;
+  int64_t cols = 0;
+  int8_t* q = nullptr;
+  int64_t ldq = 0;
+  float* scale = nullptr;
+  int32_t* bias = nullptr;
+  int64_t lds = 0;
+  float* block_sum = nullptr;
+  int64_t ldb = 0;
+};
+
+// The zero point the AVX-512 layout's bias takes off (Q4_0 8, Q6_K 32, Q8_0 on VNNI 128).
+int BlockZeroPoint(BlockGemvIsa isa, DType dtype);
+
+// Bytes of storage PrepareX needs (a multiple of 64).
+size_t PreparedXBytes(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols);
+// Quantizes x: [m, cols] (row stride ldx) for `dtype` weights into `storage` (64-byte
+// aligned, PreparedXBytes long). One thread.
+PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int64_t ldx, int64_t cols,
+                   std::byte* storage);
+// The AVX-512 layout's filling (gemv_block_avx512.cc): `out`'s arrays placed by PrepareX.
+void PrepareXAvx512(const float* x, int64_t ldx, const PreparedX& out);
+
+// y[i][n] for output rows n in [n0, n1) of the block-format weight w (y: [x.m, ...],
+// row stride ldy), x prepared for w.dtype. One thread. Portable (matmul_block.cc),
+// AVX-512BW and AVX512_VNNI (gemv_block_avx512*.cc; call only where the CPU has them).
+void GemvBlockRowsPortable(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void GemvBlockRowsAvx512(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void GemvBlockRowsAvx512Vnni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+
+// The whole GEMV on one ISA: x prepared once (per-thread scratch), then the output rows
+// split over the OpenMP team as the other GEMVs split them (`threaded`).
+void GemvBlock(const MatmulProblem& p, BlockGemvIsa isa, bool threaded = true);
+
+// Large m for block formats and f16: chunks of weight rows (8 MiB of converted values)
+// dequantized (parallel over rows unless already in a parallel region), each multiplied
+// by oneDNN: block formats in bf16 with x rounded to bf16 where `bf16_gemm`, else (and
+// for f16) in f32. Same contract as MatmulOneDnn.
+bool MatmulBlockOneDnn(const MatmulProblem& p, bool bf16_gemm);
+
+// Rows [first, first + count) of a block-format or f16 view as f32 / bf16: out
+// [count, w.cols], the values of block_quant.h's DequantizeToF32 / DequantizeToBf16 (AVX-512
+// where the CPU has it). Threads over rows unless already in a parallel region.
+void DequantizeRowsToF32(const WeightView& w, int64_t first, int64_t count, float* out);
+void DequantizeRowsToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out);
+// One row of n values (whole blocks) on AVX-512 (gemv_block_avx512.cc): the same values bit
+// for bit; bf16 by vcvtneps2bf16 where `has_bf16` (AVX512_BF16). Call only when
+// GetCpuFeatures().avx512f.
+void DequantizeRowAvx512(DType dtype, const void* row, int64_t n, float* out);
+void DequantizeRowAvx512(DType dtype, const void* row, int64_t n, bf16* out, bool has_bf16);
+
+// The portable f16 GEMV (each weight row converted once, dotted with every x row).
+void MatmulF16Portable(const MatmulProblem& p, bool threaded);
 
 }  // namespace latte::matmul_internal

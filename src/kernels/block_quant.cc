@@ -1,0 +1,360 @@
+// ggml's block formats: dequantization (the formulas of block_quant.h, in ggml's order of
+// f32 operations), single values, and our round-to-nearest quantizers.
+#include "kernels/block_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace latte {
+namespace {
+
+using namespace block_layout;
+
+const uint8_t* Bytes(const void* p) { return static_cast<const uint8_t*>(p); }
+
+// ---- dequantization: one block -> f32 ---------------------------------------------
+
+void DequantQ8_0(const uint8_t* b, float* out) {
+  const float d = LoadF16(b);
+  const int8_t* qs = reinterpret_cast<const int8_t*>(b + kQ8_0Qs);
+  for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(qs[j]) * d;
+}
+
+void DequantQ4_0(const uint8_t* b, float* out) {
+  const float d = LoadF16(b);
+  const uint8_t* qs = b + kQ4_0Qs;
+  for (int j = 0; j < 16; ++j) {
+    out[j] = static_cast<float>((qs[j] & 0xF) - 8) * d;
+    out[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
+  }
+}
+
+// Q4_K and Q5_K: `qh` null for Q4_K.
+void DequantK4K5(const uint8_t* b, const uint8_t* qs, const uint8_t* qh, float* out) {
+  const float d = LoadF16(b);
+  const float dmin = LoadF16(b + kQ4KDmin);
+  const uint8_t* scales = b + kQ4KScales;
+  for (int c = 0; c < 4; ++c) {
+    uint8_t sc, m;
+    ScaleMinK4(2 * c, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    ScaleMinK4(2 * c + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    const uint8_t* q = qs + 32 * c;
+    float* o = out + 64 * c;
+    for (int l = 0; l < 32; ++l) {
+      int lo = q[l] & 0xF, hi = q[l] >> 4;
+      if (qh != nullptr) {
+        lo += ((qh[l] >> (2 * c)) & 1) << 4;
+        hi += ((qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      o[l] = d1 * static_cast<float>(lo) - m1;
+      o[l + 32] = d2 * static_cast<float>(hi) - m2;
+    }
+  }
+}
+
+// Q6_K's 6-bit code of value i < 256 of block b, in [0, 63].
+inline int Q6Code(const uint8_t* b, int i) {
+  const int h = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
+  const uint8_t ql = b[64 * h + 32 * (quarter & 1) + l];
+  const uint8_t qh = b[kQ6KQh + 32 * h + l];
+  const int low = quarter < 2 ? (ql & 0xF) : (ql >> 4);
+  return low | (((qh >> (2 * quarter)) & 3) << 4);
+}
+
+void DequantQ6_K(const uint8_t* b, float* out) {
+  const float d = LoadF16(b + kQ6KD);
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + kQ6KScales);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b + 64 * h;
+    const uint8_t* qh = b + kQ6KQh + 32 * h;
+    float* o = out + 128 * h;
+    const int8_t* s = sc + 8 * h;
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      o[l] = d * s[is] * static_cast<float>(q1);
+      o[l + 32] = d * s[is + 2] * static_cast<float>(q2);
+      o[l + 64] = d * s[is + 4] * static_cast<float>(q3);
+      o[l + 96] = d * s[is + 6] * static_cast<float>(q4);
+    }
+  }
+}
+
+void DequantBlock(DType dtype, const uint8_t* b, float* out) {
+  switch (dtype) {
+    case DType::kQ8_0: DequantQ8_0(b, out); return;
+    case DType::kQ4_0: DequantQ4_0(b, out); return;
+    case DType::kQ4_K: DequantK4K5(b, b + kQ4KQs, nullptr, out); return;
+    case DType::kQ5_K: DequantK4K5(b, b + kQ5KQs, b + kQ5KQh, out); return;
+    case DType::kQ6_K: DequantQ6_K(b, out); return;
+    default: LATTE_CHECK(false, "not a block format: ", DTypeName(dtype));
+  }
+}
+
+void CheckDType(DType dtype, int64_t n, const char* caller) {
+  LATTE_CHECK(IsBlockQuantized(dtype) || dtype == DType::kF16, caller, ": dtype ", DTypeName(dtype),
+              " (block formats and F16)");
+  LATTE_CHECK(n >= 0 && n % DTypeBlockElements(dtype) == 0, caller, ": ", n, " values of ", DTypeName(dtype),
+              " are not whole blocks of ", DTypeBlockElements(dtype));
+}
+
+// ---- quantization: one block ----------------------------------------------------
+
+// The smallest f16 >= v (v >= 0, finite): a scale rounded up, so the grid it spans
+// still covers the values it was computed from.
+uint16_t F16AtLeast(float v) {
+  uint16_t h = F32ToF16(v);
+  if (F16ToF32(h) < v && h < 0x7bff) ++h;  // positive f16 bit patterns order like their values
+  return h;
+}
+
+void StoreF16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, sizeof h); }
+
+int RoundToInt(float v) { return static_cast<int>(std::nearbyint(v)); }
+
+// Smallest integer k in [0, max] with k·step >= v (v >= 0); 0 when step is 0.
+int CeilCode(float v, float step, int max) {
+  if (!(step > 0)) return 0;
+  return std::clamp(static_cast<int>(std::ceil(v / step)), 0, max);
+}
+
+void QuantQ8_0(const float* x, uint8_t* b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const uint16_t h = F16AtLeast(amax / 127);
+  StoreF16(b, h);
+  const float d = F16ToF32(h);
+  const float id = d > 0 ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    b[kQ8_0Qs + j] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(RoundToInt(x[j] * id), -127, 127)));
+  }
+}
+
+// The value of largest magnitude maps to code 0 (q - 8 = -8), as ggml's Q4_0 does: the
+// grid d·[-8, 7] then covers [-|d|·8, |d|·7] on the other side, so the far end of that side
+// rounds to 7 (error up to |d|, not |d|/2).
+void QuantQ4_0(const float* x, uint8_t* b) {
+  float extreme = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
+  }
+  uint16_t h = F16AtLeast(std::fabs(extreme) / 8);
+  if (extreme > 0) h |= 0x8000;  // d = extreme / -8
+  StoreF16(b, h);
+  const float d = F16ToF32(h);
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  uint8_t* qs = b + kQ4_0Qs;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = std::clamp(RoundToInt(x[j] * id) + 8, 0, 15);
+    const int hi = std::clamp(RoundToInt(x[j + 16] * id) + 8, 0, 15);
+    qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+// Q4_K (levels 15) or Q5_K (levels 31). Per sub-block j of 32: the min is rounded up to
+// its code (dmin·m >= -min x), then the step needed to reach max x from there, rounded up
+// to its code (d·sc >= step): every value lies in [-dmin·m, -dmin·m + levels·d·sc] and
+// rounds to within half a step, d·sc / 2.
+void QuantK4K5(const float* x, int levels, uint8_t* b) {
+  float neg_min[8], top[8];
+  float max_neg_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0, hi = x[32 * j];
+    for (int l = 0; l < 32; ++l) {
+      lo = std::min(lo, x[32 * j + l]);
+      hi = std::max(hi, x[32 * j + l]);
+    }
+    neg_min[j] = -lo;
+    top[j] = hi;
+    max_neg_min = std::max(max_neg_min, neg_min[j]);
+  }
+  const uint16_t dmin_h = F16AtLeast(max_neg_min / 63);
+  const float dmin = F16ToF32(dmin_h);
+  int m[8], sc[8];
+  float offset[8], step[8];
+  float max_step = 0;
+  for (int j = 0; j < 8; ++j) {
+    m[j] = CeilCode(neg_min[j], dmin, 63);
+    offset[j] = dmin * static_cast<float>(m[j]);
+    step[j] = std::max(top[j] + offset[j], 0.0f) / static_cast<float>(levels);
+    max_step = std::max(max_step, step[j]);
+  }
+  const uint16_t d_h = F16AtLeast(max_step / 63);
+  const float d = F16ToF32(d_h);
+  StoreF16(b, d_h);
+  StoreF16(b + kQ4KDmin, dmin_h);
+  uint8_t* scales = b + kQ4KScales;
+  std::fill(scales, scales + 12, 0);
+  uint8_t q[256];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = CeilCode(step[j], d, 63);
+    if (j < 4) {
+      scales[j] = static_cast<uint8_t>(sc[j]);
+      scales[j + 4] = static_cast<uint8_t>(m[j]);
+    } else {
+      scales[j + 4] = static_cast<uint8_t>((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
+      scales[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
+    }
+    const float ds = d * static_cast<float>(sc[j]);
+    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
+    for (int l = 0; l < 32; ++l) {
+      q[32 * j + l] = static_cast<uint8_t>(std::clamp(RoundToInt((x[32 * j + l] + offset[j]) * inv), 0, levels));
+    }
+  }
+  const bool five = levels == 31;
+  uint8_t* qs = b + (five ? kQ5KQs : kQ4KQs);
+  if (five) std::fill(b + kQ5KQh, b + kQ5KQh + 32, 0);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      const int lo = q[64 * c + l], hi = q[64 * c + 32 + l];
+      qs[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+      if (five) b[kQ5KQh + l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+    }
+  }
+}
+
+// Per sub-block s of 16: step max|x| / 31 rounded up to its 8-bit code (non-negative
+// here, though the format allows negative scales), codes q - 32 in [-31, 31].
+void QuantQ6_K(const float* x, uint8_t* b) {
+  float step[16];
+  float max_step = 0;
+  for (int s = 0; s < 16; ++s) {
+    float amax = 0;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * s + l]));
+    step[s] = amax / 31;
+    max_step = std::max(max_step, step[s]);
+  }
+  const uint16_t d_h = F16AtLeast(max_step / 127);
+  const float d = F16ToF32(d_h);
+  StoreF16(b + kQ6KD, d_h);
+  std::fill(b, b + kQ6KScales, 0);
+  uint8_t q[256];
+  for (int s = 0; s < 16; ++s) {
+    const int sc = CeilCode(step[s], d, 127);
+    b[kQ6KScales + s] = static_cast<uint8_t>(sc);
+    const float ds = d * static_cast<float>(sc);
+    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
+    for (int l = 0; l < 16; ++l) {
+      q[16 * s + l] = static_cast<uint8_t>(std::clamp(RoundToInt(x[16 * s + l] * inv), -32, 31) + 32);
+    }
+  }
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
+    uint8_t& ql = b[64 * h + 32 * (quarter & 1) + l];
+    ql |= static_cast<uint8_t>(quarter < 2 ? (q[i] & 0xF) : (q[i] & 0xF) << 4);
+    b[kQ6KQh + 32 * h + l] |= static_cast<uint8_t>((q[i] >> 4) << (2 * quarter));
+  }
+}
+
+}  // namespace
+
+void F16ToF32Row(const uint16_t* in, int64_t n, float* out) {
+  // Widen the exponent and mantissa into f32's fields, rebias the exponent (+112), and
+  // fix the two ends: f16 Inf/NaN (exponent 31) get f32's all-ones exponent, and
+  // subnormals (exponent 0) are renormalised by a float subtraction (exact).
+  constexpr uint32_t kExpMask = 0x7c00u << 13;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t h = in[i];
+    uint32_t bits = (h & 0x7fffu) << 13;
+    const uint32_t exponent = bits & kExpMask;
+    bits += (127 - 15) << 23;
+    float f;
+    if (exponent == kExpMask) {
+      bits += (128 - 16) << 23;
+      std::memcpy(&f, &bits, sizeof f);
+    } else if (exponent == 0) {
+      bits += 1u << 23;
+      std::memcpy(&f, &bits, sizeof f);
+      f -= 6.103515625e-05f;  // 2^-14
+    } else {
+      std::memcpy(&f, &bits, sizeof f);
+    }
+    uint32_t out_bits;
+    std::memcpy(&out_bits, &f, sizeof f);
+    out_bits |= (h & 0x8000u) << 16;
+    std::memcpy(&out[i], &out_bits, sizeof f);
+  }
+}
+
+void DequantizeToF32(DType dtype, const void* data, int64_t n, float* out) {
+  CheckDType(dtype, n, "DequantizeToF32");
+  if (dtype == DType::kF16) {
+    F16ToF32Row(static_cast<const uint16_t*>(data), n, out);
+    return;
+  }
+  const int64_t per_block = DTypeBlockElements(dtype);
+  const size_t block_bytes = DTypeBlockBytes(dtype);
+  for (int64_t b = 0; b < n / per_block; ++b) DequantBlock(dtype, Bytes(data) + b * block_bytes, out + b * per_block);
+}
+
+void DequantizeToBf16(DType dtype, const void* data, int64_t n, bf16* out) {
+  CheckDType(dtype, n, "DequantizeToBf16");
+  float values[256];
+  const int64_t per = dtype == DType::kF16 ? 256 : DTypeBlockElements(dtype);
+  const size_t bytes = DTypeRowBytes(dtype, per);
+  for (int64_t i = 0; i < n; i += per) {
+    const int64_t count = std::min(per, n - i);
+    DequantizeToF32(dtype, Bytes(data) + (i / per) * bytes, count, values);
+    for (int64_t j = 0; j < count; ++j) out[i + j] = F32ToBf16(values[j]);
+  }
+}
+
+float BlockValueAt(DType dtype, const void* row, int64_t i) {
+  if (dtype == DType::kF16) return LoadF16(Bytes(row) + 2 * i);
+  const int64_t per_block = DTypeBlockElements(dtype);
+  const uint8_t* b = Bytes(row) + static_cast<size_t>(i / per_block) * DTypeBlockBytes(dtype);
+  const int j = static_cast<int>(i % per_block);
+  switch (dtype) {
+    case DType::kQ8_0: return static_cast<float>(static_cast<int8_t>(b[kQ8_0Qs + j])) * LoadF16(b);
+    case DType::kQ4_0: {
+      const uint8_t q = b[kQ4_0Qs + j % 16];
+      return static_cast<float>((j < 16 ? (q & 0xF) : (q >> 4)) - 8) * LoadF16(b);
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const int sub = j / 32, c = j / 64, l = j % 32;
+      const bool five = dtype == DType::kQ5_K;
+      const uint8_t byte = b[(five ? kQ5KQs : kQ4KQs) + 32 * c + l];
+      int q = sub % 2 == 0 ? (byte & 0xF) : (byte >> 4);
+      if (five) q += ((b[kQ5KQh + l] >> sub) & 1) << 4;
+      uint8_t sc, m;
+      ScaleMinK4(sub, b + kQ4KScales, &sc, &m);
+      return LoadF16(b) * sc * static_cast<float>(q) - LoadF16(b + kQ4KDmin) * m;
+    }
+    case DType::kQ6_K: {
+      const int8_t sc = static_cast<int8_t>(b[kQ6KScales + j / 16]);
+      return LoadF16(b + kQ6KD) * sc * static_cast<float>(Q6Code(b, j) - 32);
+    }
+    default: LATTE_CHECK(false, "BlockValueAt: not a block format: ", DTypeName(dtype));
+  }
+  return 0;
+}
+
+void QuantizeToBlocks(DType dtype, const float* x, int64_t n, void* out) {
+  LATTE_CHECK(IsBlockQuantized(dtype), "QuantizeToBlocks: dtype ", DTypeName(dtype), " is not a block format");
+  CheckDType(dtype, n, "QuantizeToBlocks");
+  const int64_t per_block = DTypeBlockElements(dtype);
+  const size_t block_bytes = DTypeBlockBytes(dtype);
+  for (int64_t i = 0; i < n / per_block; ++i) {
+    const float* xb = x + i * per_block;
+    uint8_t* b = static_cast<uint8_t*>(out) + i * block_bytes;
+    switch (dtype) {
+      case DType::kQ8_0: QuantQ8_0(xb, b); break;
+      case DType::kQ4_0: QuantQ4_0(xb, b); break;
+      case DType::kQ4_K: QuantK4K5(xb, 15, b); break;
+      case DType::kQ5_K: QuantK4K5(xb, 31, b); break;
+      case DType::kQ6_K: QuantQ6_K(xb, b); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace latte

@@ -1,0 +1,96 @@
+// GGUF's block-quantized weight formats, byte for byte as ggml defines them
+// (ggml-common.h: block_q8_0, block_q4_0, block_q4_K, block_q5_K, block_q6_K; values as
+// ggml-quants.c's dequantize_row_* computes them). A row of n values is n / B blocks
+// laid end to end (B = DTypeBlockElements: 32 or 256), no padding, fields unaligned.
+// f16 fields are IEEE half precision, little-endian.
+//
+//   Q8_0 (34 bytes, 32 values):  d f16 | qs int8[32]
+//       x[j] = d·qs[j]
+//   Q4_0 (18 bytes, 32 values):  d f16 | qs u8[16]
+//       x[j] = d·((qs[j] & 15) - 8),  x[j + 16] = d·((qs[j] >> 4) - 8)        j < 16
+//   Q4_K (144 bytes, 256 values): d f16 | dmin f16 | scales u8[12] | qs u8[128]
+//       8 sub-blocks of 32, each with a 6-bit scale sc and a 6-bit min m packed in
+//       `scales` (ScaleMinK4 below). Chunk c < 4 (64 values) reads qs[32c .. 32c + 32):
+//       x[64c + l]      = d·sc[2c]·(qs[32c + l] & 15) - dmin·m[2c]             l < 32
+//       x[64c + 32 + l] = d·sc[2c+1]·(qs[32c + l] >> 4) - dmin·m[2c+1]
+//   Q5_K (176 bytes, 256 values): d f16 | dmin f16 | scales u8[12] | qh u8[32] | qs u8[128]
+//       as Q4_K with a fifth bit: q[64c + l] += 16·bit 2c of qh[l], q[64c + 32 + l]
+//       += 16·bit 2c+1 of qh[l]
+//   Q6_K (210 bytes, 256 values): ql u8[128] | qh u8[64] | scales int8[16] | d f16
+//       16 sub-blocks of 16 (sub-block s = values 16s .. 16s + 16, scale scales[s]).
+//       Half h < 2 (128 values) reads ql[64h ..], qh[32h ..]; for l < 32:
+//       q[128h + l]      = (ql[64h + l] & 15)      | ((qh[32h + l] >> 0) & 3) << 4
+//       q[128h + 32 + l] = (ql[64h + 32 + l] & 15) | ((qh[32h + l] >> 2) & 3) << 4
+//       q[128h + 64 + l] = (ql[64h + l] >> 4)      | ((qh[32h + l] >> 4) & 3) << 4
+//       q[128h + 96 + l] = (ql[64h + 32 + l] >> 4) | ((qh[32h + l] >> 6) & 3) << 4
+//       x[i] = d·scales[i / 16]·(q[i] - 32)
+//
+// Products are rounded as ggml rounds them: (d·sc) first, then ·q, then - (dmin·m).
+//
+// The quantizers are our own round-to-nearest: one scale per block (Q8_0, Q4_0), and for
+// the K formats per-sub-block scales (and mins) rounded up to their 6- or 8-bit codes, so
+// every value of a sub-block lies inside its quantization grid. They do not reproduce
+// llama.cpp's quantizer bit for bit (which searches for error-minimising scales); they
+// write valid blocks whose dequantized values are within half a grid step of the input
+// (the bounds are stated per type in tests/block_quant_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/dtype.h"
+
+namespace latte {
+
+// Field offsets inside one block (ggml-common.h).
+namespace block_layout {
+inline constexpr int kQ8_0Qs = 2;       // after d
+inline constexpr int kQ4_0Qs = 2;       // after d
+inline constexpr int kQ4KDmin = 2;      // d at 0
+inline constexpr int kQ4KScales = 4;    // 12 bytes
+inline constexpr int kQ4KQs = 16;       // 128 bytes
+inline constexpr int kQ5KQh = 16;       // 32 bytes
+inline constexpr int kQ5KQs = 48;       // 128 bytes
+inline constexpr int kQ6KQh = 128;      // ql at 0, 128 bytes; qh 64 bytes
+inline constexpr int kQ6KScales = 192;  // 16 int8
+inline constexpr int kQ6KD = 208;
+}  // namespace block_layout
+
+// Sub-block j < 8's 6-bit scale and min from the 12 packed bytes of a Q4_K / Q5_K block
+// (ggml's get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 split
+// into a low nibble in byte j + 4 and two high bits on top of bytes j - 4 and j.
+inline void ScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
+
+// The f16 field at `p` (unaligned) as f32.
+inline float LoadF16(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return F16ToF32(h);
+}
+
+// out[0, n) = the n values held by `data` in `dtype`: a block format (n a whole number of
+// blocks) or kF16 (n values). One thread.
+void DequantizeToF32(DType dtype, const void* data, int64_t n, float* out);
+// The same values rounded once to bf16 (round to nearest even).
+void DequantizeToBf16(DType dtype, const void* data, int64_t n, bf16* out);
+
+// Value i of the row that starts at `row` (a block format or kF16). For set-up code and
+// references (WeightView::At), not hot loops.
+float BlockValueAt(DType dtype, const void* row, int64_t i);
+
+// out = x[0, n) quantized into n / DTypeBlockElements(dtype) blocks of a block format
+// (n a whole number of blocks). Writes DTypeRowBytes(dtype, n) bytes. One thread.
+void QuantizeToBlocks(DType dtype, const float* x, int64_t n, void* out);
+
+// n f16 values -> f32, exactly (NaN stays NaN). Vectorisable; the portable F16 paths use it.
+void F16ToF32Row(const uint16_t* in, int64_t n, float* out);
+
+}  // namespace latte

@@ -1,0 +1,371 @@
+// The AVX-512 integer GEMV for GGUF block formats (matmul_internal.h: PreparedX, the
+// arithmetic), written once for two translation units: gemv_block_avx512.cc (AVX-512BW:
+// vpmaddubsw + vpmaddwd) and gemv_block_avx512_vnni.cc (vpdpbusd, compiled with
+// AVX512_VNNI). Everything here has internal linkage, so each unit keeps its own copy
+// built for its own target. Include only from those two files, after the headers below.
+//
+// A step is 64 values: one register of 64 unsigned weight codes against 64 signed x codes.
+// vpdpbusd (or its BW emulation) sums them in fours into 16 int32 lanes; lane k holds
+// codes 4k .. 4k + 3, so lanes 8j .. 8j + 7 are one 32-value x block (x's scale dx) and,
+// in Q6_K, lanes 4j .. 4j + 3 one 16-value weight sub-block. The lane sums start from
+// PreparedX::bias (-zero point · the lane's x codes), which takes the weights' zero point
+// off exactly. Then, per (x row, weight row):
+//   acc += f32(lane sums) · (weight scale per lane · dx per lane)        (16 lanes)
+// and for Q4_K / Q5_K, once per 256 values, acc += (-dmin·m per block) · (dx · sum q per
+// block). The 16 lanes of acc are added at the end.
+//
+// Weight codes per format and step (each unit is what one weight row is read in):
+//   Q8_0: unit = 2 blocks (68 bytes), 1 step: the two blocks' 32 int8 codes in order.
+//         VNNI: sign bit flipped (code + 128, bias -128·sum x). BW: |w| times x with w's
+//         sign (vpmaddubsw's pairs of 255·127 would saturate int16).
+//   Q4_0: unit = 2 blocks (36 bytes), 1 step: per block its 16 low nibbles then its 16
+//         high nibbles (values 0..15 and 16..31 in order), bias -8·sum x.
+//   Q4_K: unit = 256 values (144 bytes), 4 steps; step 2h (h < 2) = the low nibbles of
+//         qs[64h .. 64h + 64): sub-blocks 4h and 4h + 2; step 2h + 1 = the high nibbles:
+//         sub-blocks 4h + 1 and 4h + 3. x's blocks are stored in that order (PreparedX).
+//   Q5_K: as Q4_K, each nibble with its qh bit (rotated into bit 4, per 256-bit half).
+//   Q6_K: unit = 256 values (210 bytes), 4 steps of 64 values in order: step 2h + i
+//         takes ql[64h ..] nibble i and qh[32h ..] bit pairs (2i, 2i + 2) into bits 4-5;
+//         bias -32·sum x per lane.
+// Each weight row's units are read once for every x row of the tile (up to 4 x rows
+// against 4 or 2 weight rows), so the matrix is streamed once per call.
+//
+// Measured (2048 x 7168 from DRAM, 2 threads of a shared Xeon VM with AVX512_VNNI, so
+// rough), m = 1: Q8_0 0.68 ms (23 GB/s), Q4_K 0.38 ms (22 GB/s), Q6_K 0.53 ms (23 GB/s),
+// against the bf16 GEMV's 1.14 ms (26 GB/s); m = 16: Q4_K 2.4 ms (~97 GMAC/s), Q8_0 4.0,
+// Q6_K 3.8 (~60 GMAC/s, bound by the four vector instructions per 64 products and x row
+// plus the unpacking), bf16 (vdpbf16ps) 3.2.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kernels/block_quant.h"
+#include "kernels/matmul_internal.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+// Weight rows per row group, and x rows per tile.
+constexpr int kBlockRows = 4;
+constexpr int kBlockMaxM = 4;
+// Software prefetch distance along each weight row's stream: its unit about 32 KiB of
+// weights ahead, as the fp8 GEMV measured best for DRAM-resident rows (kPrefetchBytes
+// in gemv_fp8_avx512.cc), into L2.
+constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
+
+inline uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// [a × 8, b × 8] from two f16 values (a in the low half of `two`).
+inline __m512 SpreadTwoF16(uint32_t two) {
+  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(two)));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(f));
+}
+
+// Lanes [scale[a] × 8, scale[b] × 8] of a 16-float vector.
+template <int A, int B> inline __m512 PairLanes(__m512 v) {
+  return _mm512_permutexvar_ps(_mm512_set_epi32(B, B, B, B, B, B, B, B, A, A, A, A, A, A, A, A), v);
+}
+
+inline __m512i LowNibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+inline __m512i HighNibbles(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+
+// Bits of `bits` (each 256-bit half rotated left within its 64-bit lanes by R0, R1) that
+// land on `mask`: how a qh bit (pair) moves onto its code's bit 4 (and 5).
+template <int R0, int R1> inline __m512i HighBits(__m512i bits, int mask) {
+  const __m512i rotated = _mm512_rolv_epi64(bits, _mm512_set_epi64(R1, R1, R1, R1, R0, R0, R0, R0));
+  return _mm512_and_si512(rotated, _mm512_set1_epi8(static_cast<char>(mask)));
+}
+
+// Q4_K / Q5_K's 8 scales and 8 mins as f32: lanes 0-7 d·sc[j], lanes 8-15 -dmin·m[j]
+// (ScaleMinK4 for all j at once: byte shuffles of the 12 packed bytes).
+inline __m512 ScalesMinsK4(const uint8_t* block) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + block_layout::kQ4KScales));
+  // Low bits: sc[j<4] = b[j] & 63, sc[j>=4] = b[j+4] & 15; m[j<4] = b[j+4] & 63, m[j>=4] = b[j+4] >> 4.
+  const __m128i t = _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i low = _mm_or_si128(
+      _mm_and_si128(t, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+      _mm_and_si128(_mm_srli_epi16(t, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+  // High bits of j >= 4: sc from b[j-4] >> 6, m from b[j] >> 6, onto bits 4-5.
+  const __m128i u = _mm_shuffle_epi8(b, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(u, 2), _mm_set1_epi8(0x30));
+  const __m512 codes = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(low, high)));
+  uint32_t dm;
+  std::memcpy(&dm, block, sizeof dm);
+  __m512 mult = SpreadTwoF16(dm);                                                              // [d × 8, dmin × 8]
+  mult = _mm512_mask_sub_ps(mult, static_cast<__mmask16>(0xFF00), _mm512_setzero_ps(), mult);  // -dmin
+  return _mm512_mul_ps(codes, mult);
+}
+
+struct FormatQ8_0 {
+  static constexpr int kSteps = 1;
+  static constexpr int64_t kUnitValues = 64;
+  static constexpr size_t kUnitBytes = 68;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool Bias(bool vnni) { return vnni; }
+  struct Unit {
+    __m512i w;
+    __m512 ws;
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i b = kHalf ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36));
+    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+    if constexpr (kVnni) w = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(p + 34)} << 16);
+    return {w, SpreadTwoF16(d)};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    w = u.w;
+    ws = u.ws;
+  }
+};
+
+struct FormatQ4_0 {
+  static constexpr int kSteps = 1;
+  static constexpr int64_t kUnitValues = 64;
+  static constexpr size_t kUnitBytes = 36;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool Bias(bool) { return true; }
+  struct Unit {
+    __m512i w;
+    __m512 ws;
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i b = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20));
+    // [a, a, b, b] in 128-bit lanes; lanes 1 and 3 shifted by 4: low nibbles, high nibbles.
+    __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(a), b, 2), b, 3);
+    t = _mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(p + 18)} << 16);
+    return {LowNibbles(t), SpreadTwoF16(d)};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    w = u.w;
+    ws = u.ws;
+  }
+};
+
+// Q4_K (kFive false) and Q5_K.
+template <bool kFive> struct FormatK4K5 {
+  static constexpr int kSteps = 4;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = kFive ? 176 : 144;
+  static constexpr bool kHasMin = true;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool Bias(bool) { return false; }
+  struct Unit {
+    const uint8_t* qs;
+    __m512i qh;  // Q5_K: the 32 qh bytes in both 256-bit halves
+    __m512 sm;   // ScalesMinsK4
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    Unit u;
+    u.sm = ScalesMinsK4(p);
+    if constexpr (kFive) {
+      u.qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + block_layout::kQ5KQh)));
+      u.qs = p + block_layout::kQ5KQs;
+    } else {
+      u.qh = _mm512_setzero_si512();
+      u.qs = p + block_layout::kQ4KQs;
+    }
+    return u;
+  }
+  // Step S = 2h + i: nibble i of qs[64h .. 64h + 64), sub-blocks (4h + i, 4h + 2 + i).
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    constexpr int h = S / 2, i = S % 2;
+    const __m512i v = _mm512_loadu_si512(u.qs + 64 * h);
+    w = i == 0 ? LowNibbles(v) : HighNibbles(v);
+    if constexpr (kFive) {  // qh bits 4h + i (first half) and 4h + 2 + i onto bit 4
+      w = _mm512_or_si512(w, HighBits<(4 - (4 * h + i)) & 63, (4 - (4 * h + 2 + i)) & 63>(u.qh, 0x10));
+    }
+    ws = PairLanes<4 * h + i, 4 * h + 2 + i>(u.sm);
+  }
+};
+
+struct FormatQ6_K {
+  static constexpr int kSteps = 4;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = 210;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool Bias(bool) { return true; }
+  struct Unit {
+    const uint8_t* p;
+    __m512 s;  // d·scales[s], 16 sub-blocks
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const float d = _cvtsh_ss(Load16(p + block_layout::kQ6KD));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + block_layout::kQ6KScales));
+    return {p, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)))};
+  }
+  // Step S = 2h + i: values 64S .. 64S + 64 = nibble i of ql[64h ..] with qh[32h ..] bits
+  // (4i, 4i + 1) for the first 32 and (4i + 2, 4i + 3) for the second onto bits 4-5.
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    constexpr int h = S / 2, i = S % 2;
+    const __m512i ql = _mm512_loadu_si512(u.p + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.p + block_layout::kQ6KQh + 32 * h)));
+    const __m512i low = i == 0 ? LowNibbles(ql) : HighNibbles(ql);
+    w = _mm512_or_si512(low, HighBits<(4 - 4 * i) & 63, (2 - 4 * i) & 63>(qh, 0x30));
+    constexpr int a = 4 * S;
+    ws = _mm512_permutexvar_ps(_mm512_set_epi32(a + 3, a + 3, a + 3, a + 3, a + 2, a + 2, a + 2, a + 2, a + 1, a + 1,
+                                                a + 1, a + 1, a, a, a, a),
+                               u.s);
+  }
+};
+
+// acc + the 16 lane sums of 64 unsigned weight codes times 64 signed x codes.
+template <bool kVnni> inline __m512i DotU8S8(__m512i acc, __m512i w, __m512i x) {
+  if constexpr (kVnni) {
+    return _mm512_dpbusd_epi32(acc, w, x);
+  } else {  // pairs of u8·s8 into int16 (no saturation: codes <= 63, |x| <= 127), then fours
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), _mm512_set1_epi16(1)));
+  }
+}
+
+// The same for signed weight codes (Q8_0 without VNNI): |w| times x with w's sign.
+inline __m512i DotS8S8(__m512i acc, __m512i w, __m512i x) {
+  const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1)));
+}
+
+template <typename Fn, int... S> inline void ForSteps(Fn&& fn, std::integer_sequence<int, S...>) {
+  (fn.template operator()<S>(), ...);
+}
+
+// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile.
+template <class F, bool kVnni, int M, int R> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w,
+                                                       size_t row_bytes, int64_t units, bool half_unit,
+                                                       int64_t prefetch_bytes, float* y, int64_t ldy) {
+  constexpr bool kBias = F::Bias(kVnni);
+  __m512 acc[M][R];
+  const int8_t* xq[M];
+  const float* xs[M];
+  const int32_t* xb[M];
+  const float* xm[M];
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+    xq[i] = x.q + (i0 + i) * x.ldq;
+    xs[i] = x.scale + (i0 + i) * x.lds;
+    xb[i] = kBias ? x.bias + (i0 + i) * x.lds : nullptr;
+    xm[i] = F::kHasMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
+  }
+  auto unit = [&]<bool kHalf>(int64_t u) {
+    typename F::Unit wu[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * row_bytes + u * F::kUnitBytes;
+      for (size_t off = 0; off < F::kUnitBytes; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_bytes + off), _MM_HINT_T1);
+      }
+      wu[r] = F::template Load<kVnni, kHalf>(p);
+    }
+    ForSteps(
+        [&]<int S>() {
+          const int64_t t = u * F::kSteps + S;
+          __m512i wv[R];
+          __m512 ws[R];
+          for (int r = 0; r < R; ++r) F::template Step<S>(wu[r], wv[r], ws[r]);
+          for (int i = 0; i < M; ++i) {
+            const __m512i xv = _mm512_load_si512(xq[i] + 64 * t);
+            const __m512 sv = _mm512_load_ps(xs[i] + 16 * t);
+            const __m512i bv = kBias ? _mm512_load_si512(xb[i] + 16 * t) : _mm512_setzero_si512();
+            for (int r = 0; r < R; ++r) {
+              __m512i isum;
+              if constexpr (F::kSignedCodes && !kVnni) {
+                isum = DotS8S8(bv, wv[r], xv);
+              } else {
+                isum = DotU8S8<kVnni>(bv, wv[r], xv);
+              }
+              acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws[r], sv), acc[i][r]);
+            }
+          }
+        },
+        std::make_integer_sequence<int, F::kSteps>{});
+    if constexpr (F::kHasMin) {
+      for (int i = 0; i < M; ++i) {
+        const __m512 mv = _mm512_load_ps(xm[i] + 16 * u);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(wu[r].sm, mv, acc[i][r]);
+      }
+    }
+  };
+  for (int64_t u = 0; u < units; ++u) unit.template operator()<false>(u);
+  if (half_unit) unit.template operator()<true>(units);
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i][r]);
+  }
+}
+
+// Weight rows per tile for M rows of x: M·R accumulators plus R units' registers stay
+// within the 32 registers.
+template <int M> constexpr int BlockTileRows() { return M <= 2 ? 4 : 2; }
+
+struct RowGeometry {
+  size_t row_bytes;
+  int64_t units;
+  bool half_unit;
+  int64_t prefetch_bytes;
+};
+
+// R weight rows (kBlockRows or 1) against every row of x.
+template <class F, bool kVnni, int R>
+void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < x.m; i += kBlockMaxM) {
+    float* yi = y + i * ldy;
+    auto split = [&]<int M>() {
+      constexpr int kSub = BlockTileRows<M>() < R ? BlockTileRows<M>() : R;
+      for (int r = 0; r < R; r += kSub) {
+        Tile<F, kVnni, M, kSub>(x, i, w + r * g.row_bytes, g.row_bytes, g.units, g.half_unit, g.prefetch_bytes, yi + r,
+                                ldy);
+      }
+    };
+    switch (std::min<int64_t>(kBlockMaxM, x.m - i)) {
+      case 1: split.template operator()<1>(); break;
+      case 2: split.template operator()<2>(); break;
+      case 3: split.template operator()<3>(); break;
+      default: split.template operator()<4>(); break;
+    }
+  }
+}
+
+template <class F, bool kVnni>
+void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  RowGeometry g;
+  g.row_bytes = DTypeRowBytes(w.dtype, w.ld);
+  g.units = w.cols / F::kUnitValues;
+  g.half_unit = w.cols % F::kUnitValues != 0;  // Q8_0 / Q4_0: an odd number of blocks
+  g.prefetch_bytes = std::max<int64_t>(kBlockPrefetchBytes / static_cast<int64_t>(g.row_bytes), kBlockRows) *
+                     static_cast<int64_t>(g.row_bytes);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  int64_t n = n0;
+  for (; n + kBlockRows <= n1; n += kBlockRows) {
+    RowGroup<F, kVnni, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);
+  }
+  for (; n < n1; ++n) RowGroup<F, kVnni, 1>(x, g, base + n * g.row_bytes, y + n, ldy);
+}
+
+template <bool kVnni>
+void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  switch (w.dtype) {
+    case DType::kQ8_0: FormatRows<FormatQ8_0, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_0: FormatRows<FormatQ4_0, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_K: FormatRows<FormatK4K5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_K: FormatRows<FormatK4K5<true>, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ6_K: FormatRows<FormatQ6_K, kVnni>(x, w, n0, n1, y, ldy); break;
+    default: break;
+  }
+}
+
+}  // namespace
+}  // namespace latte::matmul_internal

@@ -1,0 +1,697 @@
+// GGUF block formats (kernels/block_quant.h) and the matmul paths for them and for f16
+// weights: dequantization against the formulas written out here from ggml's definitions,
+// quantize -> dequantize error bounds, and every path (portable, AVX-512BW, AVX512_VNNI
+// integer GEMVs; the chunked oneDNN GEMM; the dispatch; MatmulMany) against
+// MatmulReference on random data.
+#include "kernels/block_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
+#include "test_util.h"
+
+namespace latte {
+namespace {
+
+using matmul_internal::BlockGemvIsa;
+using testing_util::ScopedPortableKernels;
+
+const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+std::string Name(DType dtype) { return std::string(DTypeName(dtype)); }
+
+// A random finite f16 bit pattern (exponent below 31), either sign; `max_exponent`
+// bounds the magnitude (15 = values below 2).
+uint16_t RandomF16(std::mt19937& rng, int max_exponent = 30) {
+  const uint16_t sign = static_cast<uint16_t>((rng() & 1u) << 15);
+  const uint16_t exponent = static_cast<uint16_t>(rng() % (max_exponent + 1));
+  return static_cast<uint16_t>(sign | (exponent << 10) | (rng() & 0x3ffu));
+}
+
+float F16At(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// ---- the formulas, written out from ggml-common.h / ggml-quants.c ------------------------
+
+// ggml's get_scale_min_k4 for sub-block j of the 12 packed bytes q.
+void TestScaleMin(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] % 64;
+    *m = q[j + 4] % 64;
+  } else {
+    *sc = (q[j + 4] % 16) + (q[j - 4] / 64) * 16;
+    *m = (q[j + 4] / 16) + (q[j] / 64) * 16;
+  }
+}
+
+// Value i of one block, computed element by element in ggml's order of f32 operations.
+float FormulaValue(DType dtype, const uint8_t* b, int i) {
+  switch (dtype) {
+    case DType::kQ8_0: return static_cast<float>(static_cast<int8_t>(b[2 + i])) * F16At(b);
+    case DType::kQ4_0: {
+      const int q = i < 16 ? b[2 + i] % 16 : b[2 + i - 16] / 16;
+      return static_cast<float>(q - 8) * F16At(b);
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = dtype == DType::kQ5_K;
+      const int sub = i / 32;
+      const uint8_t byte = b[(five ? 48 : 16) + 32 * (i / 64) + i % 32];
+      int q = sub % 2 == 0 ? byte % 16 : byte / 16;
+      if (five && (b[16 + i % 32] & (1 << sub)) != 0) q += 16;
+      int sc, m;
+      TestScaleMin(sub, b + 4, &sc, &m);
+      const float d1 = F16At(b) * static_cast<float>(sc);
+      const float m1 = F16At(b + 2) * static_cast<float>(m);
+      return d1 * static_cast<float>(q) - m1;
+    }
+    case DType::kQ6_K: {
+      const int half = i / 128, within = i % 128, quarter = within / 32, l = within % 32;
+      const uint8_t ql = b[64 * half + (quarter % 2 == 1 ? 32 : 0) + l];
+      const int low = quarter < 2 ? ql % 16 : ql / 16;
+      const int high = (b[128 + 32 * half + l] >> (2 * quarter)) & 3;
+      const float d = F16At(b + 208);
+      const int8_t sc = static_cast<int8_t>(b[192 + i / 16]);
+      return d * static_cast<float>(sc) * static_cast<float>(low + 16 * high - 32);
+    }
+    default: return NAN;
+  }
+}
+
+// A block with random bytes in its quant fields and random finite f16 scales (bounded
+// to |v| < 2^8 so the products stay far from f32 overflow).
+std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, std::mt19937& rng) {
+  const size_t bytes = DTypeBlockBytes(dtype);
+  std::vector<uint8_t> out(blocks * bytes);
+  for (uint8_t& v : out) v = static_cast<uint8_t>(rng());
+  for (int64_t k = 0; k < blocks; ++k) {
+    uint8_t* b = out.data() + k * bytes;
+    auto put = [&](int offset) {
+      const uint16_t h = RandomF16(rng, 22);
+      std::memcpy(b + offset, &h, 2);
+    };
+    switch (dtype) {
+      case DType::kQ6_K: put(208); break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        put(0);
+        put(2);
+        break;
+      default: put(0); break;
+    }
+  }
+  return out;
+}
+
+TEST(BlockQuantTest, LayoutSizes) {
+  // ggml-common.h's static_asserts: sizeof(block_q8_0) == 34, ... block_q6_K == 210.
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ8_0), 34u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ4_0), 18u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ4_K), 144u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ5_K), 176u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ6_K), 210u);
+}
+
+TEST(BlockQuantTest, DequantizeMatchesFormula) {
+  std::mt19937 rng(1);
+  for (DType dtype : kBlockTypes) {
+    SCOPED_TRACE(Name(dtype));
+    const int64_t per = DTypeBlockElements(dtype), blocks = 37;
+    const std::vector<uint8_t> data = RandomBlocks(dtype, blocks, rng);
+    std::vector<float> got(blocks * per);
+    std::vector<bf16> got_bf16(blocks * per + 1, 0xdead);
+    DequantizeToF32(dtype, data.data(), blocks * per, got.data());
+    DequantizeToBf16(dtype, data.data(), blocks * per, got_bf16.data());
+    for (int64_t k = 0; k < blocks; ++k) {
+      const uint8_t* b = data.data() + k * DTypeBlockBytes(dtype);
+      for (int i = 0; i < per; ++i) {
+        const float want = FormulaValue(dtype, b, i);
+        const int64_t at = k * per + i;
+        ASSERT_EQ(got[at], want) << "block " << k << " value " << i;
+        ASSERT_EQ(BlockValueAt(dtype, data.data(), at), want) << "block " << k << " value " << i;
+        ASSERT_EQ(got_bf16[at], F32ToBf16(want)) << "block " << k << " value " << i;
+      }
+    }
+    EXPECT_EQ(got_bf16.back(), 0xdead) << "wrote past the end";
+  }
+}
+
+// The AVX-512 row dequantizer (the large-m path's) gives the portable values bit for bit,
+// in f32 and rounded to bf16 (integer rounding and vcvtneps2bf16), f16 rows included.
+TEST(BlockQuantTest, Avx512DequantizeMatchesPortable) {
+  SetPortableKernelsForTesting(false);
+  if (!GetCpuFeatures().avx512f) GTEST_SKIP() << "CPU lacks AVX-512";
+  std::mt19937 rng(3);
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+    SCOPED_TRACE(Name(dtype));
+    const int64_t n = dtype == DType::kF16 ? 1000 : 7 * DTypeBlockElements(dtype);
+    std::vector<uint8_t> data;
+    if (dtype == DType::kF16) {
+      data.resize(2 * n);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = RandomF16(rng);
+        std::memcpy(data.data() + 2 * i, &h, 2);
+      }
+    } else {
+      data = RandomBlocks(dtype, n / DTypeBlockElements(dtype), rng);
+    }
+    std::vector<float> want(n), got(n + 1, -1.0f);
+    std::vector<bf16> want_bf16(n), got_bf16(n + 1, 0xdead);
+    DequantizeToF32(dtype, data.data(), n, want.data());
+    DequantizeToBf16(dtype, data.data(), n, want_bf16.data());
+    matmul_internal::DequantizeRowAvx512(dtype, data.data(), n, got.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "value " << i;
+    EXPECT_EQ(got[n], -1.0f) << "wrote past the end";
+    for (bool has_bf16 : {false, true}) {
+      if (has_bf16 && !GetCpuFeatures().avx512_bf16) continue;
+      matmul_internal::DequantizeRowAvx512(dtype, data.data(), n, got_bf16.data(), has_bf16);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got_bf16[i], want_bf16[i]) << "value " << i << " bf16 " << has_bf16;
+      EXPECT_EQ(got_bf16[n], 0xdead) << "wrote past the end";
+    }
+  }
+}
+
+// Hand-packed Q4_K scales: sub-block j's scale j + 1 + 8·(j >= 4)·5 and min 63 - j, packed
+// by hand as ggml's quantize_row_q4_K packs them, read back value by value.
+TEST(BlockQuantTest, K4ScalePackingByHand) {
+  uint8_t b[144] = {};
+  const uint16_t one = F32ToF16(1.0f), half = F32ToF16(0.5f);
+  std::memcpy(b, &one, 2);
+  std::memcpy(b + 2, &half, 2);
+  int sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = j < 4 ? j + 1 : 40 + j;  // j >= 4 needs the two high bits
+    m[j] = 63 - j;
+  }
+  uint8_t* s = b + 4;
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+  for (int i = 0; i < 128; ++i) b[16 + i] = static_cast<uint8_t>((i % 16) | ((15 - i % 16) << 4));
+  float out[256];
+  DequantizeToF32(DType::kQ4_K, b, 256, out);
+  for (int i = 0; i < 256; ++i) {
+    const int sub = i / 32, l = i % 32;
+    const int q = sub % 2 == 0 ? l % 16 : 15 - l % 16;
+    ASSERT_EQ(out[i], 1.0f * sc[sub] * q - 0.5f * m[sub]) << i;
+  }
+}
+
+// ---- quantize -> dequantize ------------------------------------------------------------
+//
+// Bounds on |x - dequantize(quantize(x))| per value, A = max |x| over the value's block
+// (Q8_0, Q4_0) or super-block (the K formats). Scales are rounded up to f16 (a factor of
+// at most 1 + 2^-10) and, for the K formats, to their integer codes:
+//   Q8_0: step d = A / 127; round to nearest: d / 2 = A / 254.
+//   Q4_0: d = A / 8 with the extreme at code 0 (as ggml); the far end of the other side
+//         rounds into code 15, up to d = A / 8 away.
+//   Q4_K / Q5_K (L = 15 / 31 levels): min rounded up to dmin·m (dmin <= A / 63), step
+//         s <= (2A + dmin) / L rounded up to d·sc (d <= s_max / 63): error <= d·sc / 2
+//         <= (A / L)·(1 + 1/126)·(1 + 1/63)·(1 + 2^-10)^2 < 1.025·A / L.
+//   Q6_K: step a / 31 per 16 values (a = their max |x| <= A) rounded up to d·sc
+//         (d <= step_max / 127): error <= (A / 62)·(1 + 1/127)·(1 + 2^-10) < 1.01·A / 62.
+double RoundTripBound(DType dtype, double amax) {
+  switch (dtype) {
+    case DType::kQ8_0: return amax / 254 * (1 + 1.0 / 1024);
+    case DType::kQ4_0: return amax / 8 * (1 + 1.0 / 1024);
+    case DType::kQ4_K: return 1.025 * amax / 15;
+    case DType::kQ5_K: return 1.025 * amax / 31;
+    case DType::kQ6_K: return 1.01 * amax / 62;
+    default: return 0;
+  }
+}
+
+TEST(BlockQuantTest, QuantizeRoundTripWithinBound) {
+  std::mt19937 rng(2);
+  for (DType dtype : kBlockTypes) {
+    SCOPED_TRACE(Name(dtype));
+    const int64_t per = DTypeBlockElements(dtype), blocks = 40;
+    std::vector<float> x(blocks * per);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int64_t k = 0; k < blocks; ++k) {
+      // Magnitudes 2^-12 .. 2^4, all-positive and all-negative blocks, a zero block and a
+      // constant one, and blocks whose sub-blocks differ in scale by up to 2^6.
+      const float scale = std::ldexp(1.0f, static_cast<int>(k % 17) - 12);
+      for (int64_t i = 0; i < per; ++i) {
+        float v = u(rng) * scale;
+        if (k % 5 == 1) v = std::fabs(v);
+        if (k % 5 == 2) v = -std::fabs(v);
+        if (k % 5 == 3) v *= std::ldexp(1.0f, -static_cast<int>((i / 32) % 7));
+        if (k == 7) v = 0;
+        if (k == 11) v = 0.3f;
+        x[k * per + i] = v;
+      }
+    }
+    std::vector<uint8_t> blocks_out(DTypeRowBytes(dtype, blocks * per));
+    QuantizeToBlocks(dtype, x.data(), blocks * per, blocks_out.data());
+    std::vector<float> back(x.size());
+    DequantizeToF32(dtype, blocks_out.data(), blocks * per, back.data());
+    double worst = 0;
+    for (int64_t k = 0; k < blocks; ++k) {
+      double amax = 0;
+      for (int64_t i = 0; i < per; ++i) amax = std::max(amax, std::fabs(double(x[k * per + i])));
+      const double bound = RoundTripBound(dtype, amax) + 1e-30;
+      for (int64_t i = 0; i < per; ++i) {
+        const double err = std::fabs(double(back[k * per + i]) - x[k * per + i]);
+        worst = std::max(worst, amax > 0 ? err / amax : 0);
+        ASSERT_LE(err, bound) << "block " << k << " value " << i << ": " << x[k * per + i] << " -> "
+                              << back[k * per + i];
+      }
+      if (k == 7) {
+        for (int64_t i = 0; i < per; ++i) ASSERT_EQ(back[k * per + i], 0.0f) << "zero block, value " << i;
+      }
+    }
+    RecordProperty("worst_relative_error_" + Name(dtype), std::to_string(worst));
+  }
+}
+
+// ---- matmul: weights, references, tolerances --------------------------------------------
+
+constexpr float kSentinel = 12345.0f;
+// f32 accumulation of exact products, reordered (the kernels vs MatmulReference's double
+// sums): observed ~1e-7 of sum |x w|, bound ~sqrt(k) · 2^-24 for k <= 4096.
+constexpr double kF32Tol = 1e-5;
+// The bf16 GEMM path rounds x and the dequantized weights to bf16 (8 significant bits):
+// each product is off by at most ~2^-8 relative, 1e-2 of sum |x w| leaves room for the sums.
+constexpr double kBf16Tol = 1e-2;
+
+// How a path treats x and w, for the tolerance.
+enum class Rounding {
+  kIntX,  // x quantized to int8 per 32-value block (the integer GEMV)
+  kF32,   // exact f32 x and weights
+  kBf16,  // x and weights rounded to bf16
+};
+
+struct Weights {
+  DType dtype;
+  int64_t rows, cols, ld;
+  std::vector<uint8_t> data;  // [rows, DTypeRowBytes(dtype, ld)]
+  std::vector<float> values;  // [rows, cols] the dequantized values
+
+  WeightView View() const { return WeightView{dtype, rows, cols, ld, data.data()}; }
+};
+
+// Rows of random values quantized into `dtype` (or f16), row stride ld >= cols.
+Weights MakeWeights(DType dtype, int64_t rows, int64_t cols, int64_t ld, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Weights w{dtype, rows, cols, ld, std::vector<uint8_t>(rows * DTypeRowBytes(dtype, ld), 0xA5), {}};
+  w.values.resize(rows * cols);
+  std::vector<float> row(ld);
+  const size_t row_bytes = DTypeRowBytes(dtype, ld);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);  // rows of different magnitude
+    for (float& v : row) v = u(rng) * scale;
+    uint8_t* out = w.data.data() + r * row_bytes;
+    if (dtype == DType::kF16) {
+      for (int64_t c = 0; c < ld; ++c) {
+        const uint16_t h = F32ToF16(row[c]);
+        std::memcpy(out + 2 * c, &h, 2);
+      }
+    } else {
+      QuantizeToBlocks(dtype, row.data(), ld, out);  // the padding columns hold blocks too
+    }
+    DequantizeToF32(dtype, out, cols, w.values.data() + r * cols);
+  }
+  return w;
+}
+
+struct Operands {
+  int64_t m, ldx, ldy;
+  std::vector<float> x;  // [m, ldx]
+};
+
+Operands MakeX(int64_t m, int64_t cols, int64_t rows, uint32_t seed, int64_t pad = 5) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Operands o{m, cols + pad, rows + 3, {}};
+  o.x.resize(std::max<int64_t>(m, 1) * o.ldx);
+  for (float& v : o.x) v = u(rng);
+  for (int64_t i = 0; i < m; ++i) {
+    // x rows of different magnitude, and blocks with one large value among small ones.
+    for (int64_t c = 0; c < cols; ++c) o.x[i * o.ldx + c] *= std::ldexp(1.0f, static_cast<int>((i + c / 32) % 4) - 1);
+    if (cols > 40) o.x[i * o.ldx + 40] = 8.0f;
+  }
+  return o;
+}
+
+// The allowed |y - ref| for x row i, weight row n. kIntX: x's rounding moves each value by
+// at most dx / 2 = amax / 254 (amax: its 32-value block's max |x|), so the sum moves by at
+// most sum over blocks of amax / 254 · sum |w| over the block; plus kF32Tol for the f32
+// sums and scale products.
+double Tolerance(Rounding rounding, const float* x, const Weights& w, int64_t n) {
+  double scale = 0;
+  for (int64_t c = 0; c < w.cols; ++c) scale += std::fabs(double(x[c]) * w.values[n * w.cols + c]);
+  if (rounding == Rounding::kF32) return kF32Tol * scale + 1e-30;
+  if (rounding == Rounding::kBf16) return kBf16Tol * scale + 1e-30;
+  double x_rounding = 0;
+  for (int64_t c0 = 0; c0 < w.cols; c0 += 32) {
+    double amax = 0, wsum = 0;
+    for (int64_t c = c0; c < c0 + 32; ++c) {
+      amax = std::max(amax, std::fabs(double(x[c])));
+      wsum += std::fabs(double(w.values[n * w.cols + c]));
+    }
+    x_rounding += amax / 254 * wsum;
+  }
+  return x_rounding * (1 + 1e-3) + kF32Tol * scale + 1e-30;
+}
+
+using Path = std::function<void(const MatmulProblem&)>;
+
+std::string Trace(const Weights& w, int64_t m) {
+  return Name(w.dtype) + " m=" + std::to_string(m) + " rows=" + std::to_string(w.rows) +
+         " cols=" + std::to_string(w.cols) + " ld=" + std::to_string(w.ld);
+}
+
+// Runs `path` on x [m, ldx] · w (view `view`: w itself or rows of it) and checks y against
+// MatmulReference, and that the ldy padding still holds kSentinel.
+void CheckPath(const Path& path, const Weights& w, const WeightView& view, int64_t first_row, int64_t m,
+               Rounding rounding, uint32_t seed = 7) {
+  SCOPED_TRACE(Trace(w, m) + " view rows [" + std::to_string(first_row) + ", " + std::to_string(first_row + view.rows) +
+               ")");
+  const Operands o = MakeX(m, w.cols, view.rows, seed + static_cast<uint32_t>(m));
+  std::vector<float> y(m * o.ldy, kSentinel);
+  for (int64_t i = 0; i < m; ++i) std::fill_n(y.begin() + i * o.ldy, view.rows, NAN);
+  const MatmulProblem p{o.x.data(), m, o.ldx, view, y.data(), o.ldy};
+  path(p);
+  std::vector<float> ref(m * view.rows);
+  MatmulReference({o.x.data(), m, o.ldx, view, ref.data(), view.rows});
+  int failures = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t n = 0; n < o.ldy; ++n) {
+      const float got = y[i * o.ldy + n];
+      if (n >= view.rows) {
+        ASSERT_EQ(got, kSentinel) << "wrote padding at row " << i << " col " << n;
+        continue;
+      }
+      const double want = ref[i * view.rows + n];
+      const double tol = Tolerance(rounding, o.x.data() + i * o.ldx, w, first_row + n);
+      if (!(std::fabs(got - want) <= tol) && ++failures <= 5) {
+        ADD_FAILURE() << "y[" << i << "][" << n << "] = " << got << ", want " << want << " (allowed " << tol << ")";
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+void CheckPath(const Path& path, const Weights& w, int64_t m, Rounding rounding) {
+  CheckPath(path, w, w.View(), 0, m, rounding);
+}
+
+const int64_t kMs[] = {1, 2, 3, 5, 8, 16, 17, 64};
+
+// Shapes per format: columns several blocks (Q8_0 / Q4_0: odd block counts, whose last
+// 64-value step is half a step), rows that leave 1..3-row tails of the 4-row groups, a
+// padded row stride, and one big enough to split over threads (unevenly).
+struct Shape {
+  int64_t rows, cols, ld;
+};
+std::vector<Shape> ShapesFor(DType dtype) {
+  if (dtype == DType::kF16) return {{7, 40, 43}, {33, 300, 300}, {301, 520, 520}};
+  const int64_t b = DTypeBlockElements(dtype);
+  if (b == 32) return {{1, 32, 32}, {7, 7 * 32, 8 * 32}, {33, 9 * 32, 9 * 32}, {301, 18 * 32, 19 * 32}};
+  return {{1, 256, 256}, {6, 3 * 256, 4 * 256}, {33, 2 * 256, 2 * 256}, {301, 5 * 256, 5 * 256}};
+}
+
+void CheckGemv(const Path& path, DType dtype, Rounding rounding) {
+  uint32_t seed = 100;
+  for (const Shape& s : ShapesFor(dtype)) {
+    const Weights w = MakeWeights(dtype, s.rows, s.cols, s.ld, seed++);
+    for (int64_t m : kMs) {
+      if (s.rows > 100 && m > 17) continue;  // the reference's cost
+      CheckPath(path, w, m, rounding);
+    }
+  }
+}
+
+bool HasAvx512() {
+  SetPortableKernelsForTesting(false);
+  return GetCpuFeatures().avx512f;
+}
+
+Path BlockGemv(BlockGemvIsa isa) {
+  return [isa](const MatmulProblem& p) { matmul_internal::GemvBlock(p, isa); };
+}
+
+TEST(BlockQuantMatmulTest, PortableGemv) {
+  for (DType dtype : kBlockTypes) CheckGemv(BlockGemv(BlockGemvIsa::kPortable), dtype, Rounding::kIntX);
+}
+
+TEST(BlockQuantMatmulTest, Avx512Gemv) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  for (DType dtype : kBlockTypes) CheckGemv(BlockGemv(BlockGemvIsa::kAvx512), dtype, Rounding::kIntX);
+}
+
+TEST(BlockQuantMatmulTest, Avx512VnniGemv) {
+  if (!HasAvx512() || !GetCpuFeatures().avx512_vnni) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
+  for (DType dtype : kBlockTypes) CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), dtype, Rounding::kIntX);
+}
+
+// The paths multiply the same integer codes (x quantized the same way, zero points taken
+// off exactly), so they differ only in the order of their f32 sums.
+TEST(BlockQuantMatmulTest, IsaPathsAgree) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  std::vector<BlockGemvIsa> isas = {BlockGemvIsa::kPortable, BlockGemvIsa::kAvx512};
+  if (GetCpuFeatures().avx512_vnni) isas.push_back(BlockGemvIsa::kAvx512Vnni);
+  for (DType dtype : kBlockTypes) {
+    const Weights w = MakeWeights(dtype, 37, DTypeBlockElements(dtype) * 9, DTypeBlockElements(dtype) * 9, 11);
+    for (int64_t m : {1, 5, 16}) {
+      SCOPED_TRACE(Trace(w, m));
+      const Operands o = MakeX(m, w.cols, w.rows, 12);
+      std::vector<std::vector<float>> ys;
+      for (BlockGemvIsa isa : isas) {
+        ys.emplace_back(m * o.ldy, 0.0f);
+        matmul_internal::GemvBlock({o.x.data(), m, o.ldx, w.View(), ys.back().data(), o.ldy}, isa);
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t n = 0; n < w.rows; ++n) {
+          double scale = 0;
+          for (int64_t c = 0; c < w.cols; ++c)
+            scale += std::fabs(double(o.x[i * o.ldx + c]) * w.values[n * w.cols + c]);
+          for (size_t k = 1; k < ys.size(); ++k) {
+            ASSERT_NEAR(ys[k][i * o.ldy + n], ys[0][i * o.ldy + n], kF32Tol * scale)
+                << "isa " << k << " vs portable, y[" << i << "][" << n << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 layout holds the portable quantizer's codes and scales (in its own order).
+TEST(BlockQuantMatmulTest, Avx512XCodesMatchPortable) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  for (DType dtype : kBlockTypes) {
+    for (BlockGemvIsa isa : {BlockGemvIsa::kAvx512, BlockGemvIsa::kAvx512Vnni}) {
+      SCOPED_TRACE(Name(dtype) + (isa == BlockGemvIsa::kAvx512 ? " bw" : " vnni"));
+      const int64_t m = 3, cols = DTypeBlockElements(dtype) == 32 ? 7 * 32 : 512;
+      const Operands o = MakeX(m, cols, 1, 13);
+      AlignedBuffer pb(matmul_internal::PreparedXBytes(BlockGemvIsa::kPortable, dtype, m, cols));
+      AlignedBuffer ab(matmul_internal::PreparedXBytes(isa, dtype, m, cols));
+      const auto p = matmul_internal::PrepareX(BlockGemvIsa::kPortable, dtype, o.x.data(), m, o.ldx, cols, pb.data());
+      const auto a = matmul_internal::PrepareX(isa, dtype, o.x.data(), m, o.ldx, cols, ab.data());
+      const bool permuted = dtype == DType::kQ4_K || dtype == DType::kQ5_K;
+      const int zp = matmul_internal::BlockZeroPoint(isa, dtype);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          const int64_t j = b % 8;
+          const int64_t slot = permuted ? b - j + (j == 1 || j == 5 ? j + 1 : j == 2 || j == 6 ? j - 1 : j) : b;
+          for (int k = 0; k < 32; ++k) {
+            ASSERT_EQ(a.q[i * a.ldq + 32 * slot + k], p.q[i * p.ldq + 32 * b + k]) << i << " " << b << " " << k;
+          }
+          for (int k = 0; k < 8; ++k) {
+            ASSERT_EQ(a.scale[i * a.lds + 8 * slot + k], p.scale[i * p.lds + b]);
+            if (zp != 0) {
+              int sum = 0;
+              for (int t = 0; t < 4; ++t) sum += p.q[i * p.ldq + 32 * b + 4 * k + t];
+              ASSERT_EQ(a.bias[i * a.lds + 8 * slot + k], -zp * sum);
+            }
+          }
+          if (permuted) {
+            ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], p.block_sum[i * p.ldb + b]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// One-hot x rows pick out single weights: a misplaced code, scale or min shows as a wrong
+// value at that column. x = 1 is code 127 with dx = 1 / 127, exact up to f32 rounding of
+// the terms (d·sc·q and dmin·m, each below 3 max |w| of the row).
+TEST(BlockQuantMatmulTest, OneHotEveryColumn) {
+  std::vector<BlockGemvIsa> isas = {BlockGemvIsa::kPortable};
+  if (HasAvx512()) {
+    isas.push_back(BlockGemvIsa::kAvx512);
+    if (GetCpuFeatures().avx512_vnni) isas.push_back(BlockGemvIsa::kAvx512Vnni);
+  }
+  for (DType dtype : kBlockTypes) {
+    const int64_t cols = DTypeBlockElements(dtype) == 32 ? 5 * 32 : 2 * 256;
+    const Weights w = MakeWeights(dtype, 6, cols, cols, 21);
+    for (BlockGemvIsa isa : isas) {
+      SCOPED_TRACE(Name(dtype) + " isa " + std::to_string(static_cast<int>(isa)));
+      for (int64_t j = 0; j < cols; ++j) {
+        std::vector<float> x(cols, 0.0f), y(w.rows, NAN);
+        x[j] = 1.0f;
+        matmul_internal::GemvBlock({x.data(), 1, cols, w.View(), y.data(), w.rows}, isa, /*threaded=*/false);
+        for (int64_t n = 0; n < w.rows; ++n) {
+          double row_max = 0;
+          for (int64_t c = 0; c < cols; ++c) row_max = std::max(row_max, std::fabs(double(w.values[n * cols + c])));
+          ASSERT_NEAR(y[n], w.values[n * cols + j], 3e-6 * row_max) << "column " << j << " row " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockQuantMatmulTest, F16Gemv) {
+  CheckGemv([](const MatmulProblem& p) { matmul_internal::MatmulF16Portable(p, true); }, DType::kF16, Rounding::kF32);
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  CheckGemv([](const MatmulProblem& p) { matmul_internal::GemvAvx512(p); }, DType::kF16, Rounding::kF32);
+}
+
+// The large-m path: chunks of rows converted to f32 (sgemm) or bf16 (oneDNN's bf16 GEMM).
+TEST(BlockQuantMatmulTest, OneDnnChunks) {
+  const Path f32 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, false)); };
+  const Path bf16 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, true)); };
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
+    const int64_t b = DTypeBlockElements(dtype);
+    const Weights w =
+        MakeWeights(dtype, 45, b == 1 ? 200 : 3 * std::max<int64_t>(b, 64), 4 * std::max<int64_t>(b, 64), 31);
+    for (int64_t m : {17, 64}) {
+      CheckPath(f32, w, m, Rounding::kF32);
+      if (HasAvx512() && dtype != DType::kF16) CheckPath(bf16, w, m, Rounding::kBf16);
+    }
+  }
+  // 8 MiB chunks of 2048-wide f32 rows are 1024 rows: two chunks, the second short.
+  const Weights big = MakeWeights(DType::kQ4_0, 1100, 2048, 2048, 32);
+  CheckPath(f32, big, 17, Rounding::kF32);
+}
+
+// Tolerance of the dispatching Matmul for m rows of a dtype on this CPU.
+Rounding DispatchRounding(DType dtype, int64_t m) {
+  if (dtype == DType::kF16) return Rounding::kF32;
+  if (m <= matmul_internal::kBlockGemvMaxRows) return Rounding::kIntX;
+  return GetCpuFeatures().avx512f ? Rounding::kBf16 : Rounding::kF32;
+}
+
+const Path kMatmul = [](const MatmulProblem& p) { Matmul(p); };
+
+TEST(BlockQuantMatmulTest, DispatchDetectedAndPortable) {
+  for (bool portable : {false, true}) {
+    ScopedPortableKernels scoped(portable);
+    for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+      SCOPED_TRACE(portable ? "portable" : "detected");
+      const int64_t b = std::max<int64_t>(DTypeBlockElements(dtype), 64);
+      const Weights w = MakeWeights(dtype, 21, 3 * b, 3 * b, 41);
+      for (int64_t m : kMs) CheckPath(kMatmul, w, m, DispatchRounding(dtype, m));
+    }
+  }
+}
+
+TEST(BlockQuantMatmulTest, RowBlockView) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+    const int64_t b = std::max<int64_t>(DTypeBlockElements(dtype), 64);
+    const Weights w = MakeWeights(dtype, 96, 2 * b, 3 * b, 51);  // padded row stride
+    const WeightView all = w.View();
+    const WeightView block = all.RowBlock(32, 17);
+    EXPECT_EQ(block.data, w.data.data() + 32 * DTypeRowBytes(dtype, w.ld));
+    EXPECT_EQ(block.Bytes(), 17 * DTypeRowBytes(dtype, w.cols));
+    for (int64_t c = 0; c < w.cols; c += 7) ASSERT_EQ(block.At(3, c), w.values[35 * w.cols + c]);
+    for (int64_t m : {1, 3, 11, 17}) CheckPath(kMatmul, w, block, 32, m, DispatchRounding(dtype, m));
+  }
+}
+
+// MatmulMany gives what Matmul gives on each problem, bit for bit: mixed formats and m,
+// problems sharing one x (quantized once for all of them), GEMM-sized ones among them.
+TEST(BlockQuantMatmulTest, MatmulManyMatchesMatmul) {
+  for (bool portable : {false, true}) {
+    ScopedPortableKernels scoped(portable);
+    SCOPED_TRACE(portable ? "portable" : "detected");
+    struct Spec {
+      DType dtype;
+      int64_t rows, blocks, m;
+      int x;  // which x: problems with the same x and shape share it
+    };
+    const Spec specs[] = {{DType::kQ4_K, 301, 2, 1, 0}, {DType::kQ4_K, 130, 2, 1, 0}, {DType::kQ8_0, 77, 16, 1, 0},
+                          {DType::kQ6_K, 40, 1, 3, 1},  {DType::kQ5_K, 9, 1, 3, 1},   {DType::kQ4_0, 260, 9, 2, 2},
+                          {DType::kF16, 50, 2, 2, 3},   {DType::kQ8_0, 33, 8, 20, 4}, {DType::kQ6_K, 513, 1, 1, 5}};
+    std::vector<Weights> ws;
+    std::vector<Operands> xs;
+    for (int k = 0; k < 6; ++k) xs.push_back(MakeX(20, 1024, 1, 60 + k, 3));
+    std::vector<MatmulProblem> batch, one;
+    std::vector<std::vector<float>> y, y_one;
+    uint32_t seed = 70;
+    for (const Spec& s : specs) {
+      const int64_t cols = s.dtype == DType::kF16 ? 64 * s.blocks : DTypeBlockElements(s.dtype) * s.blocks;
+      ws.push_back(MakeWeights(s.dtype, s.rows, cols, cols, seed++));
+    }
+    for (size_t i = 0; i < std::size(specs); ++i) {
+      const Operands& o = xs[specs[i].x];
+      y.emplace_back(specs[i].m * ws[i].rows, NAN);
+      y_one.emplace_back(specs[i].m * ws[i].rows, NAN);
+      batch.push_back({o.x.data(), specs[i].m, o.ldx, ws[i].View(), y.back().data(), ws[i].rows});
+      one.push_back({o.x.data(), specs[i].m, o.ldx, ws[i].View(), y_one.back().data(), ws[i].rows});
+    }
+    MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Matmul(one[i]);
+      for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << "problem " << i << " value " << j;
+    }
+    // And on one thread (the sequential branch; oneDNN's sums depend on its thread count,
+    // so Matmul runs on one thread too).
+    testing_util::ScopedOmpThreads single(1);
+    for (auto& v : y) std::fill(v.begin(), v.end(), NAN);
+    MatmulMany(batch.data(), static_cast<int64_t>(batch.size()));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Matmul(one[i]);
+      for (size_t j = 0; j < y[i].size(); ++j) ASSERT_EQ(y[i][j], y_one[i][j]) << "problem " << i << " value " << j;
+    }
+  }
+}
+
+// Per-head row blocks of one block-format matrix (materialized mode's rope rows of a GGUF
+// q_b_proj): MatmulBatched gives each head what Matmul gives it.
+TEST(BlockQuant, MatmulBatchedRunsEachHeadAsMatmul) {
+  const Weights w = MakeWeights(DType::kQ4_K, 12, 512, 512, 3);
+  const std::vector<WeightView> heads = {w.View().RowBlock(0, 4), w.View().RowBlock(4, 4), w.View().RowBlock(8, 4)};
+  std::vector<float> x(3 * 512);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> y(3 * 12, NAN), want(3 * 12, NAN);
+  MatmulBatched(
+      {.x = x.data(), .x_stride = 0, .ldx = 512, .m = 3, .w = heads, .y = y.data(), .y_stride = 4, .ldy = 12});
+  for (int h = 0; h < 3; ++h) {
+    Matmul({.x = x.data(), .m = 3, .ldx = 512, .w = heads[h], .y = want.data() + 4 * h, .ldy = 12});
+  }
+  EXPECT_EQ(y, want);
+}
+
+TEST(BlockQuantDeathTest, BadViewsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Weights w = MakeWeights(DType::kQ4_K, 4, 256, 256, 1);
+  std::vector<float> x(256 * 2, 1.0f), y(16);
+  WeightView partial = w.View();
+  partial.cols = 200;
+  EXPECT_DEATH(Matmul(x.data(), 1, partial, y.data()), "columns and stride must be whole blocks of 256");
+  EXPECT_DEATH(QuantizeToBlocks(DType::kQ8_0, x.data(), 40, y.data()), "are not whole blocks of 32");
+}
+
+}  // namespace
+}  // namespace latte
