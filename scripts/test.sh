@@ -12,6 +12,9 @@ bash scripts/check-layering.sh
 bash scripts/check-format.sh
 # The third-party references the tests compare against, at the lockfile's versions.
 (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
+# llama.cpp itself (node-llama-cpp's prebuilt CPU build), the GGUF tests' oracle; its
+# CUDA and Vulkan builds are optional dependencies, left out.
+(cd tests/llamacpp && npm ci --no-audit --no-fund --omit=optional --loglevel=error)
 if [ "${SANITIZE:-0}" = 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLATTE_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$(nproc)"

@@ -1,4 +1,5 @@
 #include "bench/model_benchmark.h"
+#include "engine/model_files.h"
 
 #include "dist/runtime.h"
 #include "model/tensor_parallel.h"
@@ -132,7 +133,8 @@ Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) 
 Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelBenchResult&, const ModelConfig&, void*),
                          void* user) {
   {  // every test fits before any weight loads
-    LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(o.model_dir + "/config.json"));
+    LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(o.model_dir));
+    LATTE_ASSIGN_OR_RETURN(const ModelConfig config, files.Config());
     LATTE_RETURN_IF_ERROR(CheckModelBenchOptions(o, config));
   }
   // Under tensor parallelism every rank runs the same tests on its shard (the same

@@ -80,7 +80,7 @@ struct EngineFit {
   int64_t scratch_bytes = 0;
   int64_t decompressed_prefix_bytes = 0;  // kept across a prompt's prefill chunks
   int64_t block_bytes = 0;                // bf16 latent rows, every layer
-  int threads = 0;          // the compute threads the scratch is sized for
+  int threads = 0;                        // the compute threads the scratch is sized for
   struct Mode {
     MlaMode mode;
     int64_t weight_bytes = 0, blocks = 0, tokens = 0;

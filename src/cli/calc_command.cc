@@ -267,8 +267,8 @@ void PrintEngineFit(const ModelCostReport& r) {
   const EngineFit& e = *r.engine_fit;
   Table t;
   t.Row({"latte's engine in " + Fixed(*r.options.memory_gb, 2) + " GB (one process; scratch " +
-             Commas(e.scratch_bytes) + ", decompressed prefix " + Commas(e.decompressed_prefix_bytes) +
-             ", blocks of " + std::to_string(r.options.block_size) + " tokens)",
+             Commas(e.scratch_bytes) + ", decompressed prefix " + Commas(e.decompressed_prefix_bytes) + ", blocks of " +
+             std::to_string(r.options.block_size) + " tokens)",
          "weight bytes", "KV blocks", "tokens"});
   for (const EngineFit::Mode& m : e.modes) {
     t.Row({"  " + std::string(MlaModeName(m.mode)), Commas(m.weight_bytes), Commas(m.blocks), Commas(m.tokens)});
@@ -332,10 +332,10 @@ void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
     Fail("give exactly one of --config FILE or --preset " + PresetList());
     return;
   }
-  if (Status s = RefuseUnless(cmd, args.report.memory_gb.has_value(),
-                              {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--threads",
-                               "--decompressed-prefix-gb"},
-                              "without --memory-gb (it sizes the engine table)");
+  if (Status s = RefuseUnless(
+          cmd, args.report.memory_gb.has_value(),
+          {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--threads", "--decompressed-prefix-gb"},
+          "without --memory-gb (it sizes the engine table)");
       !s.ok()) {
     return Fail(s.message());
   }

@@ -11,6 +11,7 @@ namespace latte::cli {
 
 void AddGenerateCommand(CLI::App& app);
 void AddMakeModelCommand(CLI::App& app);
+void AddConvertCommand(CLI::App& app);
 void AddCalcCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);

@@ -15,6 +15,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/model_files.h"
 #include "engine/serving_stack.h"
 #include "engine/stop_matcher.h"
 #include "model/deepseek.h"
@@ -60,8 +61,8 @@ Result<std::vector<int32_t>> ParseIds(const std::string& text) {
 // template writes BOS).
 Result<std::vector<int32_t>> TextPromptIds(const GenerateArgs& args, const Tokenizer& tokenizer) {
   if (!args.chat) return tokenizer.Encode(args.prompt);
-  LATTE_ASSIGN_OR_RETURN(ChatTemplate tmpl,
-                         ChatTemplate::FromTokenizerConfig(args.engine.model + "/tokenizer_config.json"));
+  LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(args.engine.model));
+  LATTE_ASSIGN_OR_RETURN(ChatTemplate tmpl, files.LoadChatTemplate());
   nlohmann::json messages = nlohmann::json::array();
   if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
   messages.push_back({{"role", "user"}, {"content", args.prompt}});

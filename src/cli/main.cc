@@ -63,6 +63,7 @@ int Run(int argc, char** argv) {
                        "Print the version and the git commit it was built from");
   latte::cli::AddGenerateCommand(app);
   latte::cli::AddMakeModelCommand(app);
+  latte::cli::AddConvertCommand(app);
   latte::cli::AddCalcCommand(app);
   latte::cli::AddBenchCommand(app);
   latte::cli::AddTokenizeCommand(app);

@@ -10,6 +10,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/model_files.h"
 #include "engine/serving_stack.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
@@ -74,12 +75,12 @@ Status RunServe(const ServeArgs& args) {
     return Status::Ok();
   }
   std::optional<ChatTemplate> chat_template;
-  const std::string config = args.engine.model + "/tokenizer_config.json";
-  if (stack->tokenizer && std::filesystem::exists(config)) {
-    auto parsed = ChatTemplate::FromTokenizerConfig(config);
+  if (stack->tokenizer) {
+    Result<ChatTemplate> parsed = Status::NotFound("");
+    if (auto files = ModelFiles::Find(args.engine.model); files.ok()) parsed = files->LoadChatTemplate();
     if (parsed.ok()) {
       chat_template = std::move(parsed).value();
-    } else {
+    } else if (parsed.status().code() != StatusCode::kNotFound) {
       std::fprintf(stderr, "latte serve: no chat endpoint: %s\n", parsed.status().message().c_str());
     }
   }

@@ -15,6 +15,7 @@
 
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
+#include "engine/model_files.h"
 #include "model/config.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -35,7 +36,9 @@ struct TokenizeArgs {
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const TokenizeArgs& args) {
   if (args.model.empty() == args.tokenizer.empty())
     return Status::InvalidArgument("give exactly one of --model and --tokenizer");
-  return args.model.empty() ? Tokenizer::FromFile(args.tokenizer) : Tokenizer::FromDirectory(args.model);
+  if (args.model.empty()) return Tokenizer::FromFile(args.tokenizer);
+  LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(args.model));
+  return files.LoadTokenizer();
 }
 
 // One output line for one input line.
@@ -90,9 +93,13 @@ Status RunTokenize(TokenizeArgs args, const CLI::App& cmd) {
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, !args.bench.empty(), {"--bench-repeats"}, "without --bench"));
   LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, args.bench.empty(), {"--decode"}, "with --bench (it times encoding)"));
   LATTE_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(args));
-  if (!args.model.empty() && std::filesystem::exists(args.model + "/config.json")) {
-    LATTE_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromFile(args.model + "/config.json"));
-    args.model_vocab = config.vocab_size;
+  if (!args.model.empty()) {
+    LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(args.model));
+    if (Result<ModelConfig> config = files.Config(); config.ok()) {
+      args.model_vocab = config->vocab_size;
+    } else if (files.is_gguf() || std::filesystem::exists(args.model + "/config.json")) {
+      return config.status();
+    }
   }
   if (!args.bench.empty()) return RunBench(*tok, args);
   std::string line;

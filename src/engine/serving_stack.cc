@@ -7,17 +7,13 @@
 #include <vector>
 
 #include "dist/runtime.h"
+#include "engine/model_files.h"
 #include "model/tensor_parallel.h"
 
 namespace latte {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool HasTokenizer(const std::string& dir) {
-  std::error_code ec;
-  return fs::exists(fs::path(dir) / "tokenizer.json", ec);
-}
 
 // What the engine itself needs: the config's scheduling and cache choices, the pool's
 // size as the plan made it.
@@ -70,12 +66,11 @@ void CommitKvPool(Engine& engine, const MemoryPlan& plan, bool log) {
 }  // namespace
 
 Result<ModelPreview> PreviewModel(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::NotFound("model " + dir + " is not a folder", "model");
+  LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(dir));
   ModelPreview preview;
-  LATTE_ASSIGN_OR_RETURN(preview.config, ModelConfig::FromFile((fs::path(dir) / "config.json").string()));
-  if (HasTokenizer(dir)) {
-    LATTE_ASSIGN_OR_RETURN(preview.tokenizer, Tokenizer::FromDirectory(dir));
+  LATTE_ASSIGN_OR_RETURN(preview.config, files.Config());
+  if (files.HasTokenizer()) {
+    LATTE_ASSIGN_OR_RETURN(preview.tokenizer, files.LoadTokenizer());
   }
   return preview;
 }
@@ -105,8 +100,11 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
                                                  RanksOf(load.parallel, world, ReplicaComm(load.parallel.tp)));
   stack->model->set_dist_check(config.dist_check);
   stack->tokenizer = std::move(tokenizer);
-  if (!stack->tokenizer && HasTokenizer(config.model)) {
-    LATTE_ASSIGN_OR_RETURN(stack->tokenizer, Tokenizer::FromDirectory(config.model));
+  if (!stack->tokenizer) {
+    LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(config.model));
+    if (files.HasTokenizer()) {
+      LATTE_ASSIGN_OR_RETURN(stack->tokenizer, files.LoadTokenizer());
+    }
   }
   LATTE_ASSIGN_OR_RETURN(stack->plan, PlanMemory(*stack->weights, config.memory, config.scheduler, available));
   // Ranks that run the same schedule need the same pool (a preemption depends on its

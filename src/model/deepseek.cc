@@ -9,6 +9,7 @@
 #include "base/scratch.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/weight_rows.h"
 
 namespace latte {
 
@@ -156,9 +157,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
   normed_.resize(T * d);
   delta_.resize(T * d);
   const WeightView& embed = w_.embed_tokens();
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t j = 0; j < d; ++j) hidden_[t * d + j] = embed.At(tokens[t], j);
-  }
+  for (int64_t t = 0; t < T; ++t) WeightRowToF32(embed, tokens[t], hidden_.data() + t * d);
 
   // Data-parallel attention: every rank's MoE rows, the exchanges' sizes (a rank with
   // none still joins every MoE layer's exchange). With tensor parallelism inside each

@@ -9,7 +9,9 @@
 #include <map>
 #include <set>
 
+#include "kernels/block_quant.h"
 #include "kernels/fp8_quantize.h"
+#include "model/gguf_checkpoint.h"
 #include "model/mla_preparation.h"
 #include "model/tensor_specs.h"
 
@@ -72,8 +74,12 @@ class WeightLoader {
     kNever,        // embed_tokens: never quantized at load (a token gathers one row of it)
   };
 
-  WeightLoader(ModelWeights& m, const LoadOptions& options, std::string source)
-      : m_(m), options_(options), source_(std::move(source)), start_(std::chrono::steady_clock::now()) {}
+  WeightLoader(ModelWeights& m, const LoadOptions& options, std::string source, bool from_gguf)
+      : m_(m),
+        options_(options),
+        source_(std::move(source)),
+        from_gguf_(from_gguf),
+        start_(std::chrono::steady_clock::now()) {}
 
   // Every expected tensor against the checkpoint's headers: run before Run, and before
   // a huge-page copy reads any data.
@@ -152,12 +158,12 @@ class WeightLoader {
       specs_[spec.name] = spec;
       const TensorInfo* t = m_.checkpoint_->Find(spec.name);
       if (t == nullptr) {
-        return Status::NotFound(source_ + ": missing tensor \"" + spec.name + "\" (config.json expects it, shape " +
-                                ShapeString(spec.shape) + ")");
+        return Status::NotFound(source_ + ": missing tensor \"" + spec.name + "\" (" + ConfigSource() +
+                                " expects it, shape " + ShapeString(spec.shape) + ")");
       }
       if (t->shape != spec.shape) {
         return Status::DataLoss(FileName(t->file) + ": tensor \"" + spec.name + "\" has shape " +
-                                ShapeString(t->shape) + ", config.json implies " + ShapeString(spec.shape));
+                                ShapeString(t->shape) + ", " + ConfigSource() + " implies " + ShapeString(spec.shape));
       }
     }
     int64_t skipped = 0;
@@ -255,6 +261,11 @@ class WeightLoader {
   }
 
   bool Sharded() const { return options_.shard.sharded(); }
+  std::string ConfigSource() const { return from_gguf_ ? "the GGUF metadata" : "config.json"; }
+  // Types the kernels compute on as stored besides the compute dtype and fp8: GGUF's
+  // block formats, and F16 from a GGUF (llama.cpp computes on F16 as stored; a
+  // safetensors f16 checkpoint is converted to bf16).
+  bool HeldAsStored(DType dtype) const { return IsBlockQuantized(dtype) || (dtype == DType::kF16 && from_gguf_); }
   // The local heads' rows of a matrix with `per_head` rows per head.
   Slice HeadRows(int64_t per_head) const { return Sharded() ? Slice::Rows(Scaled(ranges_.heads, per_head)) : Slice{}; }
   static IndexRange Scaled(IndexRange r, int64_t by) { return {r.first * by, r.count * by}; }
@@ -348,6 +359,15 @@ class WeightLoader {
       }
     } else if (t.dtype == out) {
       view.data = t.data;
+    } else if (HeldAsStored(t.dtype)) {
+      // A GGUF's formats are computed on as stored (kernels/block_quant.h), except
+      // kv_b_proj: the per-head W_UKᵀ / W_UV products run on the compute dtype.
+      if (role == Fp8Role::kDequantized) {
+        view.data = Convert(t);
+      } else {
+        view = WeightView{t.dtype, rows, cols, cols, t.data};
+        stored_types_.insert(t.dtype);
+      }
     } else if (t.dtype == DType::kF8E4M3) {
       const TensorInfo* s = scales;
       if (s == nullptr) {
@@ -375,7 +395,11 @@ class WeightLoader {
                               "\" is F8_E4M3, which is supported only for linear projections");
     }
     std::vector<float> v(t.NumElements());
-    for (size_t i = 0; i < v.size(); ++i) v[i] = ElementToF32(t.dtype, t.data, i);
+    if (IsBlockQuantized(t.dtype)) {
+      DequantizeToF32(t.dtype, t.data, t.NumElements(), v.data());
+    } else {
+      for (size_t i = 0; i < v.size(); ++i) v[i] = ElementToF32(t.dtype, t.data, i);
+    }
     *bucket += v.size() * sizeof(float);
     Done(t);
     return v;
@@ -384,8 +408,9 @@ class WeightLoader {
   // Whether matrix `name` in `role` is quantized to fp8 here (--quantize fp8, and not
   // already stored in fp8).
   bool QuantizesAtLoad(Fp8Role role, const std::string& name) const {
-    return options_.quantize == WeightQuantization::kFp8 && role != Fp8Role::kNever &&
-           m_.checkpoint_->Find(name)->dtype != DType::kF8E4M3;
+    const DType stored = m_.checkpoint_->Find(name)->dtype;
+    return options_.quantize == WeightQuantization::kFp8 && role != Fp8Role::kNever && stored != DType::kF8E4M3 &&
+           !IsBlockQuantized(stored);
   }
 
   // The block grid of quantization at load: the checkpoint's own (fp8 checkpoints:
@@ -442,6 +467,18 @@ class WeightLoader {
     const size_t n = static_cast<size_t>(t.NumElements());
     std::byte* dst = NewBuffer(n * DTypeSize(m_.compute_dtype_));
     const bool to_bf16 = m_.compute_dtype_ == DType::kBF16;
+    if (IsBlockQuantized(t.dtype)) {
+      std::vector<float> values(n);
+      DequantizeToF32(t.dtype, t.data, static_cast<int64_t>(n), values.data());
+      for (size_t i = 0; i < n; ++i) {
+        if (to_bf16) {
+          reinterpret_cast<bf16*>(dst)[i] = F32ToBf16(values[i]);
+        } else {
+          reinterpret_cast<float*>(dst)[i] = values[i];
+        }
+      }
+      return dst;
+    }
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; ++i) {
       const float v = ElementToF32(t.dtype, t.data, i);
@@ -524,6 +561,11 @@ class WeightLoader {
   // The weights' dtypes, for the memory report.
   std::string DescribeDtypes() const {
     const std::string compute(DTypeName(m_.compute_dtype_));
+    if (!stored_types_.empty()) {
+      std::string s;
+      for (DType d : stored_types_) s += (s.empty() ? "" : ", ") + std::string(DTypeName(d));
+      return s + " as stored, kv_b_proj and the norms " + compute;
+    }
     if (!m_.fp8_kept_) return compute;
     std::string s = "F8_E4M3 kept with f32 block scales";
     if (quantized_ > 0) {
@@ -549,11 +591,13 @@ class WeightLoader {
   ModelWeights& m_;
   LoadOptions options_;
   std::string source_;
+  bool from_gguf_ = false;
   std::map<std::string, TensorSpec> specs_;
   ShardRanges ranges_;
   int64_t unexpected_ = 0;
   int64_t quantized_ = 0;  // matrices quantized to fp8 at load
   std::string first_unexpected_;
+  std::set<DType> stored_types_;  // GGUF formats held as stored
   int64_t tensors_done_ = 0;
   size_t bytes_done_ = 0, total_bytes_ = 0, skipped_bytes_ = 0;
   std::chrono::steady_clock::time_point start_, last_report_;
@@ -586,16 +630,12 @@ Status CheckLoadOptions(const LoadOptions& options) {
 
 Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir, const LoadOptions& options) {
   LATTE_RETURN_IF_ERROR(CheckLoadOptions(options));
+  LATTE_ASSIGN_OR_RETURN(const std::optional<std::string> gguf_path, FindGgufFile(dir));
+  if (gguf_path) return LoadGguf(*gguf_path, options);
   auto m = std::make_unique<ModelWeights>();
   m->mode_ = options.mode;
   LATTE_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
-  // The split is checked against the config before a byte of weights is read.
-  std::optional<Fp8Quantization> fp8_blocks = m->config_.quantization;
-  if (options.quantize == WeightQuantization::kFp8) fp8_blocks = m->config_.quantization.value_or(Fp8Quantization{});
-  LATTE_RETURN_IF_ERROR(CheckTensorShard(m->config_, options.shard, fp8_blocks));
-  m->shard_ = options.shard;
-  m->shard_config_ = m->config_;
-  m->shard_config_.num_attention_heads /= options.shard.size;
+  LATTE_RETURN_IF_ERROR(m->CheckShard(options));
   // Headers first, from an mmap: a checkpoint that cannot serve the config fails here
   // before a huge-page copy reads any data.
   LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir, FileResidency::kMapped));
@@ -605,7 +645,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
   if (!std::filesystem::exists(index) && !m->checkpoint_->tensors().empty()) {
     source = FileName(m->checkpoint_->tensors().front().file);
   }
-  WeightLoader loader(*m, options, source);
+  WeightLoader loader(*m, options, source, /*from_gguf=*/false);
   LATTE_RETURN_IF_ERROR(loader.Check());
   if (options.residency == FileResidency::kHugePageCopy && !options.shard.sharded()) {
     std::set<std::string> files;
@@ -615,6 +655,49 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
     LATTE_ASSIGN_OR_RETURN(Checkpoint copy, Checkpoint::Open(dir, FileResidency::kHugePageCopy, [&](uint64_t done) {
                              loader.ReportReading(done, total);
                            }));
+    m->checkpoint_ = std::make_unique<Checkpoint>(std::move(copy));
+  }
+  LATTE_RETURN_IF_ERROR(loader.Run());
+  return m;
+}
+
+Status ModelWeights::CheckShard(const LoadOptions& options) {
+  // The split is checked against the config before a byte of weights is read.
+  std::optional<Fp8Quantization> fp8_blocks = config_.quantization;
+  if (options.quantize == WeightQuantization::kFp8) fp8_blocks = config_.quantization.value_or(Fp8Quantization{});
+  LATTE_RETURN_IF_ERROR(CheckTensorShard(config_, options.shard, fp8_blocks));
+  shard_ = options.shard;
+  shard_config_ = config_;
+  shard_config_.num_attention_heads /= options.shard.size;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ModelWeights>> ModelWeights::LoadGguf(const std::string& path, const LoadOptions& options) {
+  auto m = std::make_unique<ModelWeights>();
+  m->mode_ = options.mode;
+  // Headers first, from an mmap, as for safetensors.
+  LATTE_ASSIGN_OR_RETURN(GgufModel mapped, GgufModel::Open(path, FileResidency::kMapped));
+  auto gguf = std::make_shared<const GgufModel>(std::move(mapped));
+  LATTE_ASSIGN_OR_RETURN(m->config_, ConfigFromGguf(*gguf, path));
+  if (options.shard.sharded()) {
+    return Status::Unimplemented(FileName(path) +
+                                     ": several processes (--tp, --dp with --ep) do not read GGUF files yet; "
+                                     "run one process, or a Hugging Face directory",
+                                 "model");
+  }
+  LATTE_RETURN_IF_ERROR(m->CheckShard(options));
+  LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointFromGguf(gguf, m->config_));
+  m->checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));
+  WeightLoader loader(*m, options, FileName(path), /*from_gguf=*/true);
+  LATTE_RETURN_IF_ERROR(loader.Check());
+  if (options.residency == FileResidency::kHugePageCopy) {
+    uint64_t total = 0;
+    for (const std::string& f : gguf->files()) total += std::filesystem::file_size(f);
+    LATTE_ASSIGN_OR_RETURN(GgufModel copied, GgufModel::Open(path, FileResidency::kHugePageCopy, [&](uint64_t done) {
+                             loader.ReportReading(done, total);
+                           }));
+    gguf = std::make_shared<const GgufModel>(std::move(copied));
+    LATTE_ASSIGN_OR_RETURN(Checkpoint copy, CheckpointFromGguf(gguf, m->config_));
     m->checkpoint_ = std::make_unique<Checkpoint>(std::move(copy));
   }
   LATTE_RETURN_IF_ERROR(loader.Run());

@@ -129,6 +129,8 @@ Status CheckLoadOptions(const LoadOptions& options);
 
 class ModelWeights {
  public:
+  // `dir`: a Hugging Face directory (config.json, safetensors), or a GGUF file, or a
+  // directory holding one (model/gguf_checkpoint.h).
   static Result<std::unique_ptr<ModelWeights>> Load(const std::string& dir, const LoadOptions& options);
 
   const ModelConfig& config() const { return config_; }
@@ -150,6 +152,9 @@ class ModelWeights {
 
  private:
   friend class WeightLoader;
+  static Result<std::unique_ptr<ModelWeights>> LoadGguf(const std::string& path, const LoadOptions& options);
+  // Checks options.shard against the config and sets shard_ and shard_config_.
+  Status CheckShard(const LoadOptions& options);
   ModelConfig config_;
   ModelConfig shard_config_;
   TensorShard shard_;

@@ -404,6 +404,14 @@ const TensorInfo* Checkpoint::Find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
+Checkpoint Checkpoint::FromTensors(std::vector<TensorInfo> tensors, std::shared_ptr<const void> owner) {
+  Checkpoint c;
+  c.tensors_ = std::move(tensors);
+  c.owner_ = std::move(owner);
+  for (size_t i = 0; i < c.tensors_.size(); ++i) c.by_name_.emplace(c.tensors_[i].name, i);
+  return c;
+}
+
 size_t Checkpoint::TotalBytes() const {
   size_t total = 0;
   for (const TensorInfo& t : tensors_) total += t.nbytes;

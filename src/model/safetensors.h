@@ -30,7 +30,7 @@ struct TensorInfo {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;     // outermost first
   const uint8_t* data = nullptr;  // into the shard's mapping; valid while the Checkpoint lives
-  size_t nbytes = 0;              // == NumElements() * DTypeSize(dtype)
+  size_t nbytes = 0;              // == DTypeRowBytes(dtype, NumElements()): whole blocks for block formats
   std::string file;               // path of the shard it lives in
 
   int64_t NumElements() const;
@@ -50,6 +50,10 @@ class Checkpoint {
   static Result<Checkpoint> Open(const std::string& dir, FileResidency residency = FileResidency::kMapped,
                                  const std::function<void(uint64_t)>& on_read = nullptr);
 
+  // Tensors that live elsewhere (a GGUF file's, renamed: model/gguf_checkpoint.h);
+  // `owner` keeps their bytes alive as long as the Checkpoint.
+  static Checkpoint FromTensors(std::vector<TensorInfo> tensors, std::shared_ptr<const void> owner);
+
   const TensorInfo* Find(const std::string& name) const;  // nullptr if absent
   // All tensors in all shards: shards in name order, each in data-offset order.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -59,6 +63,7 @@ class Checkpoint {
   Checkpoint() = default;
 
   std::vector<std::shared_ptr<MappedFile>> files_;  // keep the mappings alive
+  std::shared_ptr<const void> owner_;               // FromTensors: keeps their bytes alive
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> by_name_;  // name -> index in tensors_
 };
