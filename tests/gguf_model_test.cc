@@ -320,6 +320,33 @@ TEST(GgufModel, RefusalsNameWhatIsWrong) {
             std::string::npos)
       << LoadError(no_norm);
 
+  // A metadata key the config needs, missing: named.
+  auto gguf = GgufModel::Open(path);
+  ASSERT_TRUE(gguf.ok());
+  {
+    GgufWriter w;
+    for (const auto& [key, value] : gguf->metadata()) {
+      if (key != "deepseek2.embedding_length") w.Set(key, value);
+    }
+    for (const GgufTensor& t : gguf->tensors()) {
+      w.AddRawTensor(t.name, t.ggml_type, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+    }
+    const std::string no_key = TempRoot() + "/no-key.gguf";
+    ASSERT_TRUE(w.Write(no_key).ok());
+    EXPECT_NE(LoadError(no_key).find("deepseek2.embedding_length"), std::string::npos) << LoadError(no_key);
+  }
+  // A tensor of the wrong shape (o_proj's rows halved): both shapes named.
+  const std::string short_o = Rewrite(path, "short-o", nullptr, [](const GgufTensor& t, GgufWriter& w) {
+    if (t.name != "blk.1.attn_output.weight") return false;
+    const size_t half = t.nbytes / 2;
+    w.AddRawTensor(t.name, t.ggml_type, {t.shape[0] / 2, t.shape[1]}, std::vector<uint8_t>(t.data, t.data + half));
+    return true;
+  });
+  EXPECT_NE(LoadError(short_o).find("\"model.layers.1.self_attn.o_proj.weight\" has shape [128, 64], the GGUF "
+                                    "metadata implies [256, 64]"),
+            std::string::npos)
+      << LoadError(short_o);
+
   // A truncated file: the reader's error, naming the file.
   const std::string cut = TempRoot() + "/cut.gguf";
   fs::copy_file(path, cut, fs::copy_options::overwrite_existing);
