@@ -16,6 +16,7 @@
 #include "base/gguf_file.h"
 #include "engine/model_files.h"
 #include "kernels/weight_rows.h"
+#include "model/cost_model.h"
 #include "model/deepseek.h"
 #include "model/gguf_checkpoint.h"
 #include "model/model_weights.h"
@@ -220,6 +221,21 @@ TEST(GgufModel, WeightsAreHeldAsStored) {
   const GgufTensor* stacked = gguf->FindTensor("blk.1.ffn_gate_exps.weight");
   ASSERT_NE(stacked, nullptr);
   EXPECT_EQ(moe.moe.experts[3].gate_proj.Bytes(), stacked->nbytes / 8);
+  // bench model's roofline counts the mix's real bytes per value: the file's own
+  // projection and MLP tensors, summed from its tensor list.
+  double bytes = 0, values = 0;
+  for (const GgufTensor& t : gguf->tensors()) {
+    const std::string& n = t.name;
+    const bool matrix = n.find("attn_q") != std::string::npos || n.find("attn_kv_a_mqa") != std::string::npos ||
+                        n.find("attn_output") != std::string::npos ||
+                        (n.find("ffn_") != std::string::npos && n.find("norm") == std::string::npos &&
+                         n.find("ffn_gate_inp") == std::string::npos);
+    if (!matrix || t.shape.size() < 2) continue;
+    bytes += static_cast<double>(t.nbytes);
+    values += static_cast<double>(t.NumElements());
+  }
+  EXPECT_NEAR(MeasureWeightValueBytes(**w).matrices, bytes / values, 1e-12);
+  EXPECT_GT(bytes / values, DTypeBlockBytes(DType::kQ4_K) / 256.0);  // the Q6_K tensors count
 }
 
 // ---- What --model names, and refusals ------------------------------------------------

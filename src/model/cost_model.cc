@@ -278,10 +278,41 @@ double ValueBytes(const WeightView& w) {
 
 }  // namespace
 
+namespace {
+
+// Bytes per value over every matrix of the "matrices" class (projections, dense MLP,
+// routed and shared experts) of every layer: one figure, so a GGUF mix (Q4_K_M: Q4_K
+// gate/up, Q6_K down) counts each type for the values it holds.
+double MatrixValueBytes(const ModelWeights& weights) {
+  double bytes = 0, values = 0;
+  const auto add = [&](const WeightView& w) {
+    if (w.data == nullptr || w.rows * w.cols == 0) return;
+    bytes += static_cast<double>(w.Bytes() + w.ScaleBytes());
+    values += static_cast<double>(w.rows * w.cols);
+  };
+  const auto add_mlp = [&](const MlpWeights& m) {
+    add(m.gate_proj);
+    add(m.up_proj);
+    add(m.down_proj);
+  };
+  for (const LayerWeights& lw : weights.layers()) {
+    if (lw.attn.q_a_proj) add(*lw.attn.q_a_proj);
+    add(lw.attn.q_b_proj);
+    add(lw.attn.kv_a_proj_with_mqa);
+    add(lw.attn.o_proj);
+    if (!lw.is_moe) add_mlp(lw.mlp);
+    for (const MlpWeights& e : lw.moe.experts) add_mlp(e);
+    if (lw.moe.shared) add_mlp(*lw.moe.shared);
+  }
+  return values > 0 ? bytes / values : 0;
+}
+
+}  // namespace
+
 WeightValueBytes MeasureWeightValueBytes(const ModelWeights& weights) {
   const MlaWeights& attn = weights.layers().front().attn;
   WeightValueBytes wb;
-  wb.matrices = ValueBytes(attn.kv_a_proj_with_mqa);
+  wb.matrices = MatrixValueBytes(weights);
   if (attn.w_q_uk) {
     wb.kv_b = ValueBytes(*attn.w_q_uk);
   } else if (!attn.w_uk_t.empty()) {
