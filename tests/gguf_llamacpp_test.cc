@@ -47,7 +47,7 @@ const std::string kNpmDir = LATTE_LLAMACPP_DIR;
   if (!fs::exists(kNpmDir + "/node_modules/node-llama-cpp")) {
     return ::testing::AssertionFailure() << kNpmDir
                                          << "/node_modules/node-llama-cpp is missing: run `cd tests/llamacpp && "
-                                         << "npm ci --omit=optional`";
+                                         << "npm ci --omit=optional --ignore-scripts`";
   }
   return ::testing::AssertionSuccess();
 }
