@@ -125,7 +125,7 @@ TEST(MemoryPlan, CalcEngineFitIsWhatLoadingPlans) {
   const std::string dir = Tiny(CheckpointDType::kBf16);
   for (std::optional<double> prefix_gb : {std::optional<double>{}, std::optional<double>{0.002}}) {
     MemoryOptions options;
-    options.memory_gb = 0.05;
+    options.memory_gb = 0.5;  // over the scratch of a 512-token step on every thread
     options.decompressed_prefix_gb = prefix_gb;
     ModelCostOptions calc;
     calc.memory_gb = options.memory_gb;
