@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model_files.h"
+#include "gguf_test_models.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
 #include "run_command.h"
@@ -75,56 +76,17 @@ std::vector<json> LlamaCpp(const std::vector<json>& requests) {
   return answers;
 }
 
-enum class Shape { kV3, kV2Lite };
+using Shape = testing_models::GgufShape;
 
-// As in gguf_model_test.cc: rows of whole 256-value blocks wherever DeepSeek's shapes allow.
-ModelConfig Config(Shape shape) {
-  MakeModelOverrides o;
-  o.num_hidden_layers = 3;
-  ModelConfig c = MakeModelConfig("tiny", o).value();
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.moe_intermediate_size = 256;
-  c.num_attention_heads = 2;
-  c.kv_lora_rank = 256;
-  c.qk_nope_head_dim = 32;
-  c.qk_rope_head_dim = 32;
-  c.v_head_dim = 32;
-  c.n_routed_experts = 8;
-  c.num_experts_per_tok = 2;
-  if (shape == Shape::kV3) {
-    c.q_lora_rank = 256;
-  } else {
-    c.architecture = "DeepseekV2ForCausalLM";
-    c.q_lora_rank = std::nullopt;
-    c.scoring_func = ScoringFunc::kSoftmax;
-    c.topk_method = TopkMethod::kGreedy;
-    c.n_group = 1;
-    c.topk_group = 1;
-    c.rope_scaling = std::nullopt;
-  }
-  return c;
-}
-
+// Each token takes 2 of 8 experts: the routing (groups, bias, softmax) is compared too.
 std::string Model(Shape shape) {
-  const std::string dir = TempRoot() + "/oracle-src-" + std::to_string(static_cast<int>(shape));
-  if (!fs::exists(dir + "/config.json")) {
-    RandomCheckpointOptions options;
-    options.seed = 23;
-    const Status st = WriteRandomCheckpoint(Config(shape), options, dir);
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  return dir;
+  return testing_models::GgufTestModel("oracle-src-" + std::to_string(static_cast<int>(shape)),
+                                       testing_models::GgufTestConfig(shape, /*experts_per_token=*/2),
+                                       CheckpointDType::kBf16, /*seed=*/23);
 }
 
 std::string Export(const std::string& dir, const std::string& type, GgufExportLayout layout) {
-  auto options = ParseGgufExportType(type);
-  EXPECT_TRUE(options.ok());
-  options->layout = layout;
-  const std::string path = dir + "-" + type + (layout == GgufExportLayout::kKvB ? "-joined" : "-split") + ".gguf";
-  const Status st = ExportGguf(dir, path, *options);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return path;
+  return testing_models::ExportTestGguf(dir, type, layout);
 }
 
 // log-softmax of one row of logits.

@@ -15,6 +15,7 @@
 
 #include "base/gguf_file.h"
 #include "engine/model_files.h"
+#include "gguf_test_models.h"
 #include "kernels/weight_rows.h"
 #include "model/cost_model.h"
 #include "model/deepseek.h"
@@ -33,66 +34,20 @@ using testing_models::PrefillThenDecode;
 using testing_models::RelativeRms;
 using testing_models::TempRoot;
 
-// A model whose every matrix row is a whole number of 256-value blocks where DeepSeek's
-// shapes allow it (hidden, q_lora, kv_lora, the MLP widths), so each K format is
-// exercised on every projection but those whose rows are per-head widths (o_proj,
-// k_b: the exporter's Q8_0 fallback, as llama-quantize's). Every token takes every
-// expert (top-8 of 8, every group): the logits are then continuous in the weights, and
-// two computations that round differently cannot part at a near tie of the router.
-// (The routing itself is compared with llama.cpp in gguf_llamacpp_test.cc.)
-enum class Shape { kV3, kV2Lite };
-
-ModelConfig GgufTestConfig(Shape shape) {
-  MakeModelOverrides o;
-  o.num_hidden_layers = 3;
-  ModelConfig c = MakeModelConfig("tiny", o).value();
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.moe_intermediate_size = 256;
-  c.num_attention_heads = 2;
-  c.kv_lora_rank = 256;
-  c.qk_nope_head_dim = 32;
-  c.qk_rope_head_dim = 32;
-  c.v_head_dim = 32;
-  c.n_routed_experts = 8;
-  c.num_experts_per_tok = 8;
-  c.topk_group = c.n_group;
-  if (shape == Shape::kV3) {
-    c.q_lora_rank = 256;
-  } else {
-    // V2-Lite: plain q_proj, softmax routing over all experts, no YaRN.
-    c.architecture = "DeepseekV2ForCausalLM";
-    c.q_lora_rank = std::nullopt;
-    c.scoring_func = ScoringFunc::kSoftmax;
-    c.topk_method = TopkMethod::kGreedy;
-    c.n_group = 1;
-    c.topk_group = 1;
-    c.rope_scaling = std::nullopt;
-  }
-  return c;
-}
+// Every token takes every expert (top-8 of 8, every group): the logits are then
+// continuous in the weights, and two computations that round differently cannot part at
+// a near tie of the router. (The routing itself is compared with llama.cpp in
+// gguf_llamacpp_test.cc.)
+using Shape = testing_models::GgufShape;
 
 std::string ModelDir(Shape shape, CheckpointDType dtype) {
-  const std::string dir = TempRoot() + "/gguf-src-" + std::to_string(static_cast<int>(shape)) + "-" +
-                          std::to_string(static_cast<int>(dtype));
-  if (!fs::exists(dir + "/config.json")) {
-    RandomCheckpointOptions options;
-    options.dtype = dtype;
-    options.seed = 11;
-    const Status st = WriteRandomCheckpoint(GgufTestConfig(shape), options, dir);
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  return dir;
+  return testing_models::GgufTestModel(
+      "gguf-src-" + std::to_string(static_cast<int>(shape)) + "-" + std::to_string(static_cast<int>(dtype)),
+      testing_models::GgufTestConfig(shape, /*experts_per_token=*/8), dtype, /*seed=*/11);
 }
 
 std::string Export(const std::string& dir, const std::string& type, GgufExportLayout layout) {
-  auto options = ParseGgufExportType(type);
-  EXPECT_TRUE(options.ok()) << options.status().message();
-  options->layout = layout;
-  const std::string path = dir + "-" + type + (layout == GgufExportLayout::kKvB ? "-kvb" : "-split") + ".gguf";
-  const Status st = ExportGguf(dir, path, *options);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return path;
+  return testing_models::ExportTestGguf(dir, type, layout);
 }
 
 LoadOptions Quiet(MlaMode mode = MlaMode::kAbsorbed) {
