@@ -11,7 +11,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/gguf_file.h"
 #include "bench/model_cost_report.h"
+#include "gguf_test_models.h"
+#include "model/model_weights.h"
 #include "model/presets.h"
 
 namespace latte {
@@ -100,6 +103,53 @@ TEST(CalcCommand, MissingConfigIsOneLineError) {
   EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // exactly one line
+}
+
+// --model FILE.gguf: the checkpoint bytes are the file's, by its own types, and the
+// engine table's weights are what loading that file holds.
+TEST(CalcCommand, GgufModelCountsItsStoredBytes) {
+  using testing_models::GgufShape;
+  const std::string src = testing_models::GgufTestModel(
+      "calc-gguf-src", testing_models::GgufTestConfig(GgufShape::kV3, 2), CheckpointDType::kBf16, 4);
+  const std::string path = testing_models::ExportTestGguf(src, "Q4_K_M", GgufExportLayout::kSplitKvB);
+  const RunResult r = RunLatte("calc --model " + path + " --memory-gb 1 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["checkpoint_dtype"], "as_stored");
+  auto gguf = GgufModel::Open(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().message();
+  int64_t file_bytes = 0;
+  for (const GgufTensor& t : gguf->tensors()) file_bytes += static_cast<int64_t>(t.nbytes);
+  int64_t listed = 0;
+  for (const auto& [type, bytes] : j["stored_bytes_by_type"].items()) listed += bytes.get<int64_t>();
+  EXPECT_EQ(listed, file_bytes);
+  EXPECT_TRUE(j["stored_bytes_by_type"].contains("Q4_K")) << j["stored_bytes_by_type"].dump();
+  EXPECT_TRUE(j["stored_bytes_by_type"].contains("Q6_K")) << j["stored_bytes_by_type"].dump();
+  EXPECT_EQ(j["model"]["bytes"]["absorbed"]["checkpoint"], file_bytes);
+  LoadOptions options;
+  options.progress = false;
+  for (const char* mode : {"naive", "absorbed", "materialized"}) {
+    SCOPED_TRACE(mode);
+    options.mode = *ParseMlaMode(mode);
+    auto w = ModelWeights::Load(path, options);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    EXPECT_EQ(j["engine_fit"][mode]["weight_bytes"], static_cast<int64_t>((*w)->memory().Total()));
+  }
+}
+
+TEST(CalcCommand, ModelAndConfigTogetherIsAnError) {
+  const RunResult r = RunLatte("calc --model /nonexistent.gguf --config x.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.rfind("latte calc: error: give exactly one of --model", 0), 0u) << r.err;
+}
+
+TEST(CalcCommand, BrokenGgufIsOneLineError) {
+  const std::string path = ::testing::TempDir() + "/calc_broken.gguf";
+  std::ofstream(path) << "GGUF not really";
+  const RunResult r = RunLatte("calc --model " + path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.rfind("latte calc: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
 }
 
 TEST(CalcCommand, ConfigAndPresetTogetherIsAnError) {

@@ -14,9 +14,12 @@
 
 #include "bench/model_cost_report.h"
 #include "engine/engine.h"
+#include "engine/model_files.h"
+#include "gguf_test_models.h"
 #include "model/cost_model.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
+#include "model/safetensors.h"
 #include "test_models.h"
 
 namespace latte {
@@ -48,6 +51,47 @@ TEST(MemoryPlan, HeldWeightBytesAreWhatTheLoaderHolds) {
       SCOPED_TRACE(std::string(MlaModeName(mode)) + (dtype == CheckpointDType::kFp8 ? " fp8" : " bf16"));
       const auto w = Load(dir, mode);
       EXPECT_EQ(HeldWeightBytes(w->config(), mode), static_cast<int64_t>(w->memory().Total()));
+    }
+  }
+}
+
+// `latte calc --model`: the stored bytes it counts are the files' tensor bytes, and what
+// it says the loader holds is what loading holds, for directories and GGUF files of every
+// type and both kv_b layouts.
+TEST(MemoryPlan, StoredBytesOfEveryFormatAreWhatTheLoaderHolds) {
+  using testing_models::GgufShape;
+  std::vector<std::string> models = {Tiny(CheckpointDType::kBf16), Tiny(CheckpointDType::kFp8)};
+  const std::string src = testing_models::GgufTestModel(
+      "memory-plan-gguf-src", testing_models::GgufTestConfig(GgufShape::kV2Lite, 2), CheckpointDType::kBf16, 3);
+  for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_K_M", "Q6_K"}) {
+    models.push_back(testing_models::ExportTestGguf(src, type, GgufExportLayout::kSplitKvB));
+  }
+  models.push_back(testing_models::ExportTestGguf(src, "Q4_0", GgufExportLayout::kKvB));
+  models.push_back(testing_models::ExportTestGguf(src, "F16", GgufExportLayout::kKvB));
+  for (const std::string& path : models) {
+    SCOPED_TRACE(path);
+    auto files = ModelFiles::Find(path);
+    ASSERT_TRUE(files.ok()) << files.status().message();
+    auto config = files->Config();
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    auto stored = files->StoredTensors(*config);
+    ASSERT_TRUE(stored.ok()) << stored.status().message();
+    // The files' tensor bytes, counted from the file's own table.
+    int64_t file_bytes = 0;
+    if (files->is_gguf()) {
+      auto gguf = GgufModel::Open(path);
+      ASSERT_TRUE(gguf.ok()) << gguf.status().message();
+      for (const GgufTensor& t : gguf->tensors()) file_bytes += static_cast<int64_t>(t.nbytes);
+    } else {
+      auto checkpoint = Checkpoint::Open(path);
+      ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().message();
+      file_bytes = static_cast<int64_t>(checkpoint->TotalBytes());
+    }
+    EXPECT_EQ(ComputeWeightCosts(*config, MlaMode::kAbsorbed, &*stored).model_bytes.Checkpoint(), file_bytes);
+    for (MlaMode mode : kModes) {
+      SCOPED_TRACE(MlaModeName(mode));
+      const auto w = Load(path, mode);
+      EXPECT_EQ(HeldWeightBytes(*config, mode, &*stored), static_cast<int64_t>(w->memory().Total()));
     }
   }
 }

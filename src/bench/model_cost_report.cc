@@ -37,7 +37,7 @@ EngineFit FitEngine(const ModelConfig& config, const ModelCostOptions& options, 
   e.decompressed_prefix_bytes = DecompressedPrefixBytes(config, memory_bytes, options.decompressed_prefix_gb);
   e.block_bytes = KvCache::BlockBytes(config.num_hidden_layers, config.LatentDim(), options.block_size, DType::kBF16);
   for (MlaMode mode : {MlaMode::kNaive, MlaMode::kAbsorbed, MlaMode::kMaterialized}) {
-    const int64_t weights = HeldWeightBytes(config, mode);
+    const int64_t weights = HeldWeightBytes(config, mode, options.stored ? &*options.stored : nullptr);
     const int64_t blocks =
         KvBlocksInBudget(memory_bytes, weights, e.scratch_bytes + e.decompressed_prefix_bytes, e.block_bytes);
     e.modes.push_back({mode, weights, blocks, blocks * options.block_size});
@@ -181,9 +181,10 @@ ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& conf
   r.source = std::move(source);
   r.config = config;
   r.options = options;
-  r.naive = ComputeWeightCosts(config, MlaMode::kNaive);
-  r.absorbed = ComputeWeightCosts(config, MlaMode::kAbsorbed);
-  r.materialized = ComputeWeightCosts(config, MlaMode::kMaterialized);
+  const StoredCheckpoint* stored = options.stored ? &*options.stored : nullptr;
+  r.naive = ComputeWeightCosts(config, MlaMode::kNaive, stored);
+  r.absorbed = ComputeWeightCosts(config, MlaMode::kAbsorbed, stored);
+  r.materialized = ComputeWeightCosts(config, MlaMode::kMaterialized, stored);
   CountLayerKinds(config, r);
   const int64_t attention_tp = options.dp_attention ? options.attention_tp : 1;
   r.parallel = {.gpus = options.tp, .dp_attention = options.dp_attention, .attention_tp = attention_tp};
@@ -213,7 +214,18 @@ json ModelCostReportJson(const ModelCostReport& r) {
   json j;
   j["source"] = r.source;
   j["architecture"] = c.architecture;
-  j["checkpoint_dtype"] = c.quantization ? "fp8_e4m3" : "bf16";
+  if (r.options.stored) {
+    // The files' own types: bytes stored in each.
+    json types = json::object();
+    for (const auto& [name, t] : r.options.stored->tensors) {
+      json& bytes = types[std::string(DTypeName(t.dtype))];
+      bytes = (bytes.is_null() ? 0 : bytes.get<int64_t>()) + t.bytes;
+    }
+    j["checkpoint_dtype"] = "as_stored";
+    j["stored_bytes_by_type"] = types;
+  } else {
+    j["checkpoint_dtype"] = c.quantization ? "fp8_e4m3" : "bf16";
+  }
   j["bytes_per_gb"] = kBytesPerGB;
   j["tp"] = r.options.tp;
   j["dp_attention"] = r.options.dp_attention;

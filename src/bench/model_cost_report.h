@@ -72,6 +72,8 @@ struct ModelCostOptions {
   int threads = 0;  // 0: every core
   // The decompressed-prefix store (--decompressed-prefix-gb); none: the budget's default share.
   std::optional<double> decompressed_prefix_gb;
+  // A checkpoint's own tensors (calc --model): their stored bytes instead of the release's dtypes.
+  std::optional<StoredCheckpoint> stored;
 };
 
 // What `latte serve` / `generate` with the same --memory-gb log at start (one CPU

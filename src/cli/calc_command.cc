@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "dist/link_model.h"
+#include "engine/model_files.h"
 #include "model/config.h"
 #include "model/cost_model.h"
 #include "model/presets.h"
@@ -27,6 +29,7 @@ namespace {
 
 // The flags: where the config comes from, the report's options, the output's form.
 struct CalcArgs {
+  std::string model_path;
   std::string config_path;
   std::string preset;
   ModelCostOptions report;  // report.memory_gb set from memory_gb_arg when --memory-gb is given
@@ -137,7 +140,7 @@ void PrintWeights(const ModelCostReport& r) {
   row("  embeddings + lm_head", naive, get(&WeightComponents::embeddings), false);
   row(
       "  checkpoint total", naive, [](const WeightComponents& w) { return w.Checkpoint(); }, true);
-  row("  + kv_b_proj as bf16 (fp8 only; all modes)", naive, get(&WeightComponents::kv_b_bf16), true);
+  row("  + kv_b_proj dequantized (fp8, GGUF; all modes)", naive, get(&WeightComponents::kv_b_bf16), true);
   row("  + W_UK^T bf16 copy (absorbed, materialized)", absorbed, get(&WeightComponents::w_uk_t), true);
   row("  + W_Q_UK + W_UV_O bf16 (materialized)", mat, get(&WeightComponents::materialized), true);
   auto total = [](const WeightComponents& w) { return w.Total(); };
@@ -281,6 +284,18 @@ void PrintEngineFit(const ModelCostReport& r) {
       static_cast<long long>(r.options.scheduler.max_num_seqs), e.threads);
 }
 
+// " Q4_K 1.20 GB, Q6_K 0.31 GB, F32 0.01 GB": the stored bytes by type, most first.
+std::string StoredTypes(const StoredCheckpoint& stored) {
+  std::map<DType, int64_t> by_type;
+  for (const auto& [name, t] : stored.tensors) by_type[t.dtype] += t.bytes;
+  std::vector<std::pair<DType, int64_t>> sorted(by_type.begin(), by_type.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [dtype, bytes] : sorted)
+    out += (out.empty() ? " " : ", ") + std::string(DTypeName(dtype)) + " " + Gb(bytes);
+  return out;
+}
+
 void PrintHuman(const ModelCostReport& r) {
   const ModelConfig& c = r.config;
   std::printf("latte calc: %s (%s)\n", r.source.c_str(), c.architecture.c_str());
@@ -293,7 +308,9 @@ void PrintHuman(const ModelCostReport& r) {
       static_cast<long long>(c.v_head_dim), static_cast<long long>(c.num_hidden_layers),
       static_cast<long long>(r.dense_layers), static_cast<long long>(r.moe_layers),
       static_cast<long long>(c.n_routed_experts), static_cast<long long>(c.n_shared_experts));
-  if (c.quantization) {
+  if (r.options.stored) {
+    std::printf("  checkpoint: as its files store it:%s\n", StoredTypes(*r.options.stored).c_str());
+  } else if (c.quantization) {
     std::printf(
         "  checkpoint: fp8 e4m3 linears (1 B) + f32 scale_inv per %lldx%lld block; "
         "embeddings, router, norms bf16\n",
@@ -301,10 +318,12 @@ void PrintHuman(const ModelCostReport& r) {
   } else {
     std::printf("  checkpoint: bf16 (no quantization_config)\n");
   }
+  const WeightComponents& derived = r.absorbed.model_params;
+  const bool f32 = derived.w_uk_t > 0 && r.absorbed.model_bytes.w_uk_t == 4 * derived.w_uk_t;
   std::printf(
-      "  derived at load, bf16: %sa transposed copy of W_UK (W_UK^T, H*d_n*d_c per layer)\n"
+      "  derived at load, %s: %sa transposed copy of W_UK (W_UK^T, H*d_n*d_c per layer)\n"
       "  in absorbed and materialized; W_Q_UK and W_UV_O in materialized\n",
-      c.quantization ? "kv_b_proj dequantized for the bmm (every mode);\n  " : "");
+      f32 ? "f32" : "bf16", derived.kv_b_bf16 > 0 ? "kv_b_proj dequantized for the bmm (every mode);\n  " : "");
   std::printf("  GB = 1e9 bytes\n\n");
   PrintWeights(r);
   std::printf("\n");
@@ -328,8 +347,8 @@ void PrintHuman(const ModelCostReport& r) {
 void Fail(const std::string& message) { ExitOnError("calc", Status::InvalidArgument(message)); }
 
 void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
-  if (args.config_path.empty() == args.preset.empty()) {
-    Fail("give exactly one of --config FILE or --preset " + PresetList());
+  if (args.config_path.empty() + args.preset.empty() + args.model_path.empty() != 2) {
+    Fail("give exactly one of --model PATH, --config FILE or --preset " + PresetList());
     return;
   }
   if (Status s = RefuseUnless(
@@ -357,10 +376,20 @@ void RunCalc(const CalcArgs& args, const CLI::App& cmd) {
   if (args.report.memory_gb && !(*args.report.memory_gb > 0)) {
     return Fail("--memory-gb must be > 0, got " + Fixed(*args.report.memory_gb, 2));
   }
-  Result<ModelConfig> config =
-      args.preset.empty() ? ModelConfig::FromFile(args.config_path) : ReleasedConfig(args.preset);
+  std::string source = args.config_path;
+  Result<ModelConfig> config = [&]() -> Result<ModelConfig> {
+    if (!args.preset.empty()) {
+      source = "preset " + args.preset;
+      return ReleasedConfig(args.preset);
+    }
+    if (args.model_path.empty()) return ModelConfig::FromFile(args.config_path);
+    source = args.model_path;
+    LATTE_ASSIGN_OR_RETURN(const ModelFiles files, ModelFiles::Find(args.model_path));
+    LATTE_ASSIGN_OR_RETURN(ModelConfig c, files.Config());
+    LATTE_ASSIGN_OR_RETURN(resolved.report.stored, files.StoredTensors(c));
+    return c;
+  }();
   if (!config.ok()) return Fail(config.status().message());
-  const std::string source = args.preset.empty() ? args.config_path : "preset " + args.preset;
   const ModelCostReport report = BuildModelCostReport(source, *config, resolved.report);
   if (args.json) {
     std::printf("%s\n", ModelCostReportJson(report).dump(2).c_str());
@@ -375,7 +404,11 @@ void AddCalcCommand(CLI::App& app) {
   auto args = std::make_shared<CalcArgs>();
   CLI::App* calc =
       app.add_subcommand("calc", "Memory and FLOPs of an MLA model in its naive, absorbed and materialized modes");
-  calc->add_option("--config", args->config_path, "config.json of a checkpoint");
+  calc->add_option("--model", args->model_path,
+                   "a checkpoint (Hugging Face directory or GGUF file): its config and its tensors' stored bytes");
+  calc->add_option("--config", args->config_path,
+                   "config.json of a checkpoint (release dtypes: bf16, or fp8 "
+                   "with quantization_config)");
   calc->add_option("--preset", args->preset, "released shapes: " + PresetList())->check(OneOf(PresetNames()));
   calc->add_option("--tp", args->report.tp, "tensor-parallel GPUs (weights split N ways)")
       ->check(IntIn(1, 1 << 16))

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "model/gguf_checkpoint.h"
+#include "model/safetensors.h"
 #include "text/gguf_vocabulary.h"
 
 namespace latte {
@@ -109,6 +110,15 @@ Result<ChatTemplate> ModelFiles::LoadChatTemplate() const {
       ChatTemplate::WithSpecialTokens(source, text(vocabulary.bos_id), text(vocabulary.eos_id));
   if (!parsed.ok()) return parsed.status().WithContext(FileName(gguf_path_));
   return parsed;
+}
+
+Result<StoredCheckpoint> ModelFiles::StoredTensors(const ModelConfig& config) const {
+  if (gguf_) {
+    LATTE_ASSIGN_OR_RETURN(const std::vector<TensorInfo> tensors, GgufTensorTable(gguf_, config));
+    return StoredCheckpointOf(tensors, /*gguf=*/true);
+  }
+  LATTE_ASSIGN_OR_RETURN(const Checkpoint checkpoint, Checkpoint::Open(path_));
+  return StoredCheckpointOf(checkpoint.tensors(), /*gguf=*/false);
 }
 
 }  // namespace latte

@@ -11,6 +11,7 @@
 #include "base/gguf_file.h"
 #include "base/status.h"
 #include "model/config.h"
+#include "model/cost_model.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -30,6 +31,8 @@ class ModelFiles {
   Result<std::unique_ptr<Tokenizer>> LoadTokenizer() const;
   // NotFound when the model has no chat template.
   Result<ChatTemplate> LoadChatTemplate() const;
+  // The weights' types and bytes as the files store them (headers only, no data read).
+  Result<StoredCheckpoint> StoredTensors(const ModelConfig& config) const;
 
  private:
   std::string path_;

@@ -38,8 +38,12 @@ ComponentField ComponentOf(const TensorSpec& spec) {
   return &WeightComponents::norms;  // input/post_attention layernorms, model.norm
 }
 
-// Stored bytes of one checkpoint tensor (see the header for the dtype rules).
-int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config) {
+// Stored bytes of one checkpoint tensor: the file's, or the release's dtypes (see the header).
+int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config, const StoredCheckpoint* stored) {
+  if (stored) {
+    const auto it = stored->tensors.find(spec.name);
+    if (it != stored->tensors.end()) return it->second.bytes;
+  }
   const int64_t values = NumValues(spec.shape);
   if (spec.kind == TensorKind::kLinear && config.quantization) {
     return values + NumValues(ScaleInvShape(spec.shape, *config.quantization)) * 4;
@@ -51,21 +55,57 @@ int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config) {
   return values * kBf16Bytes;
 }
 
-// Adds what latte derives at load in `mode` to one layer's values (bytes = values·2, bf16).
-void AddDerived(const ModelConfig& config, MlaMode mode, WeightComponents* values) {
+// How the loader treats a checkpoint: the dtype it computes in and whether kv_b_proj is
+// converted to it (fp8, or a GGUF's block format) rather than used as stored.
+struct Holding {
+  int64_t value_bytes = kBf16Bytes;  // of the compute dtype, which derived tensors take
+  bool kv_b_converted = false;
+};
+
+const StoredTensor* FindStored(const StoredCheckpoint* stored, const std::string& name) {
+  if (!stored) return nullptr;
+  const auto it = stored->tensors.find(name);
+  return it == stored->tensors.end() ? nullptr : &it->second;
+}
+
+Holding HoldingOf(const ModelConfig& config, const StoredCheckpoint* stored) {
+  if (!stored) return {kBf16Bytes, config.quantization.has_value()};
+  // The loader computes in f32 only when every linear is stored f32 (ChooseComputeDType).
+  DType compute = DType::kF32;
+  const StoredTensor* kv_b = nullptr;
+  for (const TensorSpec& spec : ExpectedTensors(config)) {
+    const StoredTensor* t = FindStored(stored, spec.name);
+    if (spec.kind == TensorKind::kLinear && t && t->dtype != DType::kF32) compute = DType::kBF16;
+    if (spec.name.ends_with("kv_b_proj.weight") && !kv_b) kv_b = t;
+  }
+  return {static_cast<int64_t>(DTypeSize(compute)), kv_b && kv_b->dtype != compute};
+}
+
+// Adds what latte derives at load in `mode` to one layer's values.
+void AddDerived(const ModelConfig& config, MlaMode mode, const Holding& holding, WeightComponents* values) {
   const AttentionWeightCounts counts = CountAttentionWeights(config);
-  if (config.quantization) values->kv_b_bf16 += counts.kv_b;
+  if (holding.kv_b_converted) values->kv_b_bf16 += counts.kv_b;
   if (mode == MlaMode::kNaive) return;
   values->w_uk_t += counts.w_uk;
   if (mode == MlaMode::kMaterialized) values->materialized += counts.w_q_uk + counts.w_uv_o;
 }
 
-WeightComponents DerivedBytes(const WeightComponents& values) {
+WeightComponents DerivedBytes(const WeightComponents& values, const Holding& holding) {
   WeightComponents bytes;
-  bytes.kv_b_bf16 = values.kv_b_bf16 * kBf16Bytes;
-  bytes.w_uk_t = values.w_uk_t * kBf16Bytes;
-  bytes.materialized = values.materialized * kBf16Bytes;
+  bytes.kv_b_bf16 = values.kv_b_bf16 * holding.value_bytes;
+  bytes.w_uk_t = values.w_uk_t * holding.value_bytes;
+  bytes.materialized = values.materialized * holding.value_bytes;
   return bytes;
+}
+
+// What the loader holds of one stored matrix other than kv_b_proj and the router: the
+// formats the kernels compute on as stored (block formats, a GGUF's f16, fp8 e4m3 with
+// its scales widened to f32), a matrix already in the compute dtype; else a conversion.
+int64_t HeldMatrixBytes(const StoredTensor& t, int64_t values, const StoredCheckpoint& stored, const Holding& holding) {
+  const DType compute = holding.value_bytes == 4 ? DType::kF32 : DType::kBF16;
+  if (t.dtype == DType::kF8E4M3) return t.bytes - t.scale_bytes + t.scale_values * 4;
+  if (IsBlockQuantized(t.dtype) || (t.dtype == DType::kF16 && stored.gguf) || t.dtype == compute) return t.bytes;
+  return values * holding.value_bytes;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -86,20 +126,46 @@ WeightComponents& WeightComponents::operator+=(const WeightComponents& o) {
   return *this;
 }
 
-int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode) {
-  int64_t bytes = ComputeWeightCosts(config, mode).model_bytes.Total();
+StoredCheckpoint StoredCheckpointOf(const std::vector<TensorInfo>& tensors, bool gguf) {
+  constexpr std::string_view kScaleSuffix = "_scale_inv";
+  StoredCheckpoint stored;
+  stored.gguf = gguf;
+  for (const TensorInfo& t : tensors) {
+    if (t.name.ends_with(kScaleSuffix)) continue;
+    stored.tensors[t.name] = {t.dtype, static_cast<int64_t>(t.nbytes), 0, 0};
+  }
+  for (const TensorInfo& t : tensors) {
+    if (!t.name.ends_with(kScaleSuffix)) continue;
+    const auto weight = stored.tensors.find(t.name.substr(0, t.name.size() - kScaleSuffix.size()));
+    if (weight == stored.tensors.end()) continue;
+    weight->second.bytes += static_cast<int64_t>(t.nbytes);
+    weight->second.scale_bytes += static_cast<int64_t>(t.nbytes);
+    weight->second.scale_values += t.NumElements();
+  }
+  return stored;
+}
+
+int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode, const StoredCheckpoint* stored) {
+  const Holding holding = HoldingOf(config, stored);
+  int64_t bytes = ComputeWeightCosts(config, mode, stored).model_bytes.Total();
   for (const TensorSpec& spec : ExpectedTensors(config)) {
+    const int64_t stored_bytes = StoredBytes(spec, config, stored);
     // The loader reads vectors and the router's gate (a matrix, but used per token in f32) as f32.
     const bool f32 = spec.kind == TensorKind::kVector || ComponentOf(spec) == &WeightComponents::router;
-    if (f32) bytes += NumValues(spec.shape) * 4 - StoredBytes(spec, config);
-    // fp8 checkpoints: kv_b_proj is used only as its bf16 dequantization (kv_b_bf16),
-    // so the e4m3 original and its scales are not kept.
-    if (config.quantization && spec.name.ends_with("kv_b_proj.weight")) bytes -= StoredBytes(spec, config);
+    if (f32) {
+      bytes += NumValues(spec.shape) * 4 - stored_bytes;
+    } else if (spec.name.ends_with("kv_b_proj.weight")) {
+      // Used only in the compute dtype: a converted one is the kv_b_bf16 component.
+      if (holding.kv_b_converted) bytes -= stored_bytes;
+    } else if (const StoredTensor* t = FindStored(stored, spec.name)) {
+      bytes += HeldMatrixBytes(*t, NumValues(spec.shape), *stored, holding) - stored_bytes;
+    }
   }
   return bytes;
 }
 
-WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode) {
+WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode, const StoredCheckpoint* stored) {
+  const Holding holding = HoldingOf(config, stored);
   const auto layers = static_cast<size_t>(config.num_hidden_layers);
   WeightCosts costs;
   costs.mode = mode;
@@ -111,13 +177,13 @@ WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode) {
     WeightComponents& bytes = layer < 0 ? costs.other_bytes : costs.layer_bytes[layer];
     const ComponentField field = ComponentOf(spec);
     values.*field += NumValues(spec.shape);
-    bytes.*field += StoredBytes(spec, config);
+    bytes.*field += StoredBytes(spec, config, stored);
   }
   for (size_t layer = 0; layer < layers; ++layer) {
     WeightComponents derived;
-    AddDerived(config, mode, &derived);
+    AddDerived(config, mode, holding, &derived);
     costs.layer_params[layer] += derived;
-    costs.layer_bytes[layer] += DerivedBytes(derived);
+    costs.layer_bytes[layer] += DerivedBytes(derived, holding);
     costs.model_params += costs.layer_params[layer];
     costs.model_bytes += costs.layer_bytes[layer];
   }

@@ -18,11 +18,18 @@
 // scale_inv per 128x128 block; embeddings, router and norms are bf16 (the V3 release),
 // except e_score_correction_bias, which the release stores as f32. Without
 // quantization_config everything is bf16. Tensors latte derives at load are bf16.
+// Given a StoredCheckpoint (`latte calc --model`: a directory or GGUF file), the bytes
+// are the files' own, tensor by tensor, and the derived tensors take latte's compute
+// dtype for that checkpoint (f32 when every linear is f32, else bf16).
 // The benchmarks' bytes: what a step reads in memory (WeightValueBytes below).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "base/dtype.h"
 
 #include "dist/layout.h"
 #include "model/config.h"
@@ -97,6 +104,22 @@ struct WeightComponents {
   WeightComponents& operator+=(const WeightComponents& other);
 };
 
+// A checkpoint's tensors as its files store them, by Hugging Face name.
+struct StoredTensor {
+  DType dtype = DType::kBF16;
+  int64_t bytes = 0;        // as stored; an fp8 weight's with its scale_inv
+  int64_t scale_bytes = 0;  // of `bytes`, the fp8 scale_inv's (held as f32: scale_values · 4)
+  int64_t scale_values = 0;
+};
+struct StoredCheckpoint {
+  std::unordered_map<std::string, StoredTensor> tensors;
+  bool gguf = false;  // a GGUF's f16 matrices are held as stored (a directory's: converted)
+};
+struct TensorInfo;
+// From a checkpoint's tensor list (model/safetensors.h): fp8 `<name>_scale_inv` tensors
+// are folded into their weight's entry.
+StoredCheckpoint StoredCheckpointOf(const std::vector<TensorInfo>& tensors, bool gguf);
+
 // Values and bytes of every layer and of the whole model in one mode.
 struct WeightCosts {
   MlaMode mode = MlaMode::kAbsorbed;
@@ -107,13 +130,17 @@ struct WeightCosts {
   WeightComponents model_params;  // layers + outside
   WeightComponents model_bytes;
 };
-WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode);
+// `stored`: the bytes of that checkpoint's files instead of the release's dtypes.
+WeightCosts ComputeWeightCosts(const ModelConfig& config, MlaMode mode, const StoredCheckpoint* stored = nullptr);
 
 // The bytes latte's loader holds for a checkpoint of `config` (bf16 or fp8, as
-// released) in `mode`: model_bytes.Total(), except that the vectors (norms, correction
-// bias) and the router's gate are widened to f32 at load, and an fp8 kv_b_proj is
-// kept only as its bf16 dequantization. Equals ModelWeights::memory().Total().
-int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode);
+// released; or `stored`) in `mode`: model_bytes.Total(), except that the vectors
+// (norms, correction bias) and the router's gate are widened to f32 at load,
+// kv_b_proj is kept only in the compute dtype (an fp8 or GGUF one dequantized: the
+// kv_b_bf16 component), and a stored matrix the kernels do not compute on as stored
+// (f32 or f16 in a bf16 model) is converted to the compute dtype.
+// Equals ModelWeights::memory().Total() for default LoadOptions.
+int64_t HeldWeightBytes(const ModelConfig& config, MlaMode mode, const StoredCheckpoint* stored = nullptr);
 
 // How weights sit on the GPUs. `gpus` is the TP degree; with dp_attention the
 // attention side is replicated on each GPU and only the rest is split.

@@ -233,12 +233,24 @@ void ValuesToF32(DType dtype, const uint8_t* data, int64_t count, float* out) {
 
 class GgufTensorMapper {
  public:
-  GgufTensorMapper(std::shared_ptr<const GgufModel> gguf, const ModelConfig& config)
-      : config_(config), owner_(std::make_shared<GgufOwner>()) {
+  // `rebuild_kv_b` false: a split kv_b_proj is only listed (see GgufTensorTable).
+  GgufTensorMapper(std::shared_ptr<const GgufModel> gguf, const ModelConfig& config, bool rebuild_kv_b)
+      : config_(config), rebuild_kv_b_(rebuild_kv_b), owner_(std::make_shared<GgufOwner>()) {
     owner_->gguf = std::move(gguf);
   }
 
   Result<Checkpoint> Map() {
+    LATTE_RETURN_IF_ERROR(MapTensors());
+    return Checkpoint::FromTensors(std::move(tensors_), owner_);
+  }
+
+  Result<std::vector<TensorInfo>> Table() {
+    LATTE_RETURN_IF_ERROR(MapTensors());
+    return std::move(tensors_);
+  }
+
+ private:
+  Status MapTensors() {
     const GgufModel& gguf = *owner_->gguf;
     std::map<int64_t, KvB> split_kv_b;  // layer → its attn_k_b / attn_v_b
     for (const GgufTensor& t : gguf.tensors()) {
@@ -258,10 +270,9 @@ class GgufTensorMapper {
       Add(t, LayerName(layer, rest));
     }
     for (const auto& [layer, kv_b] : split_kv_b) LATTE_RETURN_IF_ERROR(RebuildKvB(layer, kv_b));
-    return Checkpoint::FromTensors(std::move(tensors_), owner_);
+    return Status::Ok();
   }
 
- private:
   struct KvB {
     const GgufTensor* k_b = nullptr;
     const GgufTensor* v_b = nullptr;
@@ -344,10 +355,21 @@ class GgufTensorMapper {
                                 ", the metadata implies " + ShapeString(shape));
       }
     }
+    const int64_t rows_per_head = d_n + d_v;
+    TensorInfo info;
+    info.name = LayerPrefix(layer) + "self_attn.kv_b_proj.weight";
+    info.dtype = DType::kF32;
+    info.shape = {H * rows_per_head, d_c};
+    info.file = kv_b.k_b->file;
+    if (!rebuild_kv_b_) {  // listed with the type and bytes its halves take in the file, no data
+      info.dtype = *kv_b.k_b->dtype;
+      info.nbytes = kv_b.k_b->nbytes + kv_b.v_b->nbytes;
+      tensors_.push_back(std::move(info));
+      return Status::Ok();
+    }
     std::vector<float> k_b(static_cast<size_t>(H * d_c * d_n)), v_b(static_cast<size_t>(H * d_v * d_c));
     ValuesToF32(*kv_b.k_b->dtype, kv_b.k_b->data, static_cast<int64_t>(k_b.size()), k_b.data());
     ValuesToF32(*kv_b.v_b->dtype, kv_b.v_b->data, static_cast<int64_t>(v_b.size()), v_b.data());
-    const int64_t rows_per_head = d_n + d_v;
     AlignedBuffer buffer(static_cast<size_t>(H * rows_per_head * d_c) * sizeof(float));
     float* kv = buffer.as<float>();  // kv: [H, d_n + d_v, d_c]
     for (int64_t h = 0; h < H; ++h) {
@@ -357,19 +379,15 @@ class GgufTensorMapper {
       }
       std::memcpy(head + d_n * d_c, v_b.data() + h * d_v * d_c, static_cast<size_t>(d_v * d_c) * sizeof(float));
     }
-    TensorInfo info;
-    info.name = LayerPrefix(layer) + "self_attn.kv_b_proj.weight";
-    info.dtype = DType::kF32;
-    info.shape = {H * rows_per_head, d_c};
     info.data = reinterpret_cast<const uint8_t*>(kv);
     info.nbytes = buffer.size();
-    info.file = kv_b.k_b->file;
     tensors_.push_back(std::move(info));
     owner_->rebuilt.push_back(std::move(buffer));
     return Status::Ok();
   }
 
   const ModelConfig& config_;
+  bool rebuild_kv_b_ = true;
   std::shared_ptr<GgufOwner> owner_;
   std::vector<TensorInfo> tensors_;
 };
@@ -407,7 +425,11 @@ Result<ModelConfig> ConfigFromGguf(const GgufModel& gguf, const std::string& nam
 }
 
 Result<Checkpoint> CheckpointFromGguf(std::shared_ptr<const GgufModel> gguf, const ModelConfig& config) {
-  return GgufTensorMapper(std::move(gguf), config).Map();
+  return GgufTensorMapper(std::move(gguf), config, /*rebuild_kv_b=*/true).Map();
+}
+
+Result<std::vector<TensorInfo>> GgufTensorTable(std::shared_ptr<const GgufModel> gguf, const ModelConfig& config) {
+  return GgufTensorMapper(std::move(gguf), config, /*rebuild_kv_b=*/false).Table();
 }
 
 }  // namespace latte

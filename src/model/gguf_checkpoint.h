@@ -43,4 +43,9 @@ Result<ModelConfig> ConfigFromGguf(const GgufModel& gguf, const std::string& nam
 // shape. Shapes and missing tensors are the loader's check, against ExpectedTensors.
 Result<Checkpoint> CheckpointFromGguf(std::shared_ptr<const GgufModel> gguf, const ModelConfig& config);
 
+// The same tensors' names, types, shapes and bytes without reading any data (`latte calc
+// --model`): a split kv_b_proj is listed in its rebuilt shape with attn_k_b's type and
+// the bytes attn_k_b and attn_v_b take in the file, and no data.
+Result<std::vector<TensorInfo>> GgufTensorTable(std::shared_ptr<const GgufModel> gguf, const ModelConfig& config);
+
 }  // namespace latte
