@@ -281,26 +281,35 @@ class WeightLoader {
   // The slice of t as a tensor of its own, in t's dtype: its bytes copied out of the
   // mapping into `buffer`, the mapping's pages of t given back. A sharded load copies
   // every matrix (kWhole: all of it), so nothing of the rank's resident set is the
-  // file's.
-  TensorInfo CopySlice(const TensorInfo& t, const Slice& slice, AlignedBuffer& buffer) {
+  // file's. A block format's column cuts must lie on its blocks (a row is blocks end
+  // to end); an error says which tensor and layout they do not.
+  Result<TensorInfo> CopySlice(const TensorInfo& t, const Slice& slice, AlignedBuffer& buffer) {
     const int64_t rows = t.shape[0], cols = t.shape[1];
     IndexRange r{0, rows}, c{0, cols};
     if (slice.axis == Slice::kRows) r = slice.range;
     if (slice.axis == Slice::kCols) c = slice.range;
-    const size_t esize = DTypeSize(t.dtype);
-    buffer = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(1, r.count * c.count)) * esize);
+    const int64_t block = DTypeBlockElements(t.dtype);
+    if (c.first % block != 0 || c.count % block != 0) {
+      return Status::InvalidArgument(source_ + ": a rank's share of " + t.name + " is " + std::to_string(c.count) +
+                                         " columns, not whole " + std::string(DTypeName(t.dtype)) + " blocks of " +
+                                         std::to_string(block) +
+                                         " values: split it over fewer ranks (routed experts: --ep keeps each whole)",
+                                     "tp");
+    }
+    const size_t row_bytes = DTypeRowBytes(t.dtype, cols), slice_row_bytes = DTypeRowBytes(t.dtype, c.count);
+    const size_t first_col_bytes = DTypeRowBytes(t.dtype, c.first);
+    buffer = AlignedBuffer(std::max<size_t>(1, static_cast<size_t>(r.count) * slice_row_bytes));
     std::byte* out = buffer.data();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < r.count; ++i) {
-      std::memcpy(out + static_cast<size_t>(i * c.count) * esize,
-                  t.data + static_cast<size_t>((r.first + i) * cols + c.first) * esize,
-                  static_cast<size_t>(c.count) * esize);
+      std::memcpy(out + static_cast<size_t>(i) * slice_row_bytes,
+                  t.data + static_cast<size_t>(r.first + i) * row_bytes + first_col_bytes, slice_row_bytes);
     }
     ReleasePages(t.data, t.nbytes);
     TensorInfo sliced = t;
     sliced.shape = {r.count, c.count};
     sliced.data = reinterpret_cast<const uint8_t*>(out);
-    sliced.nbytes = static_cast<size_t>(r.count * c.count) * esize;
+    sliced.nbytes = static_cast<size_t>(r.count) * slice_row_bytes;
     return sliced;
   }
 
@@ -333,10 +342,10 @@ class WeightLoader {
     std::optional<TensorInfo> scale_slice;
     if (full.dtype == DType::kF8E4M3) {
       LATTE_ASSIGN_OR_RETURN(const TensorInfo* s, Fp8Scales(full));
-      scale_slice = CopySlice(*s, ScaleSlice(slice, *m_.config_.quantization), scales);
+      LATTE_ASSIGN_OR_RETURN(scale_slice, CopySlice(*s, ScaleSlice(slice, *m_.config_.quantization), scales));
       Done(*s);
     }
-    const TensorInfo t = CopySlice(full, slice, data);
+    LATTE_ASSIGN_OR_RETURN(const TensorInfo t, CopySlice(full, slice, data));
     LATTE_ASSIGN_OR_RETURN(WeightView view, Hold(t, scale_slice ? &*scale_slice : nullptr, bucket, role, name));
     KeepIfUsed(data, view);
     KeepIfUsed(scales, view);
@@ -679,12 +688,6 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::LoadGguf(const std::string& 
   LATTE_ASSIGN_OR_RETURN(GgufModel mapped, GgufModel::Open(path, FileResidency::kMapped));
   auto gguf = std::make_shared<const GgufModel>(std::move(mapped));
   LATTE_ASSIGN_OR_RETURN(m->config_, ConfigFromGguf(*gguf, path));
-  if (options.shard.sharded()) {
-    return Status::Unimplemented(FileName(path) +
-                                     ": several processes (--tp, --dp with --ep) do not read GGUF files yet; "
-                                     "run one process, or a Hugging Face directory",
-                                 "model");
-  }
   LATTE_RETURN_IF_ERROR(m->CheckShard(options));
   LATTE_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointFromGguf(gguf, m->config_));
   m->checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));

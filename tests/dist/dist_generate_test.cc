@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "gguf_test_models.h"
 #include "run_command.h"
 #include "test_models.h"
 
@@ -93,6 +94,14 @@ std::string ModelDir(const std::string& which) {
     r1.vocab_size = 1024;
     return testing_models::MakeModel("r1", r1);
   }
+  if (which == "gguf-q4km" || which == "gguf-q8") {
+    // Every token takes every expert: a near tie of the router cannot part the layouts.
+    // Experts 512 wide: the shared expert, split by width, keeps whole 256-value blocks.
+    ModelConfig config = testing_models::GgufTestConfig(testing_models::GgufShape::kV3, /*experts_per_token=*/8);
+    config.moe_intermediate_size = 512;
+    const std::string dir = testing_models::GgufTestModel("dist-gguf-src", config, CheckpointDType::kBf16, /*seed=*/7);
+    return testing_models::ExportTestGguf(dir, which == "gguf-q8" ? "Q8_0" : "Q4_K_M", GgufExportLayout::kSplitKvB);
+  }
   return std::string(LATTE_MODELS_DIR) + "/" + which;  // default, default-fp8: the trained model
 }
 
@@ -143,6 +152,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"default", "absorbed", 2, "--tp 2", "shm"}, Case{"default", "materialized", 2, "--tp 2 --ep 2", "shm"},
         Case{"r1-2", "absorbed", 2, "--tp 2", "shm"}, Case{"r1-2-fp8", "absorbed", 2, "--tp 2", "shm"},
         Case{"r1-2", "absorbed", 2, "--tp 2 --quantize fp8", "shm"},
+        // GGUF files, computed on as stored: slices of whole blocks.
+        Case{"gguf-q4km", "absorbed", 2, "--tp 2 --ep 2", "shm"}, Case{"gguf-q8", "naive", 2, "--tp 2", "shm"},
+        Case{"gguf-q4km", "materialized", 2, "--dp 2 --ep 2", "shm"},
         // Data-parallel attention: the request runs on rank 0, the others join every MoE
         // layer with no rows of their own.
         Case{"tiny", "absorbed", 2, "--dp 2 --ep 2", "shm"}, Case{"tiny", "materialized", 2, "--dp 2", "shm"},
@@ -189,6 +201,14 @@ TEST(DistLayout, RefusedWithOneSentence) {
                          "the fp8 weights' 128-wide blocks"),
             std::string::npos)
       << fp8.log;
+  // A GGUF's K formats are 256-value blocks: splitting the 512-wide experts by width
+  // over 4 ranks (2 replicas of 2) would cut them.
+  const GenerateRun q4 = Generate(Mpirun(4, "shm"), ModelDir("gguf-q4km"), "--dp 2 --tp 2", "refused-q4km");
+  EXPECT_NE(q4.exit_code, 0);
+  EXPECT_NE(q4.log.find("a rank's share of model.layers.1.mlp.experts.0.down_proj.weight is 128 columns, not whole "
+                        "Q6_K blocks of 256 values"),
+            std::string::npos)
+      << q4.log;
   for (const Refusal& r : refusals) {
     const GenerateRun run = Generate(r.launcher, model, r.flags, "refused");
     EXPECT_NE(run.exit_code, 0) << r.flags;
