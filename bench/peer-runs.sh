@@ -14,13 +14,21 @@ import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip().startswith('{')]
 print([r for r in rows if r['pl'] == $1][-1]['speed_tg'])"; }
 
+# A test is NAME or NAME:TYPE (tg128:Q4_K_M): TYPE names the GGUF file $gguf-TYPE.gguf
+# that every engine reads, latte too; without it latte reads its model directory and
+# the peers the bf16 file.
+test_name() { echo "${1%%:*}"; }
+test_type() { case $1 in *:*) echo "${1#*:}" ;; *) echo bf16 ;; esac; }
+
 run_latte() {  # test -> tok/s
-  local args=(bench model --model "$model" --huge-pages -t "$threads" --json)
-  case $1 in
+  local weights=$model
+  case $1 in *:*) weights="$gguf-$(test_type "$1").gguf" ;; esac
+  local args=(bench model --model "$weights" --huge-pages -t "$threads" --json)
+  case $(test_name "$1") in
     tg128) args+=(-p 0 -n 128 -r 3) ;;
     pp512) args+=(-p 512 -n 0 -r 3) ;;
     fp8) args+=(--quantize fp8 -p 0 -n 128 -r 3) ;;
-    q4) echo none; return ;;
+    q4) run_latte tg128:Q4_K_M; return ;;  # latte reads the Q4_K_M file itself
     d8192) args+=(-p 0 -d 8192 -n 64 -r 2) ;;
     d32768) args+=(-p 0 -d 32768 -n 64 -r 1) ;;
     batch16) args+=(-p 0 -n 128 -r 2 --batch 16) ;;
@@ -30,17 +38,18 @@ run_latte() {  # test -> tok/s
 
 run_llama() {  # test -> tok/s
   local bench=("$llama_bin/llama-bench" -t "$threads" --load-mode none -o jsonl)
-  case $1 in
-    tg128) "${bench[@]}" -m "$gguf-bf16.gguf" -p 0 -n 128 -r 3 ;;
-    pp512) "${bench[@]}" -m "$gguf-bf16.gguf" -p 512 -n 0 -r 3 ;;
+  local file="$gguf-$(test_type "$1").gguf"
+  case $(test_name "$1") in
+    tg128) "${bench[@]}" -m "$file" -p 0 -n 128 -r 3 ;;
+    pp512) "${bench[@]}" -m "$file" -p 512 -n 0 -r 3 ;;
     fp8) "${bench[@]}" -m "$gguf-Q8_0.gguf" -p 0 -n 128 -r 3 ;;
     q4) "${bench[@]}" -m "$gguf-Q4_K_M.gguf" -p 0 -n 128 -r 3 ;;
-    d8192) "${bench[@]}" -m "$gguf-bf16.gguf" -p 0 -n 64 -d 8192 -r 2 ;;
-    d32768) "${bench[@]}" -m "$gguf-bf16.gguf" -p 0 -n 64 -d 32768 -r 1 ;;
-    batch16) "$llama_bin/llama-batched-bench" -m "$gguf-bf16.gguf" -t "$threads" -tb "$threads" --load-mode none \
+    d8192) "${bench[@]}" -m "$file" -p 0 -n 64 -d 8192 -r 2 ;;
+    d32768) "${bench[@]}" -m "$file" -p 0 -n 64 -d 32768 -r 1 ;;
+    batch16) "$llama_bin/llama-batched-bench" -m "$file" -t "$threads" -tb "$threads" --load-mode none \
                -c 4608 -npp 128 -ntg 128 -npl 16 --output-format jsonl ;;
   esac 2>>"$out/llama.stderr" | tee -a "$out/llama.jsonl" |
-    if [ "$1" = batch16 ]; then batched_speed_tg 16; else llama_bench_ts; fi
+    if [ "$(test_name "$1")" = batch16 ]; then batched_speed_tg 16; else llama_bench_ts; fi
 }
 
 machine() {

@@ -29,6 +29,9 @@ using matmul_internal::BlockGemvIsa;
 using testing_util::ScopedPortableKernels;
 
 const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+// Every block format latte reads (dequantization and quantization).
+const DType kAllBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
+                                DType::kQ6_K, DType::kQ5_0, DType::kQ5_1};
 
 std::string Name(DType dtype) { return std::string(DTypeName(dtype)); }
 
@@ -89,6 +92,18 @@ float FormulaValue(DType dtype, const uint8_t* b, int i) {
       const int8_t sc = static_cast<int8_t>(b[192 + i / 16]);
       return d * static_cast<float>(sc) * static_cast<float>(low + 16 * high - 32);
     }
+    case DType::kQ5_0:
+    case DType::kQ5_1: {
+      // dequantize_row_q5_0 / q5_1: qh copied into a uint32; value j < 16 takes bit j,
+      // value j + 16 bit j + 16 (ggml's (qh >> (j + 12)) & 0x10).
+      const bool one = dtype == DType::kQ5_1;
+      uint32_t qh;
+      std::memcpy(&qh, b + (one ? 4 : 2), 4);
+      const uint8_t* qs = b + (one ? 8 : 6);
+      const int j = i % 16;
+      const int x = i < 16 ? ((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) : ((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+      return one ? static_cast<float>(x) * F16At(b) + F16At(b + 2) : static_cast<float>(x - 16) * F16At(b);
+    }
     default: return NAN;
   }
 }
@@ -109,6 +124,7 @@ std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, std::mt19937& rng
       case DType::kQ6_K: put(208); break;
       case DType::kQ4_K:
       case DType::kQ5_K:
+      case DType::kQ5_1:
         put(0);
         put(2);
         break;
@@ -125,11 +141,13 @@ TEST(BlockQuantTest, LayoutSizes) {
   EXPECT_EQ(DTypeBlockBytes(DType::kQ4_K), 144u);
   EXPECT_EQ(DTypeBlockBytes(DType::kQ5_K), 176u);
   EXPECT_EQ(DTypeBlockBytes(DType::kQ6_K), 210u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ5_0), 22u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ5_1), 24u);
 }
 
 TEST(BlockQuantTest, DequantizeMatchesFormula) {
   std::mt19937 rng(1);
-  for (DType dtype : kBlockTypes) {
+  for (DType dtype : kAllBlockTypes) {
     SCOPED_TRACE(Name(dtype));
     const int64_t per = DTypeBlockElements(dtype), blocks = 37;
     const std::vector<uint8_t> data = RandomBlocks(dtype, blocks, rng);
@@ -234,13 +252,15 @@ double RoundTripBound(DType dtype, double amax) {
     case DType::kQ4_K: return 1.025 * amax / 15;
     case DType::kQ5_K: return 1.025 * amax / 31;
     case DType::kQ6_K: return 1.01 * amax / 62;
+    case DType::kQ5_0: return amax / 16 * (1 + 1.0 / 1024);
+    case DType::kQ5_1: return 1.01 * amax / 31;  // half a step of (max - min) / 31 <= 2 amax / 31
     default: return 0;
   }
 }
 
 TEST(BlockQuantTest, QuantizeRoundTripWithinBound) {
   std::mt19937 rng(2);
-  for (DType dtype : kBlockTypes) {
+  for (DType dtype : kAllBlockTypes) {
     SCOPED_TRACE(Name(dtype));
     const int64_t per = DTypeBlockElements(dtype), blocks = 40;
     std::vector<float> x(blocks * per);

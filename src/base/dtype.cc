@@ -15,7 +15,9 @@ size_t DTypeSize(DType dtype) {
 int64_t DTypeBlockElements(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
-    case DType::kQ4_0: return 32;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ5_1: return 32;
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: return 256;
@@ -34,6 +36,8 @@ size_t DTypeBlockBytes(DType dtype) {
     case DType::kQ4_K: return 144;
     case DType::kQ5_K: return 176;
     case DType::kQ6_K: return 210;
+    case DType::kQ5_0: return 22;
+    case DType::kQ5_1: return 24;
   }
   return 0;
 }
@@ -51,6 +55,8 @@ std::string_view DTypeName(DType dtype) {
     case DType::kQ4_K: return "Q4_K";
     case DType::kQ5_K: return "Q5_K";
     case DType::kQ6_K: return "Q6_K";
+    case DType::kQ5_0: return "Q5_0";
+    case DType::kQ5_1: return "Q5_1";
   }
   return "?";
 }

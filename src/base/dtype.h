@@ -20,12 +20,17 @@ namespace latte {
 //   Q5_K: Q4_K plus 32 bytes of fifth bits                     176 bytes (5.5)
 //   Q6_K: 256 values, 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, f16 d,
 //         x = d·sc·(q - 32)                                  210 bytes (6.5625)
-enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+//   Q5_0: 32 values, f16 d + 4 bytes of fifth bits + 16 bytes of 4-bit q, x = d·(q - 16)
+//                                                              22 bytes (5.5)
+//   Q5_1: 32 values, f16 d, f16 m + 4 + 16 bytes of 5-bit q, x = d·q + m   24 bytes (6)
+// (Q5_0 and Q5_1 are what llama-quantize writes for a Q4_K / Q5_K matrix whose rows are
+// not whole 256-value blocks: DeepSeek's attn_k_b, V2-Lite's 1408-wide experts.)
+enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ5_0, kQ5_1 };
 
 // Bytes per element of a scalar type; a block format has none (LATTE_CHECK fails):
 // use DTypeRowBytes.
 size_t DTypeSize(DType dtype);
-// Elements per block: 1 for scalar types, 32 (Q8_0, Q4_0) or 256 (the K formats).
+// Elements per block: 1 for scalar types, 32 (Q8_0, Q4_0, Q5_0, Q5_1) or 256 (the K formats).
 int64_t DTypeBlockElements(DType dtype);
 // Bytes per block (DTypeSize for scalar types).
 size_t DTypeBlockBytes(DType dtype);

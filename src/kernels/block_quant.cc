@@ -31,6 +31,19 @@ void DequantQ4_0(const uint8_t* b, float* out) {
   }
 }
 
+// Q5_0 (`has_min` false: x = d·(q - 16)) and Q5_1 (x = d·q + m), in ggml's order.
+void DequantQ5(const uint8_t* b, bool has_min, float* out) {
+  const float d = LoadF16(b);
+  const uint8_t* qh = b + (has_min ? kQ5_1Qh : kQ5_0Qh);
+  const uint8_t* qs = b + (has_min ? kQ5_1Qs : kQ5_0Qs);
+  if (has_min) {
+    const float m = LoadF16(b + kQ5_1M);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(Q5Code(qh, qs, j)) * d + m;
+  } else {
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(Q5Code(qh, qs, j) - 16) * d;
+  }
+}
+
 // Q4_K and Q5_K: `qh` null for Q4_K.
 void DequantK4K5(const uint8_t* b, const uint8_t* qs, const uint8_t* qh, float* out) {
   const float d = LoadF16(b);
@@ -94,6 +107,8 @@ void DequantBlock(DType dtype, const uint8_t* b, float* out) {
     case DType::kQ4_K: DequantK4K5(b, b + kQ4KQs, nullptr, out); return;
     case DType::kQ5_K: DequantK4K5(b, b + kQ5KQs, b + kQ5KQh, out); return;
     case DType::kQ6_K: DequantQ6_K(b, out); return;
+    case DType::kQ5_0: DequantQ5(b, /*has_min=*/false, out); return;
+    case DType::kQ5_1: DequantQ5(b, /*has_min=*/true, out); return;
     default: LATTE_CHECK(false, "not a block format: ", DTypeName(dtype));
   }
 }
@@ -156,6 +171,56 @@ void QuantQ4_0(const float* x, uint8_t* b) {
     const int hi = std::clamp(RoundToInt(x[j + 16] * id) + 8, 0, 15);
     qs[j] = static_cast<uint8_t>(lo | (hi << 4));
   }
+}
+
+// Writes Q5_0 / Q5_1's 32 codes in [0, 31] into their qh and qs fields.
+void StoreQ5Codes(const int* q, uint8_t* qh, uint8_t* qs) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+    h |= static_cast<uint32_t>(q[j] >> 4) << j;
+    h |= static_cast<uint32_t>(q[j + 16] >> 4) << (j + 16);
+  }
+  std::memcpy(qh, &h, sizeof h);
+}
+
+// Q5_0 as Q4_0 with 16 levels a side: the value of largest magnitude maps to code 0
+// (q - 16 = -16), the far end of the other side to 15.
+void QuantQ5_0(const float* x, uint8_t* b) {
+  float extreme = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
+  }
+  uint16_t h = F16AtLeast(std::fabs(extreme) / 16);
+  if (extreme > 0) h |= 0x8000;  // d = extreme / -16
+  StoreF16(b, h);
+  const float d = F16ToF32(h);
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = std::clamp(RoundToInt(x[j] * id) + 16, 0, 31);
+  StoreQ5Codes(q, b + kQ5_0Qh, b + kQ5_0Qs);
+}
+
+// Q5_1: m = min x rounded down to f16 (so m <= every value), then the step to reach max x
+// from there rounded up: every value lies in [m, m + 31·d] and rounds to within d / 2
+// (plus m's f16 rounding, below d / 2 when m is small against the range).
+void QuantQ5_1(const float* x, uint8_t* b) {
+  float lo = x[0], hi = x[0];
+  for (int j = 1; j < 32; ++j) {
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+  }
+  uint16_t m_h = F32ToF16(lo);
+  if (F16ToF32(m_h) > lo) m_h = static_cast<uint16_t>(lo < 0 ? m_h + 1 : m_h - 1);  // one f16 step down
+  const float m = F16ToF32(m_h);
+  const uint16_t d_h = F16AtLeast((hi - m) / 31);
+  const float d = F16ToF32(d_h);
+  StoreF16(b, d_h);
+  StoreF16(b + kQ5_1M, m_h);
+  const float id = d > 0 ? 1.0f / d : 0.0f;
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = std::clamp(RoundToInt((x[j] - m) * id), 0, 31);
+  StoreQ5Codes(q, b + kQ5_1Qh, b + kQ5_1Qs);
 }
 
 // Q4_K (levels 15) or Q5_K (levels 31). Per sub-block j of 32: the min is rounded up to
@@ -333,6 +398,9 @@ float BlockValueAt(DType dtype, const void* row, int64_t i) {
       const int8_t sc = static_cast<int8_t>(b[kQ6KScales + j / 16]);
       return LoadF16(b + kQ6KD) * sc * static_cast<float>(Q6Code(b, j) - 32);
     }
+    case DType::kQ5_0: return static_cast<float>(Q5Code(b + kQ5_0Qh, b + kQ5_0Qs, j) - 16) * LoadF16(b);
+    case DType::kQ5_1:
+      return static_cast<float>(Q5Code(b + kQ5_1Qh, b + kQ5_1Qs, j)) * LoadF16(b) + LoadF16(b + kQ5_1M);
     default: LATTE_CHECK(false, "BlockValueAt: not a block format: ", DTypeName(dtype));
   }
   return 0;
@@ -352,6 +420,8 @@ void QuantizeToBlocks(DType dtype, const float* x, int64_t n, void* out) {
       case DType::kQ4_K: QuantK4K5(xb, 15, b); break;
       case DType::kQ5_K: QuantK4K5(xb, 31, b); break;
       case DType::kQ6_K: QuantQ6_K(xb, b); break;
+      case DType::kQ5_0: QuantQ5_0(xb, b); break;
+      case DType::kQ5_1: QuantQ5_1(xb, b); break;
       default: break;
     }
   }

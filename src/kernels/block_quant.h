@@ -24,6 +24,12 @@
 //       q[128h + 64 + l] = (ql[64h + l] >> 4)      | ((qh[32h + l] >> 4) & 3) << 4
 //       q[128h + 96 + l] = (ql[64h + 32 + l] >> 4) | ((qh[32h + l] >> 6) & 3) << 4
 //       x[i] = d·scales[i / 16]·(q[i] - 32)
+//   Q5_0 (22 bytes, 32 values):  d f16 | qh u8[4] | qs u8[16]
+//       h = qh as a little-endian uint32; for j < 16:
+//       q[j] = (qs[j] & 15) | (bit j of h) << 4,  q[j + 16] = (qs[j] >> 4) | (bit j + 16 of h) << 4
+//       x[j] = d·(q[j] - 16)
+//   Q5_1 (24 bytes, 32 values):  d f16 | m f16 | qh u8[4] | qs u8[16]
+//       q as Q5_0's, x[j] = d·q[j] + m
 //
 // Products are rounded as ggml rounds them: (d·sc) first, then ·q, then - (dmin·m).
 //
@@ -54,6 +60,11 @@ inline constexpr int kQ5KQs = 48;       // 128 bytes
 inline constexpr int kQ6KQh = 128;      // ql at 0, 128 bytes; qh 64 bytes
 inline constexpr int kQ6KScales = 192;  // 16 int8
 inline constexpr int kQ6KD = 208;
+inline constexpr int kQ5_0Qh = 2;  // after d; 4 bytes, then qs
+inline constexpr int kQ5_0Qs = 6;
+inline constexpr int kQ5_1M = 2;  // d at 0
+inline constexpr int kQ5_1Qh = 4;
+inline constexpr int kQ5_1Qs = 8;
 }  // namespace block_layout
 
 // Sub-block j < 8's 6-bit scale and min from the 12 packed bytes of a Q4_K / Q5_K block
@@ -67,6 +78,14 @@ inline void ScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
     *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
   }
+}
+
+// Code j < 32 of a Q5_0 / Q5_1 block, in [0, 31], from its qh and qs fields.
+inline int Q5Code(const uint8_t* qh, const uint8_t* qs, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, sizeof h);
+  const int low = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+  return low | static_cast<int>(((h >> j) & 1u) << 4);
 }
 
 // The f16 field at `p` (unaligned) as f32.
