@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -210,6 +211,97 @@ BENCHMARK(BM_MatmulGemv<Path::kFp8OneDnn, DType::kF8E4M3>)
     ->ArgsProduct({{7168}, {1536}, {1, 2, 4, 6, 8, 12, 16}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+// GGUF block formats: the integer GEMV on one ISA (matmul_internal.h's block section),
+// x quantized inside the timing as the dispatch does it. Weights: random bytes with small
+// finite f16 scales (every code pattern, no quantizer run over 100+ MB). GB/s counts the
+// block bytes read.
+Operands MakeBlockOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
+  Operands o;
+  const size_t row_bytes = DTypeRowBytes(dtype, k), block_bytes = DTypeBlockBytes(dtype);
+  o.w = AlignedBuffer(static_cast<size_t>(n) * row_bytes);
+  const uint16_t scale = F32ToF16(1.0f / 64);
+  const int64_t blocks = n * k / DTypeBlockElements(dtype);
+#pragma omp parallel
+  {
+    uint64_t s = 0x9e3779b97f4a7c15ull * (omp_get_thread_num() + 1);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* p = o.w.as<uint8_t>() + b * block_bytes;
+      for (size_t i = 0; i < block_bytes; ++i) {
+        Random(s);  // steps s
+        p[i] = static_cast<uint8_t>(s >> 40);
+      }
+      // The f16 fields: d (and Q4_K / Q5_K's dmin at 2; Q6_K's d at 208).
+      const size_t d = dtype == DType::kQ6_K ? 208 : 0;
+      std::memcpy(p + d, &scale, 2);
+      if (dtype == DType::kQ4_K || dtype == DType::kQ5_K) std::memcpy(p + 2, &scale, 2);
+    }
+  }
+  uint64_t s = 12345;
+  o.x.resize(static_cast<size_t>(m * k));
+  for (float& v : o.x) v = Random(s);
+  o.y.resize(static_cast<size_t>(m * n));
+  o.view = WeightView{dtype, n, k, k, o.w.data()};
+  return o;
+}
+
+template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemv(benchmark::State& state) {
+  using matmul_internal::BlockGemvIsa;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if ((kIsa == BlockGemvIsa::kAvx2 && !cpu.avx2) || (kIsa == BlockGemvIsa::kAvx512 && !cpu.avx512f) ||
+      (kIsa == BlockGemvIsa::kAvx512Vnni && !cpu.avx512_vnni)) {
+    state.SkipWithError("CPU lacks the ISA");
+    return;
+  }
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeBlockOperands(m, n, k, kDType);
+  for (auto _ : state) {
+    matmul_internal::GemvBlock({o.x.data(), m, k, o.view, o.y.data(), n}, kIsa);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(o.view.Bytes()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// {n, k, m}: a V2-Lite expert's gate/up (1408 x 2048, 1.5-3 MB: partly cache-resident) and
+// the V2 lm_head (102400 x 2048, 118-223 MB from memory), at a decode step's m = 1 and a
+// batched step's m = 16.
+#define LATTE_BLOCK_GEMV_SHAPES(b)               \
+  b->ArgsProduct({{1408}, {2048}, {1, 16}})      \
+      ->ArgsProduct({{102400}, {2048}, {1, 16}}) \
+      ->UseRealTime()                            \
+      ->Unit(benchmark::kMicrosecond)
+#define LATTE_BLOCK_GEMV_ISAS(dtype)                                                                 \
+  LATTE_BLOCK_GEMV_SHAPES(BENCHMARK(BM_BlockGemv<matmul_internal::BlockGemvIsa::kPortable, dtype>)); \
+  LATTE_BLOCK_GEMV_SHAPES(BENCHMARK(BM_BlockGemv<matmul_internal::BlockGemvIsa::kAvx2, dtype>));     \
+  LATTE_BLOCK_GEMV_SHAPES(BENCHMARK(BM_BlockGemv<matmul_internal::BlockGemvIsa::kAvx512, dtype>));   \
+  LATTE_BLOCK_GEMV_SHAPES(BENCHMARK(BM_BlockGemv<matmul_internal::BlockGemvIsa::kAvx512Vnni, dtype>))
+LATTE_BLOCK_GEMV_ISAS(DType::kQ8_0);
+LATTE_BLOCK_GEMV_ISAS(DType::kQ4_K);
+LATTE_BLOCK_GEMV_ISAS(DType::kQ6_K);
+
+// Prefill-sized products with block weights through the dispatch (from kBlockGemvMaxRows + 1
+// rows: chunks of rows dequantized for oneDNN), with the CPU's kernels (kFast) or the
+// portable dequantizer (kPortable: features forced off; oneDNN keeps its own ISA).
+template <Path kPath, DType kDType> void BM_BlockMatmul(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeBlockOperands(m, n, k, kDType);
+  SetPortableKernelsForTesting(kPath == Path::kPortable);
+  for (auto _ : state) {
+    Matmul({o.x.data(), m, k, o.view, o.y.data(), n});
+    benchmark::ClobberMemory();
+  }
+  SetPortableKernelsForTesting(false);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#define LATTE_BLOCK_MATMUL_SHAPES(b) \
+  b->ArgsProduct({{1408}, {2048}, {16, 17, 32, 64, 512}})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ4_K>));
+LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ4_K>));
+LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ6_K>));
+LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ6_K>));
 
 // {n, k, m}: the dense MLP up/gate (10944x2048) and down (2048x10944) at m=512.
 #define LATTE_GEMM_SHAPES(b) \

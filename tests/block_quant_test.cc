@@ -1,7 +1,7 @@
 // GGUF block formats (kernels/block_quant.h) and the matmul paths for them and for f16
 // weights: dequantization against the formulas written out here from ggml's definitions,
-// quantize -> dequantize error bounds, and every path (portable, AVX-512BW, AVX512_VNNI
-// integer GEMVs; the chunked oneDNN GEMM; the dispatch; MatmulMany) against
+// quantize -> dequantize error bounds, and every path (portable, AVX-512BW, AVX512_VNNI,
+// AVX2 integer GEMVs; the chunked oneDNN GEMM; the dispatch; MatmulMany) against
 // MatmulReference on random data.
 #include "kernels/block_quant.h"
 
@@ -201,6 +201,33 @@ TEST(BlockQuantTest, Avx512DequantizeMatchesPortable) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got_bf16[i], want_bf16[i]) << "value " << i << " bf16 " << has_bf16;
       EXPECT_EQ(got_bf16[n], 0xdead) << "wrote past the end";
     }
+  }
+}
+
+// The AVX2 row dequantizer (the large-m path's f32 chunks on CPUs without AVX-512) gives
+// the portable values bit for bit, f16 rows (with a tail of fewer than 8) included.
+TEST(BlockQuantTest, Avx2DequantizeMatchesPortable) {
+  SetPortableKernelsForTesting(false);
+  if (!GetCpuFeatures().avx2) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  std::mt19937 rng(4);
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+    SCOPED_TRACE(Name(dtype));
+    const int64_t n = dtype == DType::kF16 ? 1003 : 7 * DTypeBlockElements(dtype);
+    std::vector<uint8_t> data;
+    if (dtype == DType::kF16) {
+      data.resize(2 * n);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = RandomF16(rng);
+        std::memcpy(data.data() + 2 * i, &h, 2);
+      }
+    } else {
+      data = RandomBlocks(dtype, n / DTypeBlockElements(dtype), rng);
+    }
+    std::vector<float> want(n), got(n + 1, -1.0f);
+    DequantizeToF32(dtype, data.data(), n, want.data());
+    matmul_internal::DequantizeRowAvx2(dtype, data.data(), n, got.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "value " << i;
+    EXPECT_EQ(got[n], -1.0f) << "wrote past the end";
   }
 }
 
@@ -466,6 +493,32 @@ bool HasAvx512() {
   return GetCpuFeatures().avx512f;
 }
 
+bool HasAvx2() {
+  SetPortableKernelsForTesting(false);
+  return GetCpuFeatures().avx2;
+}
+
+// Every block-GEMV ISA this CPU runs, portable first.
+std::vector<BlockGemvIsa> BlockIsas() {
+  std::vector<BlockGemvIsa> isas = {BlockGemvIsa::kPortable};
+  if (HasAvx2()) isas.push_back(BlockGemvIsa::kAvx2);
+  if (HasAvx512()) {
+    isas.push_back(BlockGemvIsa::kAvx512);
+    if (GetCpuFeatures().avx512_vnni) isas.push_back(BlockGemvIsa::kAvx512Vnni);
+  }
+  return isas;
+}
+
+std::string IsaName(BlockGemvIsa isa) {
+  switch (isa) {
+    case BlockGemvIsa::kPortable: return "portable";
+    case BlockGemvIsa::kAvx512: return "avx512bw";
+    case BlockGemvIsa::kAvx512Vnni: return "avx512vnni";
+    case BlockGemvIsa::kAvx2: return "avx2";
+  }
+  return "?";
+}
+
 Path BlockGemv(BlockGemvIsa isa) {
   return [isa](const MatmulProblem& p) { matmul_internal::GemvBlock(p, isa); };
 }
@@ -484,12 +537,30 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemv) {
   for (DType dtype : kBlockTypes) CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), dtype, Rounding::kIntX);
 }
 
+TEST(BlockQuantMatmulTest, Avx2Gemv) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  for (DType dtype : kBlockTypes) CheckGemv(BlockGemv(BlockGemvIsa::kAvx2), dtype, Rounding::kIntX);
+}
+
+// Every m of a batched decode step (1..16: every 4-row x tile and its 1..3-row tail) on a
+// view of rows that starts mid-matrix at an odd row and leaves a 1-row tail of the 4-row
+// groups; 32-value formats with an odd number of blocks per row.
+TEST(BlockQuantMatmulTest, Avx2GemvEveryMOnRowBlock) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  for (DType dtype : kBlockTypes) {
+    const int64_t b = DTypeBlockElements(dtype);
+    const int64_t cols = b == 32 ? 11 * 32 : 3 * 256;
+    const Weights w = MakeWeights(dtype, 61, cols, cols + b, 81);  // padded row stride
+    const WeightView view = w.View().RowBlock(33, 21);
+    for (int64_t m = 1; m <= 16; ++m) CheckPath(BlockGemv(BlockGemvIsa::kAvx2), w, view, 33, m, Rounding::kIntX);
+  }
+}
+
 // The paths multiply the same integer codes (x quantized the same way, zero points taken
 // off exactly), so they differ only in the order of their f32 sums.
 TEST(BlockQuantMatmulTest, IsaPathsAgree) {
-  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
-  std::vector<BlockGemvIsa> isas = {BlockGemvIsa::kPortable, BlockGemvIsa::kAvx512};
-  if (GetCpuFeatures().avx512_vnni) isas.push_back(BlockGemvIsa::kAvx512Vnni);
+  const std::vector<BlockGemvIsa> isas = BlockIsas();
+  if (isas.size() < 2) GTEST_SKIP() << "CPU lacks AVX2 and AVX-512: only the portable path";
   for (DType dtype : kBlockTypes) {
     const Weights w = MakeWeights(dtype, 37, DTypeBlockElements(dtype) * 9, DTypeBlockElements(dtype) * 9, 11);
     for (int64_t m : {1, 5, 16}) {
@@ -507,7 +578,7 @@ TEST(BlockQuantMatmulTest, IsaPathsAgree) {
             scale += std::fabs(double(o.x[i * o.ldx + c]) * w.values[n * w.cols + c]);
           for (size_t k = 1; k < ys.size(); ++k) {
             ASSERT_NEAR(ys[k][i * o.ldy + n], ys[0][i * o.ldy + n], kF32Tol * scale)
-                << "isa " << k << " vs portable, y[" << i << "][" << n << "]";
+                << IsaName(isas[k]) << " vs portable, y[" << i << "][" << n << "]";
           }
         }
       }
@@ -515,58 +586,84 @@ TEST(BlockQuantMatmulTest, IsaPathsAgree) {
   }
 }
 
-// The AVX-512 layout holds the portable quantizer's codes and scales (in its own order).
-TEST(BlockQuantMatmulTest, Avx512XCodesMatchPortable) {
-  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+// The AVX-512 layout (filled by `isa`'s PrepareX) holds the portable quantizer's codes and
+// scales (in its own order), and zeros in the padding of its last 64-value step.
+void CheckXCodesMatchPortable(BlockGemvIsa isa) {
   for (DType dtype : kBlockTypes) {
-    for (BlockGemvIsa isa : {BlockGemvIsa::kAvx512, BlockGemvIsa::kAvx512Vnni}) {
-      SCOPED_TRACE(Name(dtype) + (isa == BlockGemvIsa::kAvx512 ? " bw" : " vnni"));
-      const int64_t m = 3, cols = DTypeBlockElements(dtype) == 32 ? 7 * 32 : 512;
-      const Operands o = MakeX(m, cols, 1, 13);
-      AlignedBuffer pb(matmul_internal::PreparedXBytes(BlockGemvIsa::kPortable, dtype, m, cols));
-      AlignedBuffer ab(matmul_internal::PreparedXBytes(isa, dtype, m, cols));
-      const auto p = matmul_internal::PrepareX(BlockGemvIsa::kPortable, dtype, o.x.data(), m, o.ldx, cols, pb.data());
-      const auto a = matmul_internal::PrepareX(isa, dtype, o.x.data(), m, o.ldx, cols, ab.data());
-      const bool permuted = dtype == DType::kQ4_K || dtype == DType::kQ5_K;
-      const int zp = matmul_internal::BlockZeroPoint(isa, dtype);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t b = 0; b < cols / 32; ++b) {
-          const int64_t j = b % 8;
-          const int64_t slot = permuted ? b - j + (j == 1 || j == 5 ? j + 1 : j == 2 || j == 6 ? j - 1 : j) : b;
-          for (int k = 0; k < 32; ++k) {
-            ASSERT_EQ(a.q[i * a.ldq + 32 * slot + k], p.q[i * p.ldq + 32 * b + k]) << i << " " << b << " " << k;
+    SCOPED_TRACE(Name(dtype) + " " + IsaName(isa));
+    const int64_t m = 3, cols = DTypeBlockElements(dtype) == 32 ? 7 * 32 : 512;
+    const Operands o = MakeX(m, cols, 1, 13);
+    AlignedBuffer pb(matmul_internal::PreparedXBytes(BlockGemvIsa::kPortable, dtype, m, cols));
+    AlignedBuffer ab(matmul_internal::PreparedXBytes(isa, dtype, m, cols));
+    const auto p = matmul_internal::PrepareX(BlockGemvIsa::kPortable, dtype, o.x.data(), m, o.ldx, cols, pb.data());
+    const auto a = matmul_internal::PrepareX(isa, dtype, o.x.data(), m, o.ldx, cols, ab.data());
+    const bool permuted = dtype == DType::kQ4_K || dtype == DType::kQ5_K;
+    const int zp = matmul_internal::BlockZeroPoint(isa, dtype);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const int64_t j = b % 8;
+        const int64_t slot = permuted ? b - j + (j == 1 || j == 5 ? j + 1 : j == 2 || j == 6 ? j - 1 : j) : b;
+        for (int k = 0; k < 32; ++k) {
+          ASSERT_EQ(a.q[i * a.ldq + 32 * slot + k], p.q[i * p.ldq + 32 * b + k]) << i << " " << b << " " << k;
+        }
+        for (int k = 0; k < 8; ++k) {
+          ASSERT_EQ(a.scale[i * a.lds + 8 * slot + k], p.scale[i * p.lds + b]);
+          if (zp != 0 && a.bias != nullptr) {
+            int sum = 0;
+            for (int t = 0; t < 4; ++t) sum += p.q[i * p.ldq + 32 * b + 4 * k + t];
+            ASSERT_EQ(a.bias[i * a.lds + 8 * slot + k], -zp * sum);
           }
-          for (int k = 0; k < 8; ++k) {
-            ASSERT_EQ(a.scale[i * a.lds + 8 * slot + k], p.scale[i * p.lds + b]);
-            if (zp != 0) {
-              int sum = 0;
-              for (int t = 0; t < 4; ++t) sum += p.q[i * p.ldq + 32 * b + 4 * k + t];
-              ASSERT_EQ(a.bias[i * a.lds + 8 * slot + k], -zp * sum);
+          if (zp != 0 && a.pair_bias != nullptr) {  // AVX2: per pair of codes
+            for (int t = 0; t < 2; ++t) {
+              const int sum = p.q[i * p.ldq + 32 * b + 4 * k + 2 * t] + p.q[i * p.ldq + 32 * b + 4 * k + 2 * t + 1];
+              ASSERT_EQ(a.pair_bias[i * 2 * a.lds + 16 * slot + 2 * k + t], -zp * sum);
             }
           }
-          if (permuted) {
-            ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], p.block_sum[i * p.ldb + b]);
-          }
+        }
+        if (permuted) {
+          ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], p.block_sum[i * p.ldb + b]);
         }
       }
+      for (int64_t c = cols; c < a.ldq; ++c) ASSERT_EQ(a.q[i * a.ldq + c], 0) << "padding " << c;
+      for (int64_t k = cols / 4; k < a.lds; ++k) {
+        ASSERT_EQ(a.scale[i * a.lds + k], 0.0f) << "padding " << k;
+        if (a.bias != nullptr) {
+          ASSERT_EQ(a.bias[i * a.lds + k], 0) << "padding " << k;
+        }
+        if (a.pair_bias != nullptr) {
+          ASSERT_EQ(a.pair_bias[i * 2 * a.lds + 2 * k], 0) << "padding " << k;
+          ASSERT_EQ(a.pair_bias[i * 2 * a.lds + 2 * k + 1], 0) << "padding " << k;
+        }
+      }
+      // The zero-point formats carry exactly one of the two biases.
+      ASSERT_EQ(zp != 0, (a.bias != nullptr) != (a.pair_bias != nullptr));
+      ASSERT_EQ(a.pair_bias != nullptr, zp != 0 && isa == BlockGemvIsa::kAvx2);
     }
   }
+}
+
+TEST(BlockQuantMatmulTest, Avx512XCodesMatchPortable) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  CheckXCodesMatchPortable(BlockGemvIsa::kAvx512);
+  CheckXCodesMatchPortable(BlockGemvIsa::kAvx512Vnni);
+}
+
+// kAvx2's PrepareX fills the same layout without AVX-512 instructions.
+TEST(BlockQuantMatmulTest, Avx2XCodesMatchPortable) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  CheckXCodesMatchPortable(BlockGemvIsa::kAvx2);
 }
 
 // One-hot x rows pick out single weights: a misplaced code, scale or min shows as a wrong
 // value at that column. x = 1 is code 127 with dx = 1 / 127, exact up to f32 rounding of
 // the terms (d·sc·q and dmin·m, each below 3 max |w| of the row).
 TEST(BlockQuantMatmulTest, OneHotEveryColumn) {
-  std::vector<BlockGemvIsa> isas = {BlockGemvIsa::kPortable};
-  if (HasAvx512()) {
-    isas.push_back(BlockGemvIsa::kAvx512);
-    if (GetCpuFeatures().avx512_vnni) isas.push_back(BlockGemvIsa::kAvx512Vnni);
-  }
+  const std::vector<BlockGemvIsa> isas = BlockIsas();
   for (DType dtype : kBlockTypes) {
     const int64_t cols = DTypeBlockElements(dtype) == 32 ? 5 * 32 : 2 * 256;
     const Weights w = MakeWeights(dtype, 6, cols, cols, 21);
     for (BlockGemvIsa isa : isas) {
-      SCOPED_TRACE(Name(dtype) + " isa " + std::to_string(static_cast<int>(isa)));
+      SCOPED_TRACE(Name(dtype) + " " + IsaName(isa));
       for (int64_t j = 0; j < cols; ++j) {
         std::vector<float> x(cols, 0.0f), y(w.rows, NAN);
         x[j] = 1.0f;
@@ -622,6 +719,25 @@ TEST(BlockQuantMatmulTest, DispatchDetectedAndPortable) {
       const int64_t b = std::max<int64_t>(DTypeBlockElements(dtype), 64);
       const Weights w = MakeWeights(dtype, 21, 3 * b, 3 * b, 41);
       for (int64_t m : kMs) CheckPath(kMatmul, w, m, DispatchRounding(dtype, m));
+    }
+  }
+}
+
+// The dispatch takes the fastest block GEMV the CPU has (AVX2 where it lacks AVX-512), and
+// the portable one under LATTE_ISA=portable.
+TEST(BlockQuantMatmulTest, BestIsaFollowsCpu) {
+  for (bool portable : {false, true}) {
+    ScopedPortableKernels scoped(portable);
+    const CpuFeatures& cpu = GetCpuFeatures();
+    BlockGemvIsa want = BlockGemvIsa::kPortable;
+    if (cpu.avx512f) {
+      want = cpu.avx512_vnni ? BlockGemvIsa::kAvx512Vnni : BlockGemvIsa::kAvx512;
+    } else if (cpu.avx2) {
+      want = BlockGemvIsa::kAvx2;
+    }
+    EXPECT_EQ(IsaName(matmul_internal::BestBlockGemvIsa()), IsaName(want));
+    if (portable) {
+      EXPECT_EQ(IsaName(matmul_internal::BestBlockGemvIsa()), "portable");
     }
   }
 }

@@ -5,6 +5,7 @@
 namespace latte {
 
 struct CpuFeatures {
+  bool avx2 = false;         // with FMA, F16C and BMI2 (Haswell, Zen): the 8-float / 32-byte path
   bool avx512f = false;      // with BW/DQ/VL: the 16-float register path
   bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products in one instruction
   bool avx512_vnni = false;  // vpdpbusd: u8 x s8 dot products of 4 into int32 in one instruction

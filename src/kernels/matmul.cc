@@ -11,8 +11,9 @@
 //     cpuid, so it is safe on any x86-64 CPU).
 //   f16 and GGUF block formats (matmul_block.cc): f16 as f32 (GEMV below kGemmMinRows,
 //     vcvtph2ps on AVX-512; then chunks converted to f32 for sgemm); block formats by
-//     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, or portable), then
-//     chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and sgemm without AVX-512).
+//     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, gemv_block_avx2.cc,
+//     or portable), then chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and
+//     sgemm without AVX-512).
 #include "kernels/matmul.h"
 
 #include <omp.h>
@@ -325,7 +326,7 @@ void CheckProblem(const MatmulProblem& p, const char* caller) {
 // projections, every expert of a batch-1 step) reads that one's.
 struct BlockXs {
   BlockGemvIsa isa = BlockGemvIsa::kPortable;
-  decltype(&GemvBlockRowsPortable) rows = GemvBlockRowsPortable;
+  GemvBlockRowsFn rows = GemvBlockRowsPortable;
   std::vector<int64_t> source;      // [count]: the problem whose x problem i reads
   std::vector<int64_t> to_prepare;  // problems whose x is quantized
   std::vector<size_t> offset;       // [count]: their storage offsets
@@ -351,9 +352,7 @@ bool SameX(const MatmulProblem& a, const MatmulProblem& b) {
 BlockXs& PlanBlockXs(const CpuFeatures& cpu, const MatmulProblem* p, int64_t count) {
   thread_local BlockXs b;
   b.isa = BestBlockGemvIsa();
-  b.rows = b.isa == BlockGemvIsa::kAvx512Vnni ? GemvBlockRowsAvx512Vnni
-           : b.isa == BlockGemvIsa::kAvx512   ? GemvBlockRowsAvx512
-                                              : GemvBlockRowsPortable;
+  b.rows = GemvBlockRowsFor(b.isa);
   b.to_prepare.clear();
   b.source.assign(static_cast<size_t>(count), -1);
   b.offset.assign(static_cast<size_t>(count), 0);

@@ -2,7 +2,8 @@
 // the parts that need no AVX-512: x's quantization for the integer GEMV and its layouts,
 // the portable integer GEMV, the GEMV driver, the large-m path over chunks of
 // dequantized rows, and the portable f16 GEMV. The AVX-512 kernels are in
-// gemv_block_avx512*.cc; matmul_internal.h describes the arithmetic.
+// gemv_block_avx512*.cc, the AVX2 ones in gemv_block_avx2.cc; matmul_internal.h
+// describes the arithmetic.
 #include <omp.h>
 
 #include <algorithm>
@@ -34,10 +35,11 @@ int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 bool HasMins(DType dtype) { return dtype == DType::kQ4_K || dtype == DType::kQ5_K; }
 
-// The zero point the AVX-512 kernels take off in the integers (see PreparedX::bias):
-// their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8 by s8). Q8_0's
-// codes are made unsigned by flipping the sign bit (+128) on the VNNI path only: the
-// AVX-512BW path multiplies |w| by x with w's sign (vpmaddubsw would saturate 255 · 127 · 2).
+// The zero point the AVX-512 and AVX2 kernels take off in the integers (see
+// PreparedX::bias): their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8
+// by s8). Q8_0's codes are made unsigned by flipping the sign bit (+128) on the VNNI path
+// only: the AVX-512BW and AVX2 paths multiply |w| by x with w's sign (vpmaddubsw would
+// saturate 255 · 127 · 2).
 int ZeroPoint(BlockGemvIsa isa, DType dtype) {
   switch (dtype) {
     case DType::kQ8_0: return isa == BlockGemvIsa::kAvx512Vnni ? 128 : 0;
@@ -236,8 +238,17 @@ float DotF32(const float* x, const float* w, int64_t k) {
 
 BlockGemvIsa BestBlockGemvIsa() {
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (!cpu.avx512f) return BlockGemvIsa::kPortable;
-  return cpu.avx512_vnni ? BlockGemvIsa::kAvx512Vnni : BlockGemvIsa::kAvx512;
+  if (cpu.avx512f) return cpu.avx512_vnni ? BlockGemvIsa::kAvx512Vnni : BlockGemvIsa::kAvx512;
+  return cpu.avx2 ? BlockGemvIsa::kAvx2 : BlockGemvIsa::kPortable;
+}
+
+GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {
+  switch (isa) {
+    case BlockGemvIsa::kAvx512Vnni: return GemvBlockRowsAvx512Vnni;
+    case BlockGemvIsa::kAvx512: return GemvBlockRowsAvx512;
+    case BlockGemvIsa::kAvx2: return GemvBlockRowsAvx2;
+    default: return GemvBlockRowsPortable;
+  }
 }
 
 size_t PreparedXBytes(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
@@ -257,9 +268,17 @@ PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int
   p.ldq = l.ldq;
   p.scale = reinterpret_cast<float*>(storage + l.scale);
   p.lds = l.lds;
-  p.bias = l.bias != 0 ? reinterpret_cast<int32_t*>(storage + l.bias) : nullptr;
+  if (l.bias != 0 && isa == BlockGemvIsa::kAvx2) {
+    p.pair_bias = reinterpret_cast<int16_t*>(storage + l.bias);  // 2 int16 per int32 lane
+  } else if (l.bias != 0) {
+    p.bias = reinterpret_cast<int32_t*>(storage + l.bias);
+  }
   p.block_sum = HasMins(dtype) ? reinterpret_cast<float*>(storage + l.block_sum) : nullptr;
   p.ldb = l.ldb;
+  if (isa == BlockGemvIsa::kAvx2) {
+    PrepareXAvx2(x, ldx, p);
+    return p;
+  }
   if (isa != BlockGemvIsa::kPortable) {
     PrepareXAvx512(x, ldx, p);
     return p;
@@ -289,20 +308,20 @@ void GemvBlock(const MatmulProblem& p, BlockGemvIsa isa, bool threaded) {
   thread_local AlignedBuffer storage;  // grown once per thread
   std::byte* bytes = Scratch<std::byte>(storage, static_cast<int64_t>(PreparedXBytes(isa, w.dtype, p.m, w.cols)));
   const PreparedX x = PrepareX(isa, w.dtype, p.x, p.m, p.ldx, w.cols, bytes);
-  auto rows = isa == BlockGemvIsa::kAvx512Vnni ? GemvBlockRowsAvx512Vnni
-              : isa == BlockGemvIsa::kAvx512   ? GemvBlockRowsAvx512
-                                               : GemvBlockRowsPortable;
+  const GemvBlockRowsFn rows = GemvBlockRowsFor(isa);
   const bool parallel = threaded && w.rows >= 2 * kRowGroup && WorthParallel(w.rows * w.cols);
   SplitRowsOverThreads(parallel, w.rows, kRowGroup, [&](RowRange r) { rows(x, w, r.begin, r.end, p.y, p.ldy); });
 }
 
 void DequantizeRowsToF32(const WeightView& w, int64_t first, int64_t count, float* out) {
   const int64_t k = w.cols;
-  const bool avx512 = GetCpuFeatures().avx512f;
+  const bool avx512 = GetCpuFeatures().avx512f, avx2 = GetCpuFeatures().avx2;
 #pragma omp parallel for schedule(static) if (WorthParallel(count * k) && !omp_in_parallel())
   for (int64_t i = 0; i < count; ++i) {
     if (avx512) {
       DequantizeRowAvx512(w.dtype, RowData(w, first + i), k, out + i * k);
+    } else if (avx2) {
+      DequantizeRowAvx2(w.dtype, RowData(w, first + i), k, out + i * k);
     } else {
       DequantizeToF32(w.dtype, RowData(w, first + i), k, out + i * k);
     }

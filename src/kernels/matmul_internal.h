@@ -121,8 +121,8 @@ bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
 
 // ---- GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and f16 weights ------------
 //
-// Block formats (matmul_block.cc, gemv_block_avx512*.cc): up to kBlockGemvMaxRows rows
-// of x the GEMV multiplies integers, as llama.cpp's vec_dot kernels do. Each x row is
+// Block formats (matmul_block.cc, gemv_block_avx512*.cc, gemv_block_avx2.cc): up to
+// kBlockGemvMaxRows rows of x the GEMV multiplies integers, as llama.cpp's vec_dot kernels do. Each x row is
 // quantized once per call into 32-value blocks (int8 codes q = round(x · 127 / amax),
 // scale dx = amax / 127, amax = the block's max |x|), then every weight sub-block's
 // integer codes are dotted with x's codes in int32 (exact) and the sum is scaled by
@@ -140,21 +140,26 @@ bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
 // F16ToF32Row per row), then chunks converted to f32 for oneDNN's sgemm (f16 -> bf16
 // would drop 3 mantissa bits).
 
-// How the block-format GEMV runs: plain C++, AVX-512BW (vpmaddubsw + vpmaddwd), or
-// AVX512_VNNI (vpdpbusd). The GEMV runs up to kBlockGemvMaxRows rows of x.
-enum class BlockGemvIsa { kPortable, kAvx512, kAvx512Vnni };
+// How the block-format GEMV runs: plain C++, AVX-512BW (vpmaddubsw + vpmaddwd), AVX512_VNNI
+// (vpdpbusd), or AVX2 (vpmaddubsw + vpmaddwd on 256-bit registers, for CPUs without AVX-512).
+// The GEMV runs up to kBlockGemvMaxRows rows of x.
+enum class BlockGemvIsa { kPortable, kAvx512, kAvx512Vnni, kAvx2 };
 
-// The ISA GetCpuFeatures() allows.
+// The ISA GetCpuFeatures() allows: AVX-512 (VNNI where present), else AVX2, else portable.
 BlockGemvIsa BestBlockGemvIsa();
 
 // x quantized for one weight format and ISA (PrepareX). All arrays are per x row i:
-//   q + i·ldq: the int8 codes. Portable: [cols] in order. AVX-512: [steps · 64], steps =
-//     ceil(cols / 64), in the order the AVX-512 kernel unpacks the weights (Q4_K / Q5_K:
-//     32-value blocks 0, 2, 1, 3, 4, 6, 5, 7 of each 256; else in order), zero-padded.
+//   q + i·ldq: the int8 codes. Portable: [cols] in order. AVX-512 (and AVX2, which reads
+//     each step as two 32-value halves): [steps · 64], steps = ceil(cols / 64), in the order
+//     the AVX-512 kernel unpacks the weights (Q4_K / Q5_K: 32-value blocks 0, 2, 1, 3, 4, 6,
+//     5, 7 of each 256; else in order), zero-padded.
 //   scale + i·lds: portable: dx per 32-value block [cols / 32]; AVX-512: dx spread over
 //     the 16 int32 lanes of each 64-value step (8 lanes per block), [steps · 16].
 //   bias + i·lds (AVX-512, zero-point formats; else null): per lane -zero_point · the
 //     sum of the lane's 4 codes, [steps · 16].
+//   pair_bias + i·2·lds (AVX2, zero-point formats; else null; in bias's place and size):
+//     per pair of codes -zero_point · their sum, int16, [steps · 32]. AVX2 adds it to
+//     vpmaddubsw's int16 pairs, so a per-lane weight scale can multiply both in vpmaddwd.
 //   block_sum + i·ldb (Q4_K / Q5_K; else null): dx · sum of codes per 32-value block.
 //     Portable: [cols / 32]; AVX-512: per 256 values 16 floats, blocks in lanes 8..15.
 struct PreparedX {
@@ -166,12 +171,14 @@ struct PreparedX {
   int64_t ldq = 0;
   float* scale = nullptr;
   int32_t* bias = nullptr;
+  int16_t* pair_bias = nullptr;
   int64_t lds = 0;
   float* block_sum = nullptr;
   int64_t ldb = 0;
 };
 
-// The zero point the AVX-512 layout's bias takes off (Q4_0 8, Q6_K 32, Q8_0 on VNNI 128).
+// The zero point the AVX-512 / AVX2 layouts' biases take off (Q4_0 8, Q6_K 32, Q8_0 on
+// VNNI 128).
 int BlockZeroPoint(BlockGemvIsa isa, DType dtype);
 
 // Bytes of storage PrepareX needs (a multiple of 64).
@@ -182,13 +189,20 @@ PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int
                    std::byte* storage);
 // The AVX-512 layout's filling (gemv_block_avx512.cc): `out`'s arrays placed by PrepareX.
 void PrepareXAvx512(const float* x, int64_t ldx, const PreparedX& out);
+// The same layout filled with AVX2 only (gemv_block_avx2.cc), for kAvx2.
+void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& out);
 
 // y[i][n] for output rows n in [n0, n1) of the block-format weight w (y: [x.m, ...],
 // row stride ldy), x prepared for w.dtype. One thread. Portable (matmul_block.cc),
-// AVX-512BW and AVX512_VNNI (gemv_block_avx512*.cc; call only where the CPU has them).
+// AVX-512BW and AVX512_VNNI (gemv_block_avx512*.cc), AVX2 (gemv_block_avx2.cc; call each
+// only where the CPU has it).
 void GemvBlockRowsPortable(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512Vnni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+// The row kernel for `isa`.
+using GemvBlockRowsFn = void (*)(const PreparedX&, const WeightView&, int64_t, int64_t, float*, int64_t);
+GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 
 // The whole GEMV on one ISA: x prepared once (per-thread scratch), then the output rows
 // split over the OpenMP team as the other GEMVs split them (`threaded`).
@@ -202,7 +216,8 @@ bool MatmulBlockOneDnn(const MatmulProblem& p, bool bf16_gemm);
 
 // Rows [first, first + count) of a block-format or f16 view as f32 / bf16: out
 // [count, w.cols], the values of block_quant.h's DequantizeToF32 / DequantizeToBf16 (AVX-512
-// where the CPU has it). Threads over rows unless already in a parallel region.
+// where the CPU has it; f32 on AVX2 where it has only that). Threads over rows unless
+// already in a parallel region.
 void DequantizeRowsToF32(const WeightView& w, int64_t first, int64_t count, float* out);
 void DequantizeRowsToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out);
 // One row of n values (whole blocks) on AVX-512 (gemv_block_avx512.cc): the same values bit
@@ -210,6 +225,9 @@ void DequantizeRowsToBf16(const WeightView& w, int64_t first, int64_t count, bf1
 // GetCpuFeatures().avx512f.
 void DequantizeRowAvx512(DType dtype, const void* row, int64_t n, float* out);
 void DequantizeRowAvx512(DType dtype, const void* row, int64_t n, bf16* out, bool has_bf16);
+// The same f32 values on AVX2 (gemv_block_avx2.cc), for CPUs without AVX-512. Call only
+// when GetCpuFeatures().avx2.
+void DequantizeRowAvx2(DType dtype, const void* row, int64_t n, float* out);
 
 // The portable f16 GEMV (each weight row converted once, dotted with every x row).
 void MatmulF16Portable(const MatmulProblem& p, bool threaded);

@@ -1,0 +1,560 @@
+// AVX2 integer GEMV for GGUF block formats (vpmaddubsw + vpmaddwd on 256-bit registers)
+// and its quantization of x, for CPUs without AVX-512 (Haswell and later, Zen 1-3): the
+// arithmetic of matmul_internal.h's block-format section, the layout of gemv_block_avx512_inl.h.
+//
+// x is prepared in the AVX-512 layout (PreparedX), which splits into 32-value slots: slot s
+// is codes q[32s .. 32s + 32) (one x block, scale dx in scale[8s .. 8s + 8)), and a 64-value
+// AVX-512 step is two slots. Here one slot is one 256-bit register: vpmaddubsw multiplies
+// the 32 weight codes (unsigned) by the 32 x codes into 16 int16 pair sums, plus pair_bias
+// (-zero point · the pair's x codes) where the format has a zero point; vpmaddwd sums the
+// pairs into 8 int32 lanes (lane k: codes 4k .. 4k + 3), each pair multiplied by
+//   the K formats' integer sub-block scale (Q4_K / Q5_K sc[j] < 64, Q6_K int8 scales[t]),
+//   1 for Q8_0 / Q4_0 (their scale is an f16 per block).
+// Then, per (x row, weight row):
+//   Q8_0 / Q4_0, per slot:  acc += f32(lane sums) · (d · dx)                    (8 lanes)
+//   K formats, per slot:    unit += f32(lane sums) · dx; per 256 values acc += unit · d,
+// and for Q4_K / Q5_K, once per 256 values, acc += (-dmin·m per block) · (dx · sum q per
+// block) (block_sum's lanes 8..15). The 8 lanes of acc are added at the end. The integer
+// scale saves the K formats a multiply per slot and x row (d · sc · dx in f32).
+//
+// Weight codes per format and slot (a unit is what one weight row is read in):
+//   Q8_0: unit = 1 block (34 bytes), 1 slot: its 32 int8 codes; |w| times x with w's sign
+//         (vpsignb), as llama.cpp does: vpmaddubsw multiplies u8 by s8, and 2 · 128 · 127
+//         fits its int16 sums.
+//   Q4_0: unit = 1 block (18 bytes), 1 slot: 16 low nibbles then 16 high nibbles, zero point 8.
+//   Q4_K: unit = 256 values (144 bytes), 8 slots in the AVX-512 order (x's blocks 0, 2, 1, 3,
+//         4, 6, 5, 7 of each 256): slot H reads qs[64h + 32a ..) (h = H / 4, a = H % 2),
+//         nibble (H / 2) % 2, sub-block 4h + 2a + (H / 2) % 2.
+//   Q5_K: as Q4_K, each nibble with its qh bit shifted onto bit 4.
+//   Q6_K: unit = 256 values (210 bytes), 8 slots in order: slot 4h + k reads ql[64h + 32(k % 2) ..]
+//         nibble k / 2 and qh[32h ..] bits (2k, 2k + 1) onto bits 4-5; lanes 0-3 take scale
+//         2(4h + k), lanes 4-7 the next; zero point 32.
+// Every sum stays exact: a pair is at most 2 · 63 · 127 (Q8_0: 2 · 128 · 127) plus a pair
+// bias of at most 32 · 254, inside int16; a lane at most 2 · 128 · 24130 < 2^24, so its
+// f32 conversion is exact too. The integer dot products are the portable ones (K formats:
+// times their integer scale); only the order of the f32 sums differs.
+//
+// Measured (bench/matmul_bench.cc BM_BlockGemv, 1 thread of a 2-vCPU Zen 3 VM shared with
+// other jobs, so rough; its plain read streams ~11 GB/s): the 102400 x 2048 lm_head at m = 1,
+// Q8_0 10.0 GB/s, Q4_K 8.8, Q6_K 6.5-9.9 (portable: 1.3, 1.05, 0.8); at m = 16, Q8_0 23.5
+// GMAC/s, Q4_K 29.5, Q6_K 19 (portable 3.5, 3.7, 1.2). In L2 (64 x 2048) m = 1 runs at
+// ~15 GB/s (Q8_0 ~27), m = 16 at 33-43 GMAC/s: vpmaddubsw + vpmaddwd + vcvtdq2ps + vfmadd
+// per 32 products and x row, plus the unpacking.
+//
+// Compiled with -mavx2 -mfma -mf16c -mbmi2 (CMakeLists.txt); reached only through the
+// dispatch after GetCpuFeatures().avx2.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kernels/block_quant.h"
+#include "kernels/matmul_internal.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+// Weight rows per row group, and x rows per tile.
+constexpr int kBlockRows = 4;
+constexpr int kBlockMaxM = 4;
+// Software prefetch distance along each weight row's stream, as the AVX-512 kernels
+// (kBlockPrefetchBytes in gemv_block_avx512_inl.h): about 32 KiB of weights ahead, into L2.
+constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
+
+inline uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline __m256i LoadU256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m128i LoadU128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// The f16 at p in all 8 lanes.
+inline __m256 BroadcastF16(const uint8_t* p) { return _mm256_set1_ps(_cvtsh_ss(Load16(p))); }
+
+inline __m256i LowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+inline __m256i HighNibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+
+// Bit B of every byte moved to bit T and masked by `mask` (16-bit shifts: for |B - T| <= 4
+// with source and target inside [0, 8) no bit crosses into the neighbouring byte).
+template <int B, int T> inline __m256i MoveBits(__m256i v, int mask) {
+  __m256i s = v;
+  if constexpr (T > B) s = _mm256_slli_epi16(v, T - B);
+  if constexpr (T < B) s = _mm256_srli_epi16(v, B - T);
+  return _mm256_and_si256(s, _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+struct FormatQ8_0 {
+  static constexpr int kSlots = 1;
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = 34;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = false;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+  };
+  static Unit Load(const uint8_t* p) { return {p}; }
+  // Slot H's 32 weight codes and the weight scale per lane.
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    w = LoadU256(u.p + block_layout::kQ8_0Qs);
+    ws = BroadcastF16(u.p);
+  }
+};
+
+struct FormatQ4_0 {
+  static constexpr int kSlots = 1;
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = 18;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = true;
+  static constexpr bool kIntScale = false;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+  };
+  static Unit Load(const uint8_t* p) { return {p}; }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const __m128i q = LoadU128(u.p + block_layout::kQ4_0Qs);
+    w = LowNibbles(_mm256_set_m128i(_mm_srli_epi16(q, 4), q));  // [low nibbles, high nibbles]
+    ws = BroadcastF16(u.p);
+  }
+};
+
+// Q4_K (kFive false) and Q5_K.
+template <bool kFive> struct FormatK4K5 {
+  static constexpr int kSlots = 8;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = kFive ? 176 : 144;
+  static constexpr bool kHasMin = true;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = true;
+  using Scale = __m256i;  // int16 pairs per lane
+  struct Unit {
+    const uint8_t* qs;
+    __m256i qh;  // Q5_K: the 32 qh bytes
+    __m256i sc;  // int16 j of each 128-bit half: sc[j]
+    __m256 d;    // d in every lane
+    __m256 mn;   // lane j: -dmin·m[j]
+  };
+  // ScaleMinK4 for all 8 sub-blocks at once: byte shuffles of the 12 packed bytes.
+  static Unit Load(const uint8_t* p) {
+    const __m128i b = LoadU128(p + block_layout::kQ4KScales);
+    // Low bits: sc[j<4] = b[j] & 63, sc[j>=4] = b[j+4] & 15; m[j<4] = b[j+4] & 63, m[j>=4] = b[j+4] >> 4.
+    const __m128i t = _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i low = _mm_or_si128(
+        _mm_and_si128(t, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+        _mm_and_si128(_mm_srli_epi16(t, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    // High bits of j >= 4: sc from b[j-4] >> 6, m from b[j] >> 6, onto bits 4-5.
+    const __m128i u = _mm_shuffle_epi8(b, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i codes = _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(u, 2), _mm_set1_epi8(0x30)));
+    Unit w;
+    w.sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(codes));
+    w.d = BroadcastF16(p);
+    w.mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(codes, 8))),
+                         _mm256_sub_ps(_mm256_setzero_ps(), BroadcastF16(p + block_layout::kQ4KDmin)));
+    if constexpr (kFive) {
+      w.qh = LoadU256(p + block_layout::kQ5KQh);
+      w.qs = p + block_layout::kQ5KQs;
+    } else {
+      w.qh = _mm256_setzero_si256();
+      w.qs = p + block_layout::kQ4KQs;
+    }
+    return w;
+  }
+  // Slot H's 32 weight codes and the integer scale per lane (as int16 pairs).
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
+    constexpr int h = H / 4, a = H % 2, i = (H / 2) % 2;
+    constexpr int j = 4 * h + 2 * a + i;  // the sub-block: chunk 2h + a, nibble i
+    const __m256i v = LoadU256(u.qs + 64 * h + 32 * a);
+    w = i == 0 ? LowNibbles(v) : HighNibbles(v);
+    if constexpr (kFive) w = _mm256_or_si256(w, MoveBits<j, 4>(u.qh, 0x10));
+    sc = _mm256_shuffle_epi8(u.sc, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+  }
+};
+
+struct FormatQ6_K {
+  static constexpr int kSlots = 8;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = 210;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = true;
+  static constexpr bool kIntScale = true;
+  using Scale = __m256i;  // int16 pairs per lane
+  struct Unit {
+    const uint8_t* p;
+    __m256i sc[2];  // int16 t of each 128-bit half of sc[h]: scales[8h + t]
+    __m256 d;
+  };
+  static Unit Load(const uint8_t* p) {
+    const __m256i sc = _mm256_cvtepi8_epi16(LoadU128(p + block_layout::kQ6KScales));
+    return {p,
+            {_mm256_permute4x64_epi64(sc, 0x44), _mm256_permute4x64_epi64(sc, 0xEE)},
+            BroadcastF16(p + block_layout::kQ6KD)};
+  }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
+    constexpr int h = H / 4, k = H % 4;
+    const __m256i ql = LoadU256(u.p + 64 * h + 32 * (k % 2));
+    const __m256i qh = LoadU256(u.p + block_layout::kQ6KQh + 32 * h);
+    const __m256i low = k / 2 == 0 ? LowNibbles(ql) : HighNibbles(ql);
+    w = _mm256_or_si256(low, MoveBits<2 * k, 4>(qh, 0x30));
+    constexpr int t = 2 * k;  // sub-blocks 2H, 2H + 1 = scales t, t + 1 of sc[h]
+    constexpr int16_t a = static_cast<int16_t>(0x0100 + 0x0202 * t), b = static_cast<int16_t>(a + 0x0202);
+    sc = _mm256_shuffle_epi8(u.sc[h], _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
+  }
+};
+
+template <typename Fn, int... S> inline void ForSlots(Fn&& fn, std::integer_sequence<int, S...>) {
+  (fn.template operator()<S>(), ...);
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile.
+template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes,
+                                           int64_t units, int64_t prefetch_bytes, float* y, int64_t ldy) {
+  __m256 acc[M][R];
+  const int8_t* xq[M];
+  const float* xs[M];
+  const int16_t* xb[M];
+  const float* xm[M];
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+    xq[i] = x.q + (i0 + i) * x.ldq;
+    xs[i] = x.scale + (i0 + i) * x.lds;
+    xb[i] = F::kBias ? x.pair_bias + (i0 + i) * 2 * x.lds : nullptr;
+    xm[i] = F::kHasMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
+  }
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int64_t u = 0; u < units; ++u) {
+    typename F::Unit wu[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * row_bytes + u * F::kUnitBytes;
+      // Units smaller than a line: one prefetch per line crossed, as the stream advances.
+      if (F::kUnitBytes >= 64 || (u * F::kUnitBytes) % 64 < F::kUnitBytes) {
+        for (size_t off = 0; off < F::kUnitBytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_bytes + off), _MM_HINT_T1);
+        }
+      }
+      wu[r] = F::Load(p);
+    }
+    __m256 unit[M][R];  // K formats: this unit's sums before d
+    if constexpr (F::kIntScale) {
+      for (int i = 0; i < M; ++i) {
+        for (int r = 0; r < R; ++r) unit[i][r] = _mm256_setzero_ps();
+      }
+    }
+    ForSlots(
+        [&]<int H>() {
+          const int64_t s = u * F::kSlots + H;  // x's slot
+          for (int r = 0; r < R; ++r) {
+            __m256i wv;
+            typename F::Scale ws;
+            F::template Slot<H>(wu[r], wv, ws);
+            __m256i aw;  // Q8_0: |w|, and x takes w's sign below
+            if constexpr (F::kSignedCodes) aw = _mm256_abs_epi8(wv);
+            for (int i = 0; i < M; ++i) {
+              const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[i] + 32 * s));
+              const __m256 sv = _mm256_load_ps(xs[i] + 8 * s);
+              __m256i pairs;
+              if constexpr (F::kSignedCodes) {
+                pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+              } else {
+                pairs = _mm256_maddubs_epi16(wv, xv);
+              }
+              if constexpr (F::kBias) {
+                pairs = _mm256_add_epi16(pairs, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb[i] + 16 * s)));
+              }
+              if constexpr (F::kIntScale) {
+                unit[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ws)), sv, unit[i][r]);
+              } else {
+                const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones16));
+                acc[i][r] = _mm256_fmadd_ps(isum, _mm256_mul_ps(ws, sv), acc[i][r]);
+              }
+            }
+          }
+        },
+        std::make_integer_sequence<int, F::kSlots>{});
+    if constexpr (F::kIntScale) {
+      for (int i = 0; i < M; ++i) {
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(unit[i][r], wu[r].d, acc[i][r]);
+      }
+    }
+    if constexpr (F::kHasMin) {
+      for (int i = 0; i < M; ++i) {
+        const __m256 mv = _mm256_load_ps(xm[i] + 16 * u + 8);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(wu[r].mn, mv, acc[i][r]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(acc[i][r]);
+  }
+}
+
+// Weight rows per tile for M rows of x: the M·R accumulators (K formats: twice that), the R
+// units' scales and a slot's weights, scales and x codes stay near the 16 registers. K
+// formats at M = 1 measured best with 2 rows (Q6_K's 4-row tiles spill its scales: from
+// memory, 1 thread, ~10% slower; Q4_K / Q5_K within noise).
+template <class F, int M> constexpr int BlockTileRows() {
+  if constexpr (F::kIntScale) return M <= 2 ? 2 : 1;
+  return M == 1 ? 4 : 2;
+}
+
+struct RowGeometry {
+  size_t row_bytes;
+  int64_t units;
+  int64_t prefetch_bytes;
+};
+
+// R weight rows (kBlockRows or 1) against every row of x.
+template <class F, int R>
+void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < x.m; i += kBlockMaxM) {
+    float* yi = y + i * ldy;
+    auto split = [&]<int M>() {
+      constexpr int kSub = BlockTileRows<F, M>() < R ? BlockTileRows<F, M>() : R;
+      for (int r = 0; r < R; r += kSub) {
+        Tile<F, M, kSub>(x, i, w + r * g.row_bytes, g.row_bytes, g.units, g.prefetch_bytes, yi + r, ldy);
+      }
+    };
+    switch (std::min<int64_t>(kBlockMaxM, x.m - i)) {
+      case 1: split.template operator()<1>(); break;
+      case 2: split.template operator()<2>(); break;
+      case 3: split.template operator()<3>(); break;
+      default: split.template operator()<4>(); break;
+    }
+  }
+}
+
+template <class F>
+void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  RowGeometry g;
+  g.row_bytes = DTypeRowBytes(w.dtype, w.ld);
+  g.units = w.cols / F::kUnitValues;
+  g.prefetch_bytes = std::max<int64_t>(kBlockPrefetchBytes / static_cast<int64_t>(g.row_bytes), kBlockRows) *
+                     static_cast<int64_t>(g.row_bytes);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  int64_t n = n0;
+  for (; n + kBlockRows <= n1; n += kBlockRows) RowGroup<F, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);
+  for (; n < n1; ++n) RowGroup<F, 1>(x, g, base + n * g.row_bytes, y + n, ldy);
+}
+
+// ---- dequantization: the values of block_quant.cc, 8 at a time --------------------------
+//
+// The large-m path's chunks on CPUs without AVX-512 (DequantizeRowsToF32). The same f32
+// operations in the same order (d·sc first, then ·q, then - dmin·m), each rounded once:
+// Product() hides the product from GCC, which would otherwise fuse it with the difference
+// into an FMA (-ffp-contract=fast, and this file has -mfma), so the values equal the
+// portable ones bit for bit.
+inline __m256 Product(__m256 a, __m256 b) {
+  __m256 p = _mm256_mul_ps(a, b);
+  asm("" : "+x"(p));
+  return p;
+}
+
+// 8 codes (bytes 8G .. 8G + 8 of the 16 in `v`) as f32, minus `offset`; signed or unsigned.
+template <int G, bool kSigned> inline __m256 Codes8(__m128i v, int offset) {
+  const __m128i b = G == 0 ? v : _mm_srli_si128(v, 8);
+  const __m256i c = kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(c, _mm256_set1_epi32(offset)));
+}
+
+inline __m256 Lane(__m256 v, int lane) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(lane)); }
+
+void DequantQ8_0Row(const uint8_t* row, int64_t blocks, float* out) {
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = row + k * 34;
+    const __m256 d = BroadcastF16(b);
+    for (int g = 0; g < 2; ++g) {
+      const __m128i q = LoadU128(b + block_layout::kQ8_0Qs + 16 * g);
+      _mm256_storeu_ps(out + 32 * k + 16 * g, _mm256_mul_ps(Codes8<0, true>(q, 0), d));
+      _mm256_storeu_ps(out + 32 * k + 16 * g + 8, _mm256_mul_ps(Codes8<1, true>(q, 0), d));
+    }
+  }
+}
+
+void DequantQ4_0Row(const uint8_t* row, int64_t blocks, float* out) {
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = row + k * 18;
+    const __m256 d = BroadcastF16(b);
+    const __m128i qs = LoadU128(b + block_layout::kQ4_0Qs);
+    const __m128i nibbles[2] = {_mm_and_si128(qs, _mm_set1_epi8(0x0F)),
+                                _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(0x0F))};
+    for (int g = 0; g < 2; ++g) {
+      _mm256_storeu_ps(out + 32 * k + 16 * g, _mm256_mul_ps(Codes8<0, false>(nibbles[g], 8), d));
+      _mm256_storeu_ps(out + 32 * k + 16 * g + 8, _mm256_mul_ps(Codes8<1, false>(nibbles[g], 8), d));
+    }
+  }
+}
+
+// Q4_K / Q5_K: chunk c's 32 bytes give sub-block 2c (low nibbles) and 2c + 1 (high).
+template <bool kFive> void DequantK4K5Row(const uint8_t* row, int64_t blocks, float* out) {
+  using F = FormatK4K5<kFive>;
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = row + k * F::kUnitBytes;
+    const typename F::Unit u = F::Load(b);
+    // d·sc[j] and dmin·m[j], each rounded once as the portable d1 and m1.
+    const __m128i codes = _mm256_castsi256_si128(u.sc);  // sc[j] as int16
+    const __m256 d1 = Product(u.d, _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(codes)));
+    const __m256 m1 = _mm256_sub_ps(_mm256_setzero_ps(), u.mn);  // -(-dmin·m) is exact
+    float* o = out + 256 * k;
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = LoadU256(u.qs + 32 * c);
+      __m256i nib[2] = {LowNibbles(q), HighNibbles(q)};
+      if constexpr (kFive) {
+        const __m256i bits = _mm256_srl_epi16(u.qh, _mm_cvtsi32_si128(2 * c));  // bits 2c, 2c + 1 to 0, 1
+        nib[0] = _mm256_or_si256(nib[0], MoveBits<0, 4>(bits, 0x10));
+        nib[1] = _mm256_or_si256(nib[1], MoveBits<1, 4>(bits, 0x10));
+      }
+      for (int s = 0; s < 2; ++s) {
+        const __m256 dj = Lane(d1, 2 * c + s), mj = Lane(m1, 2 * c + s);
+        const __m128i lo = _mm256_castsi256_si128(nib[s]), hi = _mm256_extracti128_si256(nib[s], 1);
+        float* os = o + 64 * c + 32 * s;
+        _mm256_storeu_ps(os, _mm256_sub_ps(Product(dj, Codes8<0, false>(lo, 0)), mj));
+        _mm256_storeu_ps(os + 8, _mm256_sub_ps(Product(dj, Codes8<1, false>(lo, 0)), mj));
+        _mm256_storeu_ps(os + 16, _mm256_sub_ps(Product(dj, Codes8<0, false>(hi, 0)), mj));
+        _mm256_storeu_ps(os + 24, _mm256_sub_ps(Product(dj, Codes8<1, false>(hi, 0)), mj));
+      }
+    }
+  }
+}
+
+// Q6_K: values 32H .. 32H + 32 are the GEMV's slot H; x[i] = (d·scales[i / 16])·(q - 32).
+void DequantQ6_KRow(const uint8_t* row, int64_t blocks, float* out) {
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = row + k * FormatQ6_K::kUnitBytes;
+    const __m256 d = BroadcastF16(b + block_layout::kQ6KD);
+    const __m128i sc = LoadU128(b + block_layout::kQ6KScales);
+    const __m256 ds[2] = {Product(d, Codes8<0, true>(sc, 0)), Product(d, Codes8<1, true>(sc, 0))};
+    float* o = out + 256 * k;
+    ForSlots(
+        [&]<int H>() {
+          constexpr int h = H / 4, k4 = H % 4;
+          const __m256i ql = LoadU256(b + 64 * h + 32 * (k4 % 2));
+          const __m256i qh = LoadU256(b + block_layout::kQ6KQh + 32 * h);
+          const __m256i q =
+              _mm256_or_si256(k4 / 2 == 0 ? LowNibbles(ql) : HighNibbles(ql), MoveBits<2 * k4, 4>(qh, 0x30));
+          const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+          const __m256 s0 = Lane(ds[h], 2 * k4), s1 = Lane(ds[h], 2 * k4 + 1);
+          _mm256_storeu_ps(o + 32 * H, _mm256_mul_ps(s0, Codes8<0, false>(lo, 32)));
+          _mm256_storeu_ps(o + 32 * H + 8, _mm256_mul_ps(s0, Codes8<1, false>(lo, 32)));
+          _mm256_storeu_ps(o + 32 * H + 16, _mm256_mul_ps(s1, Codes8<0, false>(hi, 32)));
+          _mm256_storeu_ps(o + 32 * H + 24, _mm256_mul_ps(s1, Codes8<1, false>(hi, 32)));
+        },
+        std::make_integer_sequence<int, 8>{});
+  }
+}
+
+void DequantF16Row(const uint8_t* row, int64_t n, float* out) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    _mm256_storeu_ps(out + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c))));
+  }
+  if (c < n) F16ToF32Row(h + c, n - c, out + c);
+}
+
+}  // namespace
+
+// The codes and scales as the portable quantizer computes them (QuantizeXRowPortable in
+// matmul_block.cc: amax, id = 127 / amax, round half to even (vcvtps2dq), dx = amax / 127),
+// so the integer sums match it; laid out as PrepareXAvx512 lays them, with pair_bias in
+// bias's place (PreparedX).
+void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& p) {
+  const bool permuted = p.dtype == DType::kQ4_K || p.dtype == DType::kQ5_K;
+  const int zero_point = BlockZeroPoint(p.isa, p.dtype);
+  const int64_t blocks = p.cols / 32;
+  const int64_t slots = p.ldq / 32;  // zero-padded to whole 64-value steps
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  // vpackssdw / vpacksswb interleave the two 128-bit halves: this puts the dwords back in order.
+  const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t i = 0; i < p.m; ++i) {
+    const float* xi = x + i * ldx;
+    int8_t* q = p.q + i * p.ldq;
+    float* scale = p.scale + i * p.lds;
+    int16_t* bias = p.pair_bias != nullptr ? p.pair_bias + i * 2 * p.lds : nullptr;
+    float* sums = p.block_sum != nullptr ? p.block_sum + i * p.ldb : nullptr;
+    for (int64_t b = 0; b < blocks; ++b) {
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xi + 32 * b + 8 * k);
+      const __m256 m01 = _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask));
+      const __m256 m23 = _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask));
+      __m128 m = _mm_max_ps(_mm256_castps256_ps128(_mm256_max_ps(m01, m23)),
+                            _mm256_extractf128_ps(_mm256_max_ps(m01, m23), 1));
+      m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+      m = _mm_max_ss(m, _mm_movehdup_ps(m));
+      const float amax = _mm_cvtss_f32(m);
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      const float dx = amax / 127.0f;
+      __m256i c[4];
+      for (int k = 0; k < 4; ++k) c[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+      const __m256i codes = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3])), unshuffle);
+      // Q4_K / Q5_K: block j of each 256 goes to slot 0, 2, 1, 3, 4, 6, 5, 7 (the AVX-512 map).
+      const int64_t j = b % 8;
+      const int64_t slot = permuted ? b - j + (j == 1 || j == 5 ? j + 1 : j == 2 || j == 6 ? j - 1 : j) : b;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * slot), codes);
+      _mm256_store_ps(scale + 8 * slot, _mm256_set1_ps(dx));
+      if (bias != nullptr) {
+        const __m256i pairs = _mm256_maddubs_epi16(ones8, codes);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bias + 16 * slot),
+                           _mm256_mullo_epi16(pairs, _mm256_set1_epi16(static_cast<int16_t>(-zero_point))));
+      }
+      if (sums != nullptr) {
+        const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3]));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+        float* group = sums + 16 * (b / 8);
+        if (j == 0) _mm256_store_ps(group, _mm256_setzero_ps());
+        group[8 + j] = dx * static_cast<float>(_mm_cvtsi128_si32(s));
+      }
+    }
+    for (int64_t s = blocks; s < slots; ++s) {  // padding: zero codes, scales and bias
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * s), _mm256_setzero_si256());
+      _mm256_store_ps(scale + 8 * s, _mm256_setzero_ps());
+      if (bias != nullptr) _mm256_store_si256(reinterpret_cast<__m256i*>(bias + 16 * s), _mm256_setzero_si256());
+    }
+  }
+}
+
+void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  switch (w.dtype) {
+    case DType::kQ8_0: FormatRows<FormatQ8_0>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_0: FormatRows<FormatQ4_0>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_K: FormatRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_K: FormatRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ6_K: FormatRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
+    default: break;
+  }
+}
+
+void DequantizeRowAvx2(DType dtype, const void* row, int64_t n, float* out) {
+  const uint8_t* p = static_cast<const uint8_t*>(row);
+  switch (dtype) {
+    case DType::kQ8_0: DequantQ8_0Row(p, n / 32, out); break;
+    case DType::kQ4_0: DequantQ4_0Row(p, n / 32, out); break;
+    case DType::kQ4_K: DequantK4K5Row<false>(p, n / 256, out); break;
+    case DType::kQ5_K: DequantK4K5Row<true>(p, n / 256, out); break;
+    case DType::kQ6_K: DequantQ6_KRow(p, n / 256, out); break;
+    case DType::kF16: DequantF16Row(p, n, out); break;
+    default: break;
+  }
+}
+
+}  // namespace latte::matmul_internal
