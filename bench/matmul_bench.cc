@@ -232,10 +232,10 @@ Operands MakeBlockOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
         Random(s);  // steps s
         p[i] = static_cast<uint8_t>(s >> 40);
       }
-      // The f16 fields: d (and Q4_K / Q5_K's dmin at 2; Q6_K's d at 208).
+      // The f16 fields: d (and Q4_K / Q5_K's dmin, Q5_1's m at 2; Q6_K's d at 208).
       const size_t d = dtype == DType::kQ6_K ? 208 : 0;
       std::memcpy(p + d, &scale, 2);
-      if (dtype == DType::kQ4_K || dtype == DType::kQ5_K) std::memcpy(p + 2, &scale, 2);
+      if (dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1) std::memcpy(p + 2, &scale, 2);
     }
   }
   uint64_t s = 12345;
@@ -281,6 +281,8 @@ template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemv(be
 LATTE_BLOCK_GEMV_ISAS(DType::kQ8_0);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ4_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ6_K);
+LATTE_BLOCK_GEMV_ISAS(DType::kQ5_0);  // the AVX-512 ISAs run the AVX2 kernel (BlockGemvIsaFor)
+LATTE_BLOCK_GEMV_ISAS(DType::kQ5_1);
 
 // Prefill-sized products with block weights through the dispatch (from kBlockGemvMaxRows + 1
 // rows: chunks of rows dequantized for oneDNN), with the CPU's kernels (kFast) or the

@@ -28,10 +28,12 @@ namespace {
 using matmul_internal::BlockGemvIsa;
 using testing_util::ScopedPortableKernels;
 
-const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
-// Every block format latte reads (dequantization and quantization).
-const DType kAllBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                                DType::kQ6_K, DType::kQ5_0, DType::kQ5_1};
+// Every block format latte reads.
+const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
+                             DType::kQ6_K, DType::kQ5_0, DType::kQ5_1};
+// ... and f16, which the row dequantizers and the large-m path also take.
+const DType kBlockTypesAndF16[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
+                                   DType::kQ6_K, DType::kQ5_0, DType::kQ5_1, DType::kF16};
 
 std::string Name(DType dtype) { return std::string(DTypeName(dtype)); }
 
@@ -147,7 +149,7 @@ TEST(BlockQuantTest, LayoutSizes) {
 
 TEST(BlockQuantTest, DequantizeMatchesFormula) {
   std::mt19937 rng(1);
-  for (DType dtype : kAllBlockTypes) {
+  for (DType dtype : kBlockTypes) {
     SCOPED_TRACE(Name(dtype));
     const int64_t per = DTypeBlockElements(dtype), blocks = 37;
     const std::vector<uint8_t> data = RandomBlocks(dtype, blocks, rng);
@@ -175,7 +177,7 @@ TEST(BlockQuantTest, Avx512DequantizeMatchesPortable) {
   SetPortableKernelsForTesting(false);
   if (!GetCpuFeatures().avx512f) GTEST_SKIP() << "CPU lacks AVX-512";
   std::mt19937 rng(3);
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+  for (DType dtype : kBlockTypesAndF16) {
     SCOPED_TRACE(Name(dtype));
     const int64_t n = dtype == DType::kF16 ? 1000 : 7 * DTypeBlockElements(dtype);
     std::vector<uint8_t> data;
@@ -210,7 +212,7 @@ TEST(BlockQuantTest, Avx2DequantizeMatchesPortable) {
   SetPortableKernelsForTesting(false);
   if (!GetCpuFeatures().avx2) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
   std::mt19937 rng(4);
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+  for (DType dtype : kBlockTypesAndF16) {
     SCOPED_TRACE(Name(dtype));
     const int64_t n = dtype == DType::kF16 ? 1003 : 7 * DTypeBlockElements(dtype);
     std::vector<uint8_t> data;
@@ -287,7 +289,7 @@ double RoundTripBound(DType dtype, double amax) {
 
 TEST(BlockQuantTest, QuantizeRoundTripWithinBound) {
   std::mt19937 rng(2);
-  for (DType dtype : kAllBlockTypes) {
+  for (DType dtype : kBlockTypes) {
     SCOPED_TRACE(Name(dtype));
     const int64_t per = DTypeBlockElements(dtype), blocks = 40;
     std::vector<float> x(blocks * per);
@@ -556,6 +558,27 @@ TEST(BlockQuantMatmulTest, Avx2GemvEveryMOnRowBlock) {
   }
 }
 
+// Q5_0 / Q5_1 asked of the AVX-512 ISAs run on the AVX2 kernel (BlockGemvIsaFor), with x in
+// its layout: testable on any AVX2 CPU.
+TEST(BlockQuantMatmulTest, Q5OnAvx512RunsTheAvx2Kernel) {
+  using matmul_internal::BlockGemvIsaFor;
+  for (BlockGemvIsa isa : {BlockGemvIsa::kAvx512, BlockGemvIsa::kAvx512Vnni}) {
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_0)), "avx2");
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_1)), "avx2");
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ4_0)), IsaName(isa));
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ4_K)), IsaName(isa));
+  }
+  for (BlockGemvIsa isa : {BlockGemvIsa::kPortable, BlockGemvIsa::kAvx2}) {
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_0)), IsaName(isa));
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_1)), IsaName(isa));
+  }
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  for (DType dtype : {DType::kQ5_0, DType::kQ5_1}) {
+    CheckGemv(BlockGemv(BlockGemvIsa::kAvx512), dtype, Rounding::kIntX);
+    CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), dtype, Rounding::kIntX);
+  }
+}
+
 // The paths multiply the same integer codes (x quantized the same way, zero points taken
 // off exactly), so they differ only in the order of their f32 sums.
 TEST(BlockQuantMatmulTest, IsaPathsAgree) {
@@ -598,7 +621,9 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
     const auto p = matmul_internal::PrepareX(BlockGemvIsa::kPortable, dtype, o.x.data(), m, o.ldx, cols, pb.data());
     const auto a = matmul_internal::PrepareX(isa, dtype, o.x.data(), m, o.ldx, cols, ab.data());
     const bool permuted = dtype == DType::kQ4_K || dtype == DType::kQ5_K;
-    const int zp = matmul_internal::BlockZeroPoint(isa, dtype);
+    // The ISA whose layout PrepareX wrote (AVX2's for Q5_0 / Q5_1 asked of AVX-512).
+    ASSERT_EQ(IsaName(a.isa), IsaName(matmul_internal::BlockGemvIsaFor(isa, dtype)));
+    const int zp = matmul_internal::BlockZeroPoint(a.isa, dtype);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t b = 0; b < cols / 32; ++b) {
         const int64_t j = b % 8;
@@ -623,6 +648,9 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
         if (permuted) {
           ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], p.block_sum[i * p.ldb + b]);
         }
+        if (dtype == DType::kQ5_1) {  // one per block, in order
+          ASSERT_EQ(a.block_sum[i * a.ldb + b], p.block_sum[i * p.ldb + b]);
+        }
       }
       for (int64_t c = cols; c < a.ldq; ++c) ASSERT_EQ(a.q[i * a.ldq + c], 0) << "padding " << c;
       for (int64_t k = cols / 4; k < a.lds; ++k) {
@@ -637,7 +665,8 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
       }
       // The zero-point formats carry exactly one of the two biases.
       ASSERT_EQ(zp != 0, (a.bias != nullptr) != (a.pair_bias != nullptr));
-      ASSERT_EQ(a.pair_bias != nullptr, zp != 0 && isa == BlockGemvIsa::kAvx2);
+      ASSERT_EQ(a.pair_bias != nullptr, zp != 0 && a.isa == BlockGemvIsa::kAvx2);
+      ASSERT_EQ(a.block_sum != nullptr, permuted || dtype == DType::kQ5_1);
     }
   }
 }
@@ -688,7 +717,7 @@ TEST(BlockQuantMatmulTest, F16Gemv) {
 TEST(BlockQuantMatmulTest, OneDnnChunks) {
   const Path f32 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, false)); };
   const Path bf16 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, true)); };
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ5_1, DType::kF16}) {
     const int64_t b = DTypeBlockElements(dtype);
     const Weights w =
         MakeWeights(dtype, 45, b == 1 ? 200 : 3 * std::max<int64_t>(b, 64), 4 * std::max<int64_t>(b, 64), 31);
@@ -714,7 +743,7 @@ const Path kMatmul = [](const MatmulProblem& p) { Matmul(p); };
 TEST(BlockQuantMatmulTest, DispatchDetectedAndPortable) {
   for (bool portable : {false, true}) {
     ScopedPortableKernels scoped(portable);
-    for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+    for (DType dtype : kBlockTypesAndF16) {
       SCOPED_TRACE(portable ? "portable" : "detected");
       const int64_t b = std::max<int64_t>(DTypeBlockElements(dtype), 64);
       const Weights w = MakeWeights(dtype, 21, 3 * b, 3 * b, 41);
@@ -743,7 +772,7 @@ TEST(BlockQuantMatmulTest, BestIsaFollowsCpu) {
 }
 
 TEST(BlockQuantMatmulTest, RowBlockView) {
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+  for (DType dtype : kBlockTypesAndF16) {
     const int64_t b = std::max<int64_t>(DTypeBlockElements(dtype), 64);
     const Weights w = MakeWeights(dtype, 96, 2 * b, 3 * b, 51);  // padded row stride
     const WeightView all = w.View();
@@ -768,7 +797,8 @@ TEST(BlockQuantMatmulTest, MatmulManyMatchesMatmul) {
     };
     const Spec specs[] = {{DType::kQ4_K, 301, 2, 1, 0}, {DType::kQ4_K, 130, 2, 1, 0}, {DType::kQ8_0, 77, 16, 1, 0},
                           {DType::kQ6_K, 40, 1, 3, 1},  {DType::kQ5_K, 9, 1, 3, 1},   {DType::kQ4_0, 260, 9, 2, 2},
-                          {DType::kF16, 50, 2, 2, 3},   {DType::kQ8_0, 33, 8, 20, 4}, {DType::kQ6_K, 513, 1, 1, 5}};
+                          {DType::kF16, 50, 2, 2, 3},   {DType::kQ8_0, 33, 8, 20, 4}, {DType::kQ6_K, 513, 1, 1, 5},
+                          {DType::kQ5_0, 90, 11, 1, 0}, {DType::kQ5_1, 44, 5, 3, 1},  {DType::kQ5_0, 30, 11, 1, 0}};
     std::vector<Weights> ws;
     std::vector<Operands> xs;
     for (int k = 0; k < 6; ++k) xs.push_back(MakeX(20, 1024, 1, 60 + k, 3));

@@ -137,7 +137,7 @@ std::string DequantizedDirectory(const std::string& gguf_path, const std::string
 TEST(GgufModel, BlockFormatsTrackTheirDequantizedValues) {
   for (Shape shape : {Shape::kV3, Shape::kV2Lite}) {
     const std::string dir = ModelDir(shape, CheckpointDType::kBf16);
-    for (const char* type : {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "F16"}) {
+    for (const char* type : {"Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "F16"}) {
       SCOPED_TRACE(std::string(type) + (shape == Shape::kV3 ? " V3-like" : " V2-Lite-like"));
       const std::string path = Export(dir, type, GgufExportLayout::kSplitKvB);
       const std::vector<float> got = Logits(path);
@@ -170,9 +170,15 @@ TEST(GgufModel, WeightsAreHeldAsStored) {
   EXPECT_EQ((*w)->lm_head().dtype, DType::kQ6_K);
   EXPECT_EQ((*w)->embed_tokens().dtype, DType::kQ4_K);
   EXPECT_EQ(moe.attn.kv_b_proj.dtype, DType::kBF16);  // rebuilt for the per-head products
+  // Rows that are not whole 256-value blocks take llama-quantize's Q4_K fallback, Q5_0:
+  // o_proj (H·d_v = 64 columns) and attn_k_b (d_n = 32).
+  EXPECT_EQ(moe.attn.o_proj.dtype, DType::kQ5_0);
   // An expert is a view into its layer's stacked tensor, not a copy.
   auto gguf = GgufModel::Open(path);
   ASSERT_TRUE(gguf.ok());
+  const GgufTensor* k_b = gguf->FindTensor("blk.1.attn_k_b.weight");
+  ASSERT_NE(k_b, nullptr);
+  EXPECT_EQ(k_b->dtype, DType::kQ5_0);
   const GgufTensor* stacked = gguf->FindTensor("blk.1.ffn_gate_exps.weight");
   ASSERT_NE(stacked, nullptr);
   EXPECT_EQ(moe.moe.experts[3].gate_proj.Bytes(), stacked->nbytes / 8);

@@ -1,7 +1,8 @@
 // The models the GGUF tests write: shapes whose matrix rows are whole 256-value blocks
 // wherever DeepSeek's shapes allow (hidden, q_lora, kv_lora, the MLP widths), so each K
 // format is exercised on every projection but those whose rows are per-head widths
-// (o_proj, k_b: the exporter's Q8_0 fallback, as llama-quantize's); and their GGUF files.
+// (o_proj's 64 and k_b's 32 columns: the exporter's fallback, llama-quantize's, Q5_0 under
+// Q4_K, Q5_1 under Q5_K, Q8_0 under Q6_K); and their GGUF files.
 #pragma once
 
 #include <filesystem>

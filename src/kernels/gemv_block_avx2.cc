@@ -1,5 +1,6 @@
 // AVX2 integer GEMV for GGUF block formats (vpmaddubsw + vpmaddwd on 256-bit registers)
-// and its quantization of x, for CPUs without AVX-512 (Haswell and later, Zen 1-3): the
+// and its quantization of x, for CPUs without AVX-512 (Haswell and later, Zen 1-3), and for
+// Q5_0 / Q5_1 on AVX-512 CPUs too (BlockGemvIsaFor: the AVX-512 kernels lack them): the
 // arithmetic of matmul_internal.h's block-format section, the layout of gemv_block_avx512_inl.h.
 //
 // x is prepared in the AVX-512 layout (PreparedX), which splits into 32-value slots: slot s
@@ -9,13 +10,14 @@
 // (-zero point · the pair's x codes) where the format has a zero point; vpmaddwd sums the
 // pairs into 8 int32 lanes (lane k: codes 4k .. 4k + 3), each pair multiplied by
 //   the K formats' integer sub-block scale (Q4_K / Q5_K sc[j] < 64, Q6_K int8 scales[t]),
-//   1 for Q8_0 / Q4_0 (their scale is an f16 per block).
+//   1 for Q8_0 / Q4_0 / Q5_0 / Q5_1 (their scale is an f16 per block).
 // Then, per (x row, weight row):
-//   Q8_0 / Q4_0, per slot:  acc += f32(lane sums) · (d · dx)                    (8 lanes)
+//   Q8_0 / Q4_0 / Q5_0 / Q5_1, per slot:  acc += f32(lane sums) · (d · dx)       (8 lanes)
 //   K formats, per slot:    unit += f32(lane sums) · dx; per 256 values acc += unit · d,
 // and for Q4_K / Q5_K, once per 256 values, acc += (-dmin·m per block) · (dx · sum q per
-// block) (block_sum's lanes 8..15). The 8 lanes of acc are added at the end. The integer
-// scale saves the K formats a multiply per slot and x row (d · sc · dx in f32).
+// block) (block_sum's lanes 8..15); for Q5_1, per slot, lane 0 of acc += m · (dx · sum q)
+// (block_sum in block order). The 8 lanes of acc are added at the end. The integer scale
+// saves the K formats a multiply per slot and x row (d · sc · dx in f32).
 //
 // Weight codes per format and slot (a unit is what one weight row is read in):
 //   Q8_0: unit = 1 block (34 bytes), 1 slot: its 32 int8 codes; |w| times x with w's sign
@@ -29,6 +31,9 @@
 //   Q6_K: unit = 256 values (210 bytes), 8 slots in order: slot 4h + k reads ql[64h + 32(k % 2) ..]
 //         nibble k / 2 and qh[32h ..] bits (2k, 2k + 1) onto bits 4-5; lanes 0-3 take scale
 //         2(4h + k), lanes 4-7 the next; zero point 32.
+//   Q5_0: unit = 1 block (22 bytes), 1 slot: as Q4_0's, each code with bit j of qh (a
+//         little-endian uint32) on bit 4 of code j; zero point 16.
+//   Q5_1: unit = 1 block (24 bytes), 1 slot: Q5_0's codes, no zero point; the min m.
 // Every sum stays exact: a pair is at most 2 · 63 · 127 (Q8_0: 2 · 128 · 127) plus a pair
 // bias of at most 32 · 254, inside int16; a lane at most 2 · 128 · 24130 < 2^24, so its
 // f32 conversion is exact too. The integer dot products are the portable ones (K formats:
@@ -92,6 +97,7 @@ struct FormatQ8_0 {
   static constexpr int64_t kUnitValues = 32;
   static constexpr size_t kUnitBytes = 34;
   static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
   static constexpr bool kSignedCodes = true;
   static constexpr bool kBias = false;
   static constexpr bool kIntScale = false;
@@ -112,6 +118,7 @@ struct FormatQ4_0 {
   static constexpr int64_t kUnitValues = 32;
   static constexpr size_t kUnitBytes = 18;
   static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
   static constexpr bool kSignedCodes = false;
   static constexpr bool kBias = true;
   static constexpr bool kIntScale = false;
@@ -127,12 +134,52 @@ struct FormatQ4_0 {
   }
 };
 
+// Q5_0 / Q5_1's fifth bits: bit j of the little-endian uint32 at `qh` onto bit 4 of byte j
+// (each byte takes its qh byte, j / 8, and tests bit j % 8 of it).
+inline __m256i Q5HighBits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, sizeof h);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// Q5_0 (kMin false: zero point 16) and Q5_1 (kMin: x = d·q + m).
+template <bool kMin> struct FormatQ5 {
+  static constexpr int kSlots = 1;
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = kMin ? 24 : 22;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = kMin;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = !kMin;
+  static constexpr bool kIntScale = false;
+  static constexpr int kQh = kMin ? block_layout::kQ5_1Qh : block_layout::kQ5_0Qh;
+  static constexpr int kQs = kMin ? block_layout::kQ5_1Qs : block_layout::kQ5_0Qs;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+    __m256 mn;  // Q5_1: m in every lane
+  };
+  static Unit Load(const uint8_t* p) {
+    return {p, kMin ? BroadcastF16(p + block_layout::kQ5_1M) : _mm256_setzero_ps()};
+  }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const __m128i q = LoadU128(u.p + kQs);
+    w = _mm256_or_si256(LowNibbles(_mm256_set_m128i(_mm_srli_epi16(q, 4), q)), Q5HighBits(u.p + kQh));
+    ws = BroadcastF16(u.p);
+  }
+};
+
 // Q4_K (kFive false) and Q5_K.
 template <bool kFive> struct FormatK4K5 {
   static constexpr int kSlots = 8;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = kFive ? 176 : 144;
   static constexpr bool kHasMin = true;
+  static constexpr bool kBlockMin = false;
   static constexpr bool kSignedCodes = false;
   static constexpr bool kBias = false;
   static constexpr bool kIntScale = true;
@@ -185,6 +232,7 @@ struct FormatQ6_K {
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = 210;
   static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
   static constexpr bool kSignedCodes = false;
   static constexpr bool kBias = true;
   static constexpr bool kIntScale = true;
@@ -236,7 +284,7 @@ template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = F::kBias ? x.pair_bias + (i0 + i) * 2 * x.lds : nullptr;
-    xm[i] = F::kHasMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
+    xm[i] = F::kHasMin || F::kBlockMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t u = 0; u < units; ++u) {
@@ -283,6 +331,9 @@ template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const
               } else {
                 const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones16));
                 acc[i][r] = _mm256_fmadd_ps(isum, _mm256_mul_ps(ws, sv), acc[i][r]);
+              }
+              if constexpr (F::kBlockMin) {  // m · (dx · sum q) into lane 0
+                acc[i][r] = _mm256_fmadd_ps(wu[r].mn, _mm256_zextps128_ps256(_mm_load_ss(xm[i] + s)), acc[i][r]);
               }
             }
           }
@@ -459,6 +510,25 @@ void DequantQ6_KRow(const uint8_t* row, int64_t blocks, float* out) {
   }
 }
 
+// Q5_0: x = (q - 16)·d; Q5_1: x = q·d + m, the product rounded first (block_quant.cc's order).
+template <bool kMin> void DequantQ5Row(const uint8_t* row, int64_t blocks, float* out) {
+  using F = FormatQ5<kMin>;
+  for (int64_t k = 0; k < blocks; ++k) {
+    const typename F::Unit u = F::Load(row + k * F::kUnitBytes);
+    __m256i q;
+    __m256 d;
+    F::template Slot<0>(u, q, d);
+    const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int g = 0; g < 2; ++g) {
+      const __m256 c[2] = {Codes8<0, false>(halves[g], kMin ? 0 : 16), Codes8<1, false>(halves[g], kMin ? 0 : 16)};
+      for (int t = 0; t < 2; ++t) {
+        const __m256 v = kMin ? _mm256_add_ps(Product(c[t], d), u.mn) : _mm256_mul_ps(c[t], d);
+        _mm256_storeu_ps(out + 32 * k + 16 * g + 8 * t, v);
+      }
+    }
+  }
+}
+
 void DequantF16Row(const uint8_t* row, int64_t n, float* out) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
   int64_t c = 0;
@@ -520,9 +590,14 @@ void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& p) {
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
         s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-        float* group = sums + 16 * (b / 8);
-        if (j == 0) _mm256_store_ps(group, _mm256_setzero_ps());
-        group[8 + j] = dx * static_cast<float>(_mm_cvtsi128_si32(s));
+        const float sum = dx * static_cast<float>(_mm_cvtsi128_si32(s));
+        if (p.dtype == DType::kQ5_1) {  // one per block, in order
+          sums[b] = sum;
+        } else {  // K formats: 16 per 256 values, blocks in lanes 8..15
+          float* group = sums + 16 * (b / 8);
+          if (j == 0) _mm256_store_ps(group, _mm256_setzero_ps());
+          group[8 + j] = sum;
+        }
       }
     }
     for (int64_t s = blocks; s < slots; ++s) {  // padding: zero codes, scales and bias
@@ -540,6 +615,8 @@ void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int6
     case DType::kQ4_K: FormatRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_K: FormatRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: FormatRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_0: FormatRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_1: FormatRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }
@@ -552,6 +629,8 @@ void DequantizeRowAvx2(DType dtype, const void* row, int64_t n, float* out) {
     case DType::kQ4_K: DequantK4K5Row<false>(p, n / 256, out); break;
     case DType::kQ5_K: DequantK4K5Row<true>(p, n / 256, out); break;
     case DType::kQ6_K: DequantQ6_KRow(p, n / 256, out); break;
+    case DType::kQ5_0: DequantQ5Row<false>(p, n / 32, out); break;
+    case DType::kQ5_1: DequantQ5Row<true>(p, n / 32, out); break;
     case DType::kF16: DequantF16Row(p, n, out); break;
     default: break;
   }

@@ -138,6 +138,14 @@ template <typename Out> void DequantRow(DType dtype, const uint8_t* row, int64_t
     case DType::kQ5_K: DequantK4K5Row<true>(row, n / 256, out, has_bf16); break;
     case DType::kQ6_K: DequantQ6_KRow(row, n / 256, out, has_bf16); break;
     case DType::kF16: DequantF16Row(row, n, out, has_bf16); break;
+    case DType::kQ5_0:
+    case DType::kQ5_1:  // the portable loops: a few tensors of a file (BlockGemvIsaFor)
+      if constexpr (std::is_same_v<Out, float>) {
+        DequantizeToF32(dtype, row, n, out);
+      } else {
+        DequantizeToBf16(dtype, row, n, out);
+      }
+      break;
     default: break;
   }
 }

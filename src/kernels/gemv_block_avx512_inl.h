@@ -27,6 +27,7 @@
 //   Q6_K: unit = 256 values (210 bytes), 4 steps of 64 values in order: step 2h + i
 //         takes ql[64h ..] nibble i and qh[32h ..] bit pairs (2i, 2i + 2) into bits 4-5;
 //         bias -32·sum x per lane.
+//   Q5_0 / Q5_1: none here; they run on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
@@ -363,6 +364,9 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ4_K: FormatRows<FormatK4K5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_K: FormatRows<FormatK4K5<true>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: FormatRows<FormatQ6_K, kVnni>(x, w, n0, n1, y, ldy); break;
+    // No AVX-512 kernels: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
+    case DType::kQ5_0:
+    case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }

@@ -325,12 +325,11 @@ void CheckProblem(const MatmulProblem& p, const char* caller) {
 // problem whose x, m, ldx, cols and format equal an earlier one's (a token's gate and up
 // projections, every expert of a batch-1 step) reads that one's.
 struct BlockXs {
-  BlockGemvIsa isa = BlockGemvIsa::kPortable;
-  GemvBlockRowsFn rows = GemvBlockRowsPortable;
-  std::vector<int64_t> source;      // [count]: the problem whose x problem i reads
-  std::vector<int64_t> to_prepare;  // problems whose x is quantized
-  std::vector<size_t> offset;       // [count]: their storage offsets
-  std::vector<PreparedX> x;         // [count]
+  BlockGemvIsa isa = BlockGemvIsa::kPortable;  // asked for; each x holds the one its format runs on
+  std::vector<int64_t> source;                 // [count]: the problem whose x problem i reads
+  std::vector<int64_t> to_prepare;             // problems whose x is quantized
+  std::vector<size_t> offset;                  // [count]: their storage offsets
+  std::vector<PreparedX> x;                    // [count]
   AlignedBuffer storage;
 
   void Prepare(const MatmulProblem* p, int64_t i) {
@@ -352,7 +351,6 @@ bool SameX(const MatmulProblem& a, const MatmulProblem& b) {
 BlockXs& PlanBlockXs(const CpuFeatures& cpu, const MatmulProblem* p, int64_t count) {
   thread_local BlockXs b;
   b.isa = BestBlockGemvIsa();
-  b.rows = GemvBlockRowsFor(b.isa);
   b.to_prepare.clear();
   b.source.assign(static_cast<size_t>(count), -1);
   b.offset.assign(static_cast<size_t>(count), 0);
@@ -413,7 +411,8 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
     if (r1 <= r0) return;
     const MatmulProblem& q = p[i];
     if (IsBlockQuantized(q.w.dtype)) {  // x already quantized, once for all its rows
-      block_xs.rows(block_xs.x[block_xs.source[i]], q.w, r0, r1, q.y, q.ldy);
+      const PreparedX& x = block_xs.x[block_xs.source[i]];
+      GemvBlockRowsFor(x.isa)(x, q.w, r0, r1, q.y, q.ldy);
       return;
     }
     MatmulProblem rows = q;

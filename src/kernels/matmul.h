@@ -1,5 +1,6 @@
 // y = x · wᵀ for f32 activations and f32 / bf16 / f16 / fp8-e4m3 / GGUF block-format
-// (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) weights: every projection in the model is one of these.
+// (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) weights: every projection in the model is one
+// of these.
 // Large m (prefill) goes to oneDNN's GEMM (its bf16 path uses AVX512_BF16 where the CPU
 // has it; fp8 and block formats are dequantized to bf16 a bounded chunk of rows at a
 // time, f16 to f32); small m (decode, memory-bound) to a GEMV that streams the weight
@@ -23,7 +24,7 @@ namespace latte {
 // head of kv_b_proj) is a view without a copy. dtype: kF32, kBF16, kF16, kF8E4M3 or a
 // GGUF block format.
 //
-// Block formats (kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K; kernels/block_quant.h): each row is
+// Block formats (kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ5_0, kQ5_1; kernels/block_quant.h): each row is
 // whole blocks as a GGUF file stores them; cols and ld are whole numbers of blocks
 // (DTypeBlockElements: 32 or 256), and row r starts at data + r·DTypeRowBytes(dtype, ld)
 // (no alignment needed). The scales are inside the blocks: the fp8 fields stay unused.

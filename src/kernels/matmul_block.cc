@@ -1,4 +1,4 @@
-// Matmul for GGUF block-format weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and f16 weights,
+// Matmul for GGUF block-format weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) and f16 weights,
 // the parts that need no AVX-512: x's quantization for the integer GEMV and its layouts,
 // the portable integer GEMV, the GEMV driver, the large-m path over chunks of
 // dequantized rows, and the portable f16 GEMV. The AVX-512 kernels are in
@@ -33,7 +33,9 @@ constexpr int64_t kStep = 64;
 
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-bool HasMins(DType dtype) { return dtype == DType::kQ4_K || dtype == DType::kQ5_K; }
+// Formats with a min per 32 values (Q4_K / Q5_K: -dmin·m, Q5_1: m) that multiplies
+// PreparedX::block_sum.
+bool HasMins(DType dtype) { return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1; }
 
 // The zero point the AVX-512 and AVX2 kernels take off in the integers (see
 // PreparedX::bias): their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8
@@ -44,6 +46,7 @@ int ZeroPoint(BlockGemvIsa isa, DType dtype) {
   switch (dtype) {
     case DType::kQ8_0: return isa == BlockGemvIsa::kAvx512Vnni ? 128 : 0;
     case DType::kQ4_0: return 8;
+    case DType::kQ5_0: return 16;
     case DType::kQ6_K: return 32;
     default: return 0;
   }
@@ -61,7 +64,8 @@ XLayout Layout(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
   const int64_t steps = (cols + kStep - 1) / kStep;
   l.ldq = avx ? steps * kStep : RoundUp(cols, 64);
   l.lds = avx ? steps * 16 : RoundUp(cols / kXBlock, 16);
-  if (HasMins(dtype)) l.ldb = avx ? cols / 256 * 16 : RoundUp(cols / kXBlock, 16);
+  // The AVX-512 layout's K-format sums: 16 floats per 256 values; else one per block.
+  if (HasMins(dtype)) l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * 16 : RoundUp(cols / kXBlock, 16);
   auto take = [&](size_t bytes) {
     const size_t at = l.bytes;
     l.bytes += (bytes + 63) / 64 * 64;
@@ -99,7 +103,7 @@ void QuantizeXRowPortable(const float* x, int64_t cols, bool sums, int8_t* q, fl
 
 // One weight row unpacked: integer codes with the zero point taken off (`v`, [cols]),
 // one f32 scale per sub-block of `sub` values (16 for Q6_K, else 32), and for Q4_K /
-// Q5_K -dmin·m per 32 values.
+// Q5_K -dmin·m per 32 values (Q5_1: m).
 struct UnpackedRow {
   std::vector<int8_t> v;
   std::vector<float> scale;
@@ -129,6 +133,16 @@ void UnpackRow(DType dtype, const uint8_t* row, int64_t cols, UnpackedRow& u) {
           vb[j] = static_cast<int8_t>((b[kQ4_0Qs + j] & 0xF) - 8);
           vb[j + 16] = static_cast<int8_t>((b[kQ4_0Qs + j] >> 4) - 8);
         }
+        break;
+      }
+      case DType::kQ5_0:
+      case DType::kQ5_1: {
+        const bool one = dtype == DType::kQ5_1;
+        scale[blk] = LoadF16(b);
+        if (one) min[blk] = LoadF16(b + kQ5_1M);
+        const uint8_t* qh = b + (one ? kQ5_1Qh : kQ5_0Qh);
+        const uint8_t* qs = b + (one ? kQ5_1Qs : kQ5_0Qs);
+        for (int j = 0; j < 32; ++j) vb[j] = static_cast<int8_t>(Q5Code(qh, qs, j) - (one ? 0 : 16));
         break;
       }
       case DType::kQ4_K:
@@ -242,6 +256,11 @@ BlockGemvIsa BestBlockGemvIsa() {
   return cpu.avx2 ? BlockGemvIsa::kAvx2 : BlockGemvIsa::kPortable;
 }
 
+BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
+  const bool avx512 = isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni;
+  return avx512 && (dtype == DType::kQ5_0 || dtype == DType::kQ5_1) ? BlockGemvIsa::kAvx2 : isa;
+}
+
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {
   switch (isa) {
     case BlockGemvIsa::kAvx512Vnni: return GemvBlockRowsAvx512Vnni;
@@ -252,12 +271,13 @@ GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {
 }
 
 size_t PreparedXBytes(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
-  return Layout(isa, dtype, m, cols).bytes;
+  return Layout(BlockGemvIsaFor(isa, dtype), dtype, m, cols).bytes;
 }
 
 PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int64_t ldx, int64_t cols,
                    std::byte* storage) {
   LATTE_DCHECK(cols % kXBlock == 0, "PrepareX: ", cols, " columns");
+  isa = BlockGemvIsaFor(isa, dtype);
   const XLayout l = Layout(isa, dtype, m, cols);
   PreparedX p;
   p.isa = isa;
@@ -308,7 +328,7 @@ void GemvBlock(const MatmulProblem& p, BlockGemvIsa isa, bool threaded) {
   thread_local AlignedBuffer storage;  // grown once per thread
   std::byte* bytes = Scratch<std::byte>(storage, static_cast<int64_t>(PreparedXBytes(isa, w.dtype, p.m, w.cols)));
   const PreparedX x = PrepareX(isa, w.dtype, p.x, p.m, p.ldx, w.cols, bytes);
-  const GemvBlockRowsFn rows = GemvBlockRowsFor(isa);
+  const GemvBlockRowsFn rows = GemvBlockRowsFor(x.isa);
   const bool parallel = threaded && w.rows >= 2 * kRowGroup && WorthParallel(w.rows * w.cols);
   SplitRowsOverThreads(parallel, w.rows, kRowGroup, [&](RowRange r) { rows(x, w, r.begin, r.end, p.y, p.ldy); });
 }

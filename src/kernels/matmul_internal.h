@@ -28,8 +28,8 @@ inline constexpr int64_t kGemmMinRows = 6;
 // block first. See GemmMinRows.
 inline constexpr int64_t kBf16DotMaxRows = 16;
 
-// Block-format weights (Q8_0 ... Q6_K) take the integer GEMV up to this many rows of x
-// (see the block-format section below): a batched decode step (16 sequences) stays on it,
+// Block-format weights (Q8_0 ... Q6_K, Q5_0, Q5_1) take the integer GEMV up to this many
+// rows of x (see the block-format section below): a batched decode step (16 sequences) stays on it,
 // reading each weight byte once, where the GEMM path dequantizes every weight first.
 // Measured (2048 x 7168, 2 threads of a shared Xeon VM with AVX512_VNNI, so rough): GEMV
 // at m = 16 vs the chunked bf16 GEMM at m = 17: Q4_K 2.4 vs 3.1 ms, Q8_0 4.0 vs 3.8,
@@ -40,7 +40,7 @@ inline constexpr int64_t kBlockGemvMaxRows = 16;
 // (block formats: from kBlockGemvMaxRows + 1).
 inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16) {
   if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
-      dtype == DType::kQ6_K) {
+      dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1) {
     return kBlockGemvMaxRows + 1;
   }
   return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
@@ -119,19 +119,20 @@ bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, i
 // all heads. Same contract as MatmulOneDnn.
 bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
 
-// ---- GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and f16 weights ------------
+// ---- GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) and f16 weights --
 //
 // Block formats (matmul_block.cc, gemv_block_avx512*.cc, gemv_block_avx2.cc): up to
 // kBlockGemvMaxRows rows of x the GEMV multiplies integers, as llama.cpp's vec_dot kernels do. Each x row is
 // quantized once per call into 32-value blocks (int8 codes q = round(x · 127 / amax),
 // scale dx = amax / 127, amax = the block's max |x|), then every weight sub-block's
 // integer codes are dotted with x's codes in int32 (exact) and the sum is scaled by
-// (weight sub-block scale · dx) in f32. Zero points (Q4_0's 8, Q6_K's 32, the +128 that
-// makes Q8_0's codes unsigned for vpdpbusd) are taken off in the integers; Q4_K / Q5_K's
-// mins multiply dx · sum(q) per block in f32. Every path computes the same integer sums
-// from the same x codes; they differ only in the order of the f32 sums. Error against the
-// exact product with the weight as stored: x's rounding, |x - dx·q| <= dx / 2 per value,
-// so at most sum over x blocks of amax / 254 · sum |w| over the block, plus f32 rounding.
+// (weight sub-block scale · dx) in f32. Zero points (Q4_0's 8, Q5_0's 16, Q6_K's 32, the
+// +128 that makes Q8_0's codes unsigned for vpdpbusd) are taken off in the integers;
+// Q4_K / Q5_K's mins (-dmin·m) and Q5_1's (m) multiply dx · sum(q) per 32-value block in
+// f32. Every path computes the same integer sums from the same x codes; they differ only
+// in the order of the f32 sums. Error against the exact product with the weight as
+// stored: x's rounding, |x - dx·q| <= dx / 2 per value, so at most sum over x blocks of
+// amax / 254 · sum |w| over the block, plus f32 rounding.
 // From kBlockGemvMaxRows + 1 rows: a bounded chunk of weight rows at a time dequantized
 // to bf16 for oneDNN's bf16 GEMM (AVX-512 CPUs; x rounded to bf16), or to f32 for its
 // sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there).
@@ -148,6 +149,13 @@ enum class BlockGemvIsa { kPortable, kAvx512, kAvx512Vnni, kAvx2 };
 // The ISA GetCpuFeatures() allows: AVX-512 (VNNI where present), else AVX2, else portable.
 BlockGemvIsa BestBlockGemvIsa();
 
+// The ISA whose kernel runs `dtype` when `isa` is asked for: `isa` itself, except that the
+// AVX-512 kernels have no Q5_0 / Q5_1 code (those formats are a few tensors of a Q4_K_M /
+// Q5_K_M file: attn_k_b, 1408-wide or 10944-wide ffn_down), so they run on AVX2 there, which
+// every AVX-512 CPU has. PreparedXBytes, PrepareX and GemvBlock apply it; PreparedX::isa
+// holds the result.
+BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
+
 // x quantized for one weight format and ISA (PrepareX). All arrays are per x row i:
 //   q + i·ldq: the int8 codes. Portable: [cols] in order. AVX-512 (and AVX2, which reads
 //     each step as two 32-value halves): [steps · 64], steps = ceil(cols / 64), in the order
@@ -160,8 +168,9 @@ BlockGemvIsa BestBlockGemvIsa();
 //   pair_bias + i·2·lds (AVX2, zero-point formats; else null; in bias's place and size):
 //     per pair of codes -zero_point · their sum, int16, [steps · 32]. AVX2 adds it to
 //     vpmaddubsw's int16 pairs, so a per-lane weight scale can multiply both in vpmaddwd.
-//   block_sum + i·ldb (Q4_K / Q5_K; else null): dx · sum of codes per 32-value block.
-//     Portable: [cols / 32]; AVX-512: per 256 values 16 floats, blocks in lanes 8..15.
+//   block_sum + i·ldb (Q4_K / Q5_K / Q5_1; else null): dx · sum of codes per 32-value
+//     block. Portable (and Q5_1 in the AVX2 layout): [cols / 32] in order; AVX-512 (K
+//     formats): per 256 values 16 floats, blocks in lanes 8..15.
 struct PreparedX {
   BlockGemvIsa isa = BlockGemvIsa::kPortable;
   DType dtype = DType::kQ8_0;  // the weight format the layout is for
@@ -177,14 +186,14 @@ struct PreparedX {
   int64_t ldb = 0;
 };
 
-// The zero point the AVX-512 / AVX2 layouts' biases take off (Q4_0 8, Q6_K 32, Q8_0 on
-// VNNI 128).
+// The zero point the AVX-512 / AVX2 layouts' biases take off (Q4_0 8, Q5_0 16, Q6_K 32,
+// Q8_0 on VNNI 128).
 int BlockZeroPoint(BlockGemvIsa isa, DType dtype);
 
 // Bytes of storage PrepareX needs (a multiple of 64).
 size_t PreparedXBytes(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols);
 // Quantizes x: [m, cols] (row stride ldx) for `dtype` weights into `storage` (64-byte
-// aligned, PreparedXBytes long). One thread.
+// aligned, PreparedXBytes long), in the layout of BlockGemvIsaFor(isa, dtype). One thread.
 PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int64_t ldx, int64_t cols,
                    std::byte* storage);
 // The AVX-512 layout's filling (gemv_block_avx512.cc): `out`'s arrays placed by PrepareX.
@@ -193,9 +202,9 @@ void PrepareXAvx512(const float* x, int64_t ldx, const PreparedX& out);
 void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& out);
 
 // y[i][n] for output rows n in [n0, n1) of the block-format weight w (y: [x.m, ...],
-// row stride ldy), x prepared for w.dtype. One thread. Portable (matmul_block.cc),
-// AVX-512BW and AVX512_VNNI (gemv_block_avx512*.cc), AVX2 (gemv_block_avx2.cc; call each
-// only where the CPU has it).
+// row stride ldy), x prepared for w.dtype and the kernel's ISA (x.isa). One thread.
+// Portable (matmul_block.cc), AVX-512BW and AVX512_VNNI (gemv_block_avx512*.cc; not Q5_0 /
+// Q5_1, see BlockGemvIsaFor), AVX2 (gemv_block_avx2.cc; call each only where the CPU has it).
 void GemvBlockRowsPortable(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512Vnni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
@@ -221,8 +230,8 @@ bool MatmulBlockOneDnn(const MatmulProblem& p, bool bf16_gemm);
 void DequantizeRowsToF32(const WeightView& w, int64_t first, int64_t count, float* out);
 void DequantizeRowsToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out);
 // One row of n values (whole blocks) on AVX-512 (gemv_block_avx512.cc): the same values bit
-// for bit; bf16 by vcvtneps2bf16 where `has_bf16` (AVX512_BF16). Call only when
-// GetCpuFeatures().avx512f.
+// for bit; bf16 by vcvtneps2bf16 where `has_bf16` (AVX512_BF16); Q5_0 / Q5_1 by the portable
+// loops. Call only when GetCpuFeatures().avx512f.
 void DequantizeRowAvx512(DType dtype, const void* row, int64_t n, float* out);
 void DequantizeRowAvx512(DType dtype, const void* row, int64_t n, bf16* out, bool has_bf16);
 // The same f32 values on AVX2 (gemv_block_avx2.cc), for CPUs without AVX-512. Call only
