@@ -13,6 +13,10 @@ CpuFeatures Detect() {
               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   f.avx512_bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
   f.avx512_vnni = f.avx512f && __builtin_cpu_supports("avx512vnni");
+  // The *_avx2*.cc files are built with -mf16c -mbmi2 too: every AVX2 CPU has them, but
+  // a VM's cpuid may hide them.
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  f.fma = __builtin_cpu_supports("fma");
   const char* isa = std::getenv("LATTE_ISA");
   if (isa != nullptr && std::strcmp(isa, "portable") == 0) f = CpuFeatures{};
   return f;

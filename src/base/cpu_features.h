@@ -8,13 +8,15 @@ struct CpuFeatures {
   bool avx512f = false;      // with BW/DQ/VL: the 16-float register path
   bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products in one instruction
   bool avx512_vnni = false;  // vpdpbusd: u8 x s8 dot products of 4 into int32 in one instruction
+  bool avx2 = false;         // with F16C and BMI2: the 8-float register path (*_avx2*.cc)
+  bool fma = false;          // vfmadd: the *_avx2*.cc kernels need it beside avx2
 };
 
 // The detected features, unless LATTE_ISA=portable forced the portable path
 // (read once at start-up, so tests and users can exercise the fallback).
 const CpuFeatures& GetCpuFeatures();
 
-// Forces the portable (no AVX-512) kernels on or off; for tests and benchmarks.
+// Forces the portable (no AVX-512, no AVX2) kernels on or off; for tests and benchmarks.
 void SetPortableKernelsForTesting(bool portable);
 
 }  // namespace latte
