@@ -68,7 +68,18 @@ Operands MakeOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
   return o;
 }
 
-enum class Path { kPortable, kFast, kGemvAvx512, kOneDnn, kGemvFp8Avx512, kFp8OneDnn, kBf16Dot };
+enum class Path {
+  kPortable,
+  kFast,
+  kGemvAvx512,
+  kOneDnn,
+  kGemvFp8Avx512,
+  kFp8OneDnn,
+  kBf16Dot,
+  kGemvAvx2,
+  kGemvFp8Avx2,
+  kBf16Sgemm
+};
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
   const MatmulProblem p{x, m, w.cols, w, y, w.rows};
@@ -76,6 +87,9 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
     case Path::kPortable: matmul_internal::MatmulPortable(p); break;
     case Path::kFast: Matmul(p); break;
     case Path::kGemvAvx512: matmul_internal::GemvAvx512(p); break;
+    case Path::kGemvAvx2: matmul_internal::GemvAvx2(p); break;
+    case Path::kGemvFp8Avx2: matmul_internal::GemvFp8Avx2(p); break;
+    case Path::kBf16Sgemm: matmul_internal::MatmulBf16Sgemm(p); break;
     case Path::kOneDnn: matmul_internal::MatmulOneDnn(p); break;
     case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(p); break;
     case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(p); break;
@@ -94,6 +108,10 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
 bool Unsupported(benchmark::State& state, Path path) {
   if ((path == Path::kGemvAvx512 || path == Path::kGemvFp8Avx512) && !GetCpuFeatures().avx512f) {
     state.SkipWithError("CPU lacks AVX-512");
+    return true;
+  }
+  if ((path == Path::kGemvAvx2 || path == Path::kGemvFp8Avx2) && !(GetCpuFeatures().avx2 && GetCpuFeatures().fma)) {
+    state.SkipWithError("CPU lacks AVX2 or FMA");
     return true;
   }
   if (path == Path::kBf16Dot && !(GetCpuFeatures().avx512f && GetCpuFeatures().avx512_bf16)) {
@@ -304,6 +322,41 @@ LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ4_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ4_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ6_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ6_K>));
+// The AVX2 GEMV (CPUs without AVX-512) against the portable loop it replaces there:
+// bf16 at an expert's 2048 x 1408 (in L3) and the V2 lm_head (from memory), m = 1 (decode)
+// and 16 (a batched decode step); f32 and f16 at m = 1.
+#define LATTE_AVX2_GEMV_SHAPES(b)              \
+  b->ArgsProduct({{2048}, {1408}, {1, 4, 16}}) \
+      ->Args({102400, 2048, 1})                \
+      ->Args({102400, 2048, 16})               \
+      ->UseRealTime()                          \
+      ->Unit(benchmark::kMicrosecond)
+LATTE_AVX2_GEMV_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kBF16>));
+LATTE_AVX2_GEMV_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>));
+BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kF32>)
+    ->Args({7168, 1536, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kF16>)
+    ->Args({7168, 1536, 1})
+    ->Args({102400, 2048, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
+    ->Args({7168, 1536, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
+// Large m with bf16 weights where oneDNN has no fast bf16 GEMM (no AVX-512): the AVX2
+// GEMV, chunks widened to f32 for sgemm, and the portable loop, to place the switch.
+#define LATTE_AVX2_BF16_BY_M(b) \
+  b->ArgsProduct({{2048}, {1408}, {6, 8, 16, 32, 64, 512}})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kBF16>));
+LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Sgemm, DType::kBF16>));
+BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>)
+    ->ArgsProduct({{2048}, {1408}, {64, 512}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // {n, k, m}: the dense MLP up/gate (10944x2048) and down (2048x10944) at m=512.
 #define LATTE_GEMM_SHAPES(b) \

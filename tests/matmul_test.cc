@@ -1,6 +1,6 @@
-// Every matmul path (portable, AVX-512 GEMV, oneDNN, and the dispatching
-// Matmul / MatmulBatched) against MatmulReference on random data, for f32, bf16
-// and fp8 e4m3 (block-scaled) weights, over odd shapes and strided views.
+// Every matmul path (portable, AVX-512 and AVX2 GEMV, oneDNN, and the dispatching
+// Matmul / MatmulBatched) against MatmulReference on random data, for f32, bf16,
+// f16 and fp8 e4m3 (block-scaled) weights, over odd shapes and strided views.
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 namespace latte {
 namespace {
 
+using matmul_internal::GemvAvx2;
 using matmul_internal::GemvAvx512;
 using matmul_internal::GemvFp8Avx512;
 using matmul_internal::MatmulOneDnn;
@@ -59,7 +60,7 @@ struct Problem {
   DType dtype;
   std::vector<float> x;             // [m, ldx]
   std::vector<float> w_f32;         // [n, ld] (f32 weights)
-  std::vector<bf16> w_bf16;         // [n, ld] (bf16 weights)
+  std::vector<bf16> w_bf16;         // [n, ld] (bf16 weights; f16 weights' bits)
   std::vector<uint8_t> w_fp8 = {};  // [n, ld] e4m3 codes (fp8 weights)
   std::vector<float> scales = {};   // [ceil(n / block_rows), scale_ld] (fp8 weights)
   int64_t block_rows = 128, block_cols = 128, scale_ld = 0;
@@ -68,8 +69,8 @@ struct Problem {
     if (dtype == DType::kF8E4M3) {
       return Fp8WeightView(n, k, ld, w_fp8.data(), scales.data(), scale_ld, block_rows, block_cols);
     }
-    const void* data =
-        dtype == DType::kBF16 ? static_cast<const void*>(w_bf16.data()) : static_cast<const void*>(w_f32.data());
+    const void* data = dtype == DType::kBF16 || dtype == DType::kF16 ? static_cast<const void*>(w_bf16.data())
+                                                                     : static_cast<const void*>(w_f32.data());
     return WeightView{dtype, n, k, ld, data};
   }
 };
@@ -110,6 +111,9 @@ Problem MakeProblem(int64_t m, int64_t n, int64_t k, DType dtype, int64_t pad = 
   } else if (dtype == DType::kBF16) {
     p.w_bf16.resize(wsize);
     for (bf16& v : p.w_bf16) v = F32ToBf16(dist(rng));
+  } else if (dtype == DType::kF16) {
+    p.w_bf16.resize(wsize);
+    for (bf16& v : p.w_bf16) v = F32ToF16(dist(rng));
   } else {
     p.w_f32.resize(wsize);
     for (float& v : p.w_f32) v = dist(rng);
@@ -188,6 +192,7 @@ void CheckAllShapes(const Path& path, DType dtype, double tol) {
 
 const Path kPortable = [](const MatmulProblem& p) { MatmulPortable(p); };
 const Path kGemvAvx512 = [](const MatmulProblem& p) { GemvAvx512(p); };
+const Path kGemvAvx2 = [](const MatmulProblem& p) { GemvAvx2(p); };
 const Path kOneDnn = [](const MatmulProblem& p) { ASSERT_TRUE(MatmulOneDnn(p)) << "oneDNN has no fast primitive"; };
 const Path kDispatch = [](const MatmulProblem& p) { Matmul(p); };
 
@@ -206,9 +211,9 @@ double Fp8GemvTol() {
 // Tolerance of the dispatching Matmul for an m-row problem: bf16 and fp8 weights
 // multiply x rounded to bf16 on both sides of kGemmMinRows (so that a row's
 // result does not depend on its batch), once on the GEMV side and inside oneDNN
-// on the GEMM side; f32 weights keep f32 x.
+// on the GEMM side; f32 and f16 weights keep f32 x.
 double DispatchTol(DType dtype, int64_t m) {
-  if (dtype == DType::kF32) return kF32Tol;
+  if (dtype == DType::kF32 || dtype == DType::kF16) return kF32Tol;
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool onednn = cpu.avx512f && m >= matmul_internal::GemmMinRows(dtype, cpu.avx512_bf16);
   return onednn ? kBf16XTol : kBf16XGemvTol;
@@ -227,6 +232,80 @@ TEST(MatmulGemvAvx512Test, F32) {
 TEST(MatmulGemvAvx512Test, Bf16) {
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
   CheckAllShapes(kGemvAvx512, DType::kBF16, kF32Tol);
+}
+
+bool HasAvx2() {
+  SetPortableKernelsForTesting(false);
+  return GetCpuFeatures().avx2 && GetCpuFeatures().fma;
+}
+
+// The AVX2 GEMV: every shape and m of CheckAllShapes; a big problem split over the
+// threads with tails of the 4-row tiles; every m up to 16 on k that leaves each tail
+// of the 8-wide vectors; row-block views (a head's rows of a bigger matrix).
+void CheckGemvAvx2(DType dtype) {
+  CheckAllShapes(kGemvAvx2, dtype, kF32Tol);
+  CheckPath(kGemvAvx2, MakeProblem(3, 2051, 1100, dtype, 0, 77), kF32Tol);
+  for (int64_t m = 1; m <= 16; ++m) {
+    for (int64_t k : {1, 7, 8, 9, 15, 16, 17, 63, 100})
+      CheckPath(kGemvAvx2, MakeProblem(m, 4 * 3 + 3, k, dtype, 1, 6), kF32Tol);
+  }
+  const Problem all = MakeProblem(1, 96, 61, dtype, 3);
+  for (const auto& [first, count] : {std::pair<int64_t, int64_t>{32, 17}, {1, 4}, {5, 1}, {90, 6}}) {
+    const WeightView block = all.View().RowBlock(first, count);
+    for (int64_t m : {1, 2, 3, 4, 7, 16}) {
+      const Problem q = MakeProblem(m, count, 61, DType::kF32, 2, 9);
+      std::vector<float> y(static_cast<size_t>(m * q.ldy), kSentinel);
+      const MatmulProblem problem{q.x.data(), m, q.ldx, block, y.data(), q.ldy};
+      GemvAvx2(problem);
+      ExpectClose(problem, kF32Tol);
+    }
+  }
+}
+
+TEST(MatmulGemvAvx2Test, F32) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  CheckGemvAvx2(DType::kF32);
+}
+TEST(MatmulGemvAvx2Test, Bf16) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  CheckGemvAvx2(DType::kBF16);
+}
+TEST(MatmulGemvAvx2Test, F16) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  CheckGemvAvx2(DType::kF16);
+}
+
+// Every output row is the same sum whichever rows and x rows share its tile: rows
+// computed in any split (a thread's share of a MatmulMany batch starts at any row)
+// match the whole product bit for bit, and so does each x row alone.
+TEST(MatmulGemvAvx2Test, RowsDoNotDependOnTheSplit) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t m : {1, 3, 7}) {
+      const Problem p = MakeProblem(m, 61, 300, dtype, 1, 9);
+      std::vector<float> whole(static_cast<size_t>(m * p.n)), parts(static_cast<size_t>(m * p.n));
+      GemvAvx2({p.x.data(), m, p.ldx, p.View(), whole.data(), p.n}, /*threaded=*/false);
+      for (int64_t first : {0, 1, 5, 13, 60}) {
+        for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, 61 - first}) {
+          if (first + count > p.n) continue;
+          GemvAvx2({p.x.data(), m, p.ldx, p.View().RowBlock(first, count), parts.data() + first, p.n},
+                   /*threaded=*/false);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = first; r < first + count; ++r) {
+              ASSERT_EQ(parts[i * p.n + r], whole[i * p.n + r])
+                  << DTypeName(dtype) << " m " << m << " rows [" << first << ", " << first + count << ") row " << r
+                  << " x row " << i;
+            }
+          }
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<float> one(static_cast<size_t>(p.n));
+        GemvAvx2({p.x.data() + i * p.ldx, 1, p.ldx, p.View(), one.data(), p.n}, /*threaded=*/false);
+        for (int64_t r = 0; r < p.n; ++r) ASSERT_EQ(one[r], whole[i * p.n + r]) << "x row " << i << " alone, row " << r;
+      }
+    }
+  }
 }
 
 bool HasAvx512Bf16() { return HasAvx512() && GetCpuFeatures().avx512_bf16; }
@@ -289,6 +368,20 @@ TEST(MatmulOneDnnTest, Bf16) {
   CheckAllShapes(kOneDnn, DType::kBF16, kBf16XTol);
 }
 
+// bf16 weights widened to f32 a chunk of rows at a time for oneDNN's sgemm (CPUs
+// without AVX-512), x rounded to bf16: the products are exact, so only x's rounding
+// and the f32 sums err (kBf16XGemvTol).
+TEST(MatmulOneDnnTest, Bf16ViaSgemm) {
+  const Path sgemm = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBf16Sgemm(p)); };
+  CheckAllShapes(sgemm, DType::kBF16, kBf16XGemvTol);
+  // 8 MiB chunks of 2900-wide f32 rows are 720 rows: three chunks, the last short.
+  Problem p = MakeProblem(7, 1500, 2900, DType::kBF16, 1, 3);
+  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
+  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
+  sgemm(problem);
+  ExpectClose(problem, kBf16XGemvTol, /*row_step=*/3);
+}
+
 TEST(MatmulOneDnnTest, RepeatedCallsReuseCachedPrimitive) {
   // Same shape, different data: the cached primitive must read the new pointers.
   for (uint32_t seed = 1; seed <= 3; ++seed) {
@@ -331,7 +424,7 @@ TEST(MatmulOneDnnTest, F32KNReadsTheOperandUntransposed) {
 // The public entry point under both the detected and the forced-portable features.
 TEST(MatmulDispatchTest, DetectedFeatures) {
   SetPortableKernelsForTesting(false);
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     CheckAllShapes(kDispatch, dtype, DispatchTolAnyM(dtype));
   }
 }
@@ -340,11 +433,12 @@ TEST(MatmulDispatchTest, ForcedPortable) {
   SetPortableKernelsForTesting(true);
   CheckAllShapes(kDispatch, DType::kF32, DispatchTolAnyM(DType::kF32));
   CheckAllShapes(kDispatch, DType::kBF16, DispatchTolAnyM(DType::kBF16));
+  CheckAllShapes(kDispatch, DType::kF16, DispatchTolAnyM(DType::kF16));
   SetPortableKernelsForTesting(false);
 }
 
 TEST(MatmulDispatchTest, RowBlockView) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     const double tol = DispatchTolAnyM(dtype);
     Problem p = MakeProblem(1, 96, 61, dtype, 3);
     const WeightView block = p.View().RowBlock(32, 17);  // rows [32, 49)
@@ -601,12 +695,28 @@ TEST(MatmulFp8Test, GemvAvx512F32) {
   CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), kF32Tol);
 }
 
+// The AVX2 fp8 GEMV (CPUs without AVX-512): exact x, as the AVX-512 f32 path.
+TEST(MatmulFp8Test, GemvAvx2) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  const Path gemv = [](const MatmulProblem& p) { matmul_internal::GemvFp8Avx2(p); };
+  CheckFp8Shapes(gemv, kF32Tol);
+  CheckPath(gemv, MakeProblem(1, 2051, 1100, DType::kF8E4M3, 0, 77), kF32Tol);
+  for (int64_t m = 1; m <= 16; ++m) {
+    CheckPath(gemv, MakeProblem(m, 4 * 3 + 3, 100, DType::kF8E4M3, 1, 6, 16, 24), kF32Tol);
+    CheckPath(gemv, MakeProblem(m, 4 * 3 + 3, 77, DType::kF8E4M3, 1, 6, 16, 16), kF32Tol);
+  }
+}
+
 // The fp8 GEMV's decode and x layout at every column position: a one-hot x
 // (exact in bf16) picks out one weight per row, which must come out as exactly
 // e4m3 × scale, for every code but the NaNs, in full and partial 64-wide steps,
-// 128- and 48-wide column blocks, m = 1..5 (x row i scaled by 2^-i, exact).
+// 128- and 48-wide column blocks, m = 1..5 (x row i scaled by 2^-i, exact). The
+// AVX-512 GEMV and the AVX2 one, where the CPU has them.
 TEST(MatmulFp8Test, GemvOneHotEveryPositionExact) {
-  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  std::vector<std::pair<const char*, Path>> gemvs;
+  if (HasAvx512()) gemvs.emplace_back("avx512", [](const MatmulProblem& p) { GemvFp8Avx512(p); });
+  if (HasAvx2()) gemvs.emplace_back("avx2", [](const MatmulProblem& p) { matmul_internal::GemvFp8Avx2(p); });
+  if (gemvs.empty()) GTEST_SKIP() << "CPU lacks AVX-512 and AVX2";
   std::vector<uint8_t> codes;
   for (int b = 0; b < 256; ++b) {
     if ((b & 0x7F) != 0x7F) codes.push_back(static_cast<uint8_t>(b));
@@ -626,14 +736,16 @@ TEST(MatmulFp8Test, GemvOneHotEveryPositionExact) {
       for (int64_t j = 0; j < k; ++j) {
         std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
         for (int64_t i = 0; i < m; ++i) x[i * k + j] = std::ldexp(1.0f, -static_cast<int>(i));
-        std::vector<float> y(static_cast<size_t>(m * n), NAN);
-        GemvFp8Avx512({x.data(), m, k, view, y.data(), n});
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = 0; r < n; ++r) {
-            const float want =
-                Fp8E4M3ToF32(w[r * ld + j]) * scales[j / block_cols] * std::ldexp(1.0f, -static_cast<int>(i));
-            ASSERT_EQ(y[i * n + r], want)
-                << "block_cols " << block_cols << " m " << m << " x row " << i << " w row " << r << " col " << j;
+        for (const auto& [name, gemv] : gemvs) {
+          std::vector<float> y(static_cast<size_t>(m * n), NAN);
+          gemv({x.data(), m, k, view, y.data(), n});
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < n; ++r) {
+              const float want =
+                  Fp8E4M3ToF32(w[r * ld + j]) * scales[j / block_cols] * std::ldexp(1.0f, -static_cast<int>(i));
+              ASSERT_EQ(y[i * n + r], want) << name << " block_cols " << block_cols << " m " << m << " x row " << i
+                                            << " w row " << r << " col " << j;
+            }
           }
         }
       }

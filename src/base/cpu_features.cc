@@ -17,6 +17,7 @@ CpuFeatures Detect() {
               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   f.avx512_bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
   f.avx512_vnni = f.avx512f && __builtin_cpu_supports("avx512vnni");
+  f.fma = __builtin_cpu_supports("fma");
   const char* isa = std::getenv("LATTE_ISA");
   if (isa != nullptr && std::strcmp(isa, "portable") == 0) f = CpuFeatures{};
   return f;

@@ -9,13 +9,14 @@ struct CpuFeatures {
   bool avx512f = false;      // with BW/DQ/VL: the 16-float register path
   bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products in one instruction
   bool avx512_vnni = false;  // vpdpbusd: u8 x s8 dot products of 4 into int32 in one instruction
+  bool fma = false;          // vfmadd (implied by avx2 here, which requires it)
 };
 
 // The detected features, unless LATTE_ISA=portable forced the portable path
 // (read once at start-up, so tests and users can exercise the fallback).
 const CpuFeatures& GetCpuFeatures();
 
-// Forces the portable (no AVX-512) kernels on or off; for tests and benchmarks.
+// Forces the portable (no AVX-512, no AVX2) kernels on or off; for tests and benchmarks.
 void SetPortableKernelsForTesting(bool portable);
 
 }  // namespace latte

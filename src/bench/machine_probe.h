@@ -22,7 +22,7 @@ struct MachinePeaks {
   double read_gbps_small_pages = 0;   // every thread, 4 KiB pages
   std::optional<double> bf16_gflops;  // nullopt: no AVX512_BF16 (or LATTE_ISA=portable)
   double f32_gflops = 0;
-  std::string f32_kernel;  // "avx512-fma" or "portable"
+  std::string f32_kernel;  // "avx512-fma", "avx2-fma" or "portable"
 };
 
 struct MachineProbeOptions {
@@ -62,7 +62,7 @@ struct SampledPeaks {
   ProbeSpread read_gbps;                   // 1e9 bytes/s, every thread, 2 MiB pages
   std::optional<ProbeSpread> bf16_gflops;  // nullopt: no AVX512_BF16 (or LATTE_ISA=portable)
   ProbeSpread f32_gflops;
-  std::string f32_kernel;  // "avx512-fma" or "portable"
+  std::string f32_kernel;  // "avx512-fma", "avx2-fma" or "portable"
 };
 SampledPeaks SampleMachinePeaks(const PeakSamplingOptions& options = {});
 

@@ -6,9 +6,13 @@
 //   m >= kGemmMinRows (bf16 with AVX512_BF16: > kBf16DotMaxRows): oneDNN
 //     (matmul_onednn.cc; fp8 weights dequantized to bf16 a chunk of rows at a
 //     time, matmul_fp8.cc). Without AVX-512 oneDNN 2.6
-//     has only a scalar reference bf16 matmul, so bf16 and fp8 weights then take
-//     the portable kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from
-//     cpuid, so it is safe on any x86-64 CPU).
+//     has only a scalar reference bf16 matmul, so bf16 weights then go to its sgemm
+//     a chunk of rows widened to f32 at a time (matmul_bf16_sgemm.cc; from
+//     kBf16Avx2GemvMaxRows + 1 rows on AVX2 CPUs) and fp8 weights take the portable
+//     kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from cpuid, so it is
+//     safe on any x86-64 CPU).
+//   CPUs with AVX2 and FMA but not AVX-512: the GEMV is gemv_avx2.cc's (f32, bf16, f16)
+//     or gemv_fp8_avx2.cc's (fp8).
 //   f16 and GGUF block formats (matmul_block.cc): f16 as f32 (GEMV below kGemmMinRows,
 //     vcvtph2ps on AVX-512; then chunks converted to f32 for sgemm); block formats by
 //     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, gemv_block_avx2.cc,
@@ -177,9 +181,13 @@ using namespace matmul_internal;
 // 102400 x 2048 lm_head from memory, 2 threads: 242 -> 255).
 constexpr int64_t kBf16DotXPad = 32;
 
-// oneDNN only where it has a fast kernel for the dtype on this CPU (see top): f16 and
-// block formats reach it as f32 where the CPU lacks AVX-512.
+// oneDNN only where it has a fast kernel for the dtype on this CPU (see top): f16,
+// bf16 and block formats reach it as f32 where the CPU lacks AVX-512 (bf16 from
+// kBf16Avx2GemvMaxRows + 1 rows where the AVX2 GEMV runs below).
 bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
+  if (dtype == DType::kBF16 && !cpu.avx512f) {
+    return m > (cpu.avx2 && cpu.fma ? kBf16Avx2GemvMaxRows : kGemmMinRows - 1);
+  }
   return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16) &&
          (cpu.avx512f || dtype == DType::kF32 || dtype == DType::kF16 || IsBlockQuantized(dtype));
 }
@@ -199,9 +207,13 @@ void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
     GemvBlock(p, BestBlockGemvIsa(), threaded);
     return;
   }
+  // AVX2 + FMA kernels where the CPU has them but not AVX-512.
+  const bool avx2 = !cpu.avx512f && cpu.avx2 && cpu.fma;
   if (p.w.dtype == DType::kF16) {
     if (cpu.avx512f) {
       GemvAvx512(p, threaded);
+    } else if (avx2) {
+      GemvAvx2(p, threaded);
     } else {
       MatmulF16Portable(p, threaded);
     }
@@ -231,7 +243,13 @@ void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
     q.x = x;
     q.ldx = k;
   }
-  if (!cpu.avx512f) {
+  if (avx2) {
+    if (q.w.dtype == DType::kF8E4M3) {
+      GemvFp8Avx2(q, threaded);
+    } else {
+      GemvAvx2(q, threaded);
+    }
+  } else if (!cpu.avx512f) {
     MatmulPortable(q, threaded);
   } else if (q.w.dtype == DType::kF8E4M3) {
     GemvFp8Avx512(q, threaded);
@@ -251,6 +269,8 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
       done = MatmulFp8OneDnn(p);
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {
       done = MatmulBlockOneDnn(p, /*bf16_gemm=*/cpu.avx512f);
+    } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f) {
+      done = MatmulBf16Sgemm(p);
     } else {
       done = MatmulOneDnn(p);
     }
@@ -475,10 +495,11 @@ void RunBatched(const BatchedMatmulParams& p) {
     return;
   }
   // Big problems: heads in turn, each on all threads. With a shared x the
-  // bf16 rounding of x is done once for all heads (not for fp8 weights: their
-  // chunked path rounds x per call).
+  // bf16 rounding of x is done once for all heads (not for fp8 weights, nor bf16 ones
+  // without AVX-512: their chunked paths round x per call).
   const CpuFeatures& cpu = GetCpuFeatures();
-  if (p.x_stride == 0 && w0.dtype != DType::kF8E4M3 && UseOneDnn(cpu, p.m, w0.dtype) && MatmulOneDnnSharedX(p)) {
+  const bool chunked = w0.dtype == DType::kF8E4M3 || (w0.dtype == DType::kBF16 && !cpu.avx512f);
+  if (p.x_stride == 0 && !chunked && UseOneDnn(cpu, p.m, w0.dtype) && MatmulOneDnnSharedX(p)) {
     return;
   }
   for (int64_t b = 0; b < batch; ++b) MatmulOne(problem(b), /*threaded=*/true);

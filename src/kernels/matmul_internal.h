@@ -28,6 +28,11 @@ inline constexpr int64_t kGemmMinRows = 6;
 // block first. See GemmMinRows.
 inline constexpr int64_t kBf16DotMaxRows = 16;
 
+// bf16 weights on CPUs with AVX2 and FMA but not AVX-512 take the AVX2 GEMV (gemv_avx2.cc)
+// up to this many rows of x, then chunks widened to f32 for oneDNN's sgemm
+// (MatmulBf16Sgemm): see bench/matmul_bench.cc's LATTE_AVX2_BF16_BY_M.
+inline constexpr int64_t kBf16Avx2GemvMaxRows = 16;
+
 // Block-format weights (Q8_0 ... Q6_K, Q5_0, Q5_1) take the integer GEMV up to this many
 // rows of x (see the block-format section below): a batched decode step (16 sequences) stays on it,
 // reading each weight byte once, where the GEMM path dequantizes every weight first.
@@ -56,6 +61,11 @@ void MatmulPortable(const MatmulProblem& p, bool threaded = true);
 // widened in registers, f16 ones converted with vcvtph2ps).
 // Call only when GetCpuFeatures().avx512f.
 void GemvAvx512(const MatmulProblem& p, bool threaded = true);
+
+// The same GEMV on AVX2 + FMA + F16C (8-float registers) for CPUs without AVX-512
+// (gemv_avx2.cc): f32, bf16 and f16 weights, any m, f32 x and accumulation.
+// Call only when GetCpuFeatures() has avx2 and fma.
+void GemvAvx2(const MatmulProblem& p, bool threaded = true);
 
 // A MatmulProblem whose x is already rounded to bf16.
 struct Bf16XProblem {
@@ -86,6 +96,10 @@ void GemvFp8Avx512(const MatmulProblem& p, bool threaded = true);
 // Its f32 path alone (e4m3 -> f16 -> f32, FMA): what AVX-512 CPUs without
 // AVX512_BF16 or VBMI run; GemvFp8Avx512 takes the bf16 table path where it can.
 void GemvFp8Avx512F32(const MatmulProblem& p, bool threaded);
+// The same f32 path on AVX2 + FMA + F16C (gemv_fp8_avx2.cc), for CPUs without
+// AVX-512; views whose block_cols is not a multiple of 8 go to MatmulPortable. Call only
+// when GetCpuFeatures() has avx2 and fma.
+void GemvFp8Avx2(const MatmulProblem& p, bool threaded = true);
 
 // The loops behind DequantizeFp8ToBf16 (matmul.h), exposed for tests: the portable
 // one (matmul_fp8.cc) and the AVX-512 one (gemv_fp8_avx512.cc; vcvtneps2bf16 when
@@ -98,6 +112,13 @@ void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count
 // dequantized into per-thread scratch and multiplied by oneDNN's bf16 GEMM, so a
 // 129280 x 7168 matrix is never dequantized whole. Same contract as MatmulOneDnn.
 bool MatmulFp8OneDnn(const MatmulProblem& p);
+
+// Large-m product with a bf16 weight on CPUs without AVX-512, where oneDNN 2.6 has no
+// fast bf16 GEMM (matmul_bf16_sgemm.cc): x rounded to bf16 (as on every bf16 path) and
+// widened to f32 once, then a bounded chunk of weight rows at a time (8 MiB of f32)
+// widened to f32 (exact) for oneDNN's sgemm. Same products as the bf16 GEMV; only the
+// order of the f32 sums differs. Same contract as MatmulOneDnn.
+bool MatmulBf16Sgemm(const MatmulProblem& p);
 
 // oneDNN matmul (bf16 weights: x rounded to bf16, bf16 x bf16 -> f32; f32 weights:
 // sgemm). Primitives are cached per thread by shape. Returns false (and writes

@@ -1,0 +1,285 @@
+// AVX2 GEMV for small m on CPUs without AVX-512 (Zen 2/3, Haswell .. Alder Lake):
+// y = x · wᵀ for f32, bf16 and f16 weights. The AVX-512 GEMV (gemv_avx512.cc) with
+// 8-float registers: output rows go in groups of kRows, each group against every row
+// of x, in tiles of M x rows by R weight rows; every weight vector is loaded and
+// converted once per tile and FMA'd into the accumulators of all M x rows. x stays
+// f32, so the only rounding is the f32 accumulation. Output rows are split into
+// contiguous per-thread ranges so each core streams its own part of the matrix, with
+// an L2 prefetch kPrefetchRows rows ahead.
+//
+// bf16 weights: 16 at a time in one 32-byte load, widened exactly with two integer
+// ops (a bf16 is the top half of an f32): `<< 16` gives the even-numbered columns in
+// the 8 lanes, `& 0xffff0000` the odd ones. x is copied once per call into the same
+// order (per 16 columns, the 8 even then the 8 odd ones; zero-padded to whole groups),
+// so two FMAs per x row take the 16 columns. That is 2 integer ops per 16 weights
+// where zero-extending (vpmovzxwd + vpslld, as f16's vcvtph2ps) takes 4, which
+// matters from a few rows of x on, when the FMAs, not memory, bound the GEMV.
+//
+// Each output's sum runs over its columns in the same order whatever the tile (its
+// own 8-lane accumulator, one FMA per 8 columns in order, the tail last, the same
+// horizontal sum), so a row's result does not depend on which rows, x rows or threads
+// share its call (MatmulMany splits a problem's rows anywhere).
+//
+// Compiled with -mavx2 -mfma -mf16c -mbmi2 (see CMakeLists.txt); reached only
+// through matmul.cc's dispatch after GetCpuFeatures().avx2 and .fma.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/parallel.h"
+#include "base/scratch.h"
+#include "kernels/matmul_internal.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+// Weight rows per group (the unit of the thread split and of the prefetch), and x
+// rows per tile. Tiles fit the 16 ymm registers: M x R accumulators plus the R
+// converted weight vectors (bf16: 2R) and one x vector; TileRows below.
+constexpr int kRows = 4;
+constexpr int kMaxM = 4;
+// Rows ahead for the L2 prefetch (8 rows of a 2048-wide bf16 matrix: 32 KiB).
+constexpr int64_t kPrefetchRows = 8;
+
+// Weight rows per tile for M rows of x: f32 / f16 M·R + R + 1 <= 16 registers, bf16
+// M·R + 2R + 1 <= 16.
+template <DType kW, int M> constexpr int TileRows() {
+  if constexpr (M == 1) return 4;
+  if constexpr (kW == DType::kBF16) return 2;
+  return M == 2 ? 4 : 2;
+}
+
+template <DType kW> constexpr size_t kWSize = kW == DType::kF32 ? 4 : 2;
+
+// Lanes [0, count) set, count in [0, 8].
+inline __m256i TailMask8(int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---- f32 and f16: 8 columns per step ----------------------------------------------
+
+template <DType kW> inline __m256 LoadW(const void* base, int64_t off) {
+  if constexpr (kW == DType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + off);
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off)));
+  }
+}
+
+// The first `count` (< 8) weights at `off`, zero beyond; reads nothing past them.
+template <DType kW> inline __m256 LoadWTail(const void* base, int64_t off, int64_t count, __m256i mask) {
+  if constexpr (kW == DType::kF32) {
+    return _mm256_maskload_ps(static_cast<const float*>(base) + off, mask);
+  } else {
+    alignas(16) uint16_t buf[8] = {};
+    std::memcpy(buf, static_cast<const uint16_t*>(base) + off, static_cast<size_t>(count) * 2);
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+  }
+}
+
+// y[i][r] = x[i] · w[r] for i < M, r < R. `w` points at row 0 of the tile.
+template <DType kW, int M, int R> void Tile(const float* x, int64_t ldx, const void* w, int64_t ld, int64_t k, float* y,
+                                            int64_t ldy, const char* const* prefetch) {
+  const size_t esize = kWSize<kW>;
+  const char* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = static_cast<const char*>(w) + static_cast<size_t>(r * ld) * esize;
+  __m256 acc[M][R];
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+  }
+  int64_t kk = 0;
+  for (; kk + 8 <= k; kk += 8) {
+    if (prefetch != nullptr && (kk * esize) % 64 == 0) {
+      for (int r = 0; r < kRows; ++r) _mm_prefetch(prefetch[r] + kk * esize, _MM_HINT_T1);
+    }
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = LoadW<kW>(wr[r], kk);
+    for (int i = 0; i < M; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x + i * ldx + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  if (kk < k) {
+    const __m256i mask = TailMask8(k - kk);
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = LoadWTail<kW>(wr[r], kk, k - kk, mask);
+    for (int i = 0; i < M; ++i) {
+      const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, mask);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(acc[i][r]);
+  }
+}
+
+// ---- bf16: 16 columns per step, x in even/odd order ------------------------------
+
+// x rows [m, ldp] in the bf16 tile's order: per 16 columns the 8 even then the 8 odd
+// ones, zero-padded to ldp = whole groups of 16.
+int64_t PermutedXStride(int64_t k) { return (k + 15) / 16 * 16; }
+
+void PermuteX(const float* x, int64_t m, int64_t ldx, int64_t k, float* out) {
+  const int64_t ldp = PermutedXStride(k);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * ldx;
+    float* o = out + i * ldp;
+    int64_t c = 0;
+    for (; c + 16 <= k; c += 16) {
+      const __m256 a = _mm256_loadu_ps(xi + c), b = _mm256_loadu_ps(xi + c + 8);
+      // Per 128-bit half: [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit pairs reordered.
+      const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+      _mm256_storeu_ps(o + c, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))));
+      _mm256_storeu_ps(o + c + 8,
+                       _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+    if (c < k) {
+      for (int j = 0; j < 16; ++j) o[c + (j % 2) * 8 + j / 2] = c + j < k ? xi[c + j] : 0.0f;
+    }
+  }
+}
+
+// 16 bf16 -> the even columns (lanes 0..7 = columns 0, 2, .., 14) and the odd ones.
+inline void WidenBf16x16(__m256i v, __m256& even, __m256& odd) {
+  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// y[i][r] = x[i] · w[r] for i < M, r < R; xp: x permuted (PermuteX), row stride ldp.
+template <int M, int R> void TileBf16(const float* xp, int64_t ldp, const bf16* w, int64_t ld, int64_t k, float* y,
+                                      int64_t ldy, const char* const* prefetch) {
+  __m256 acc[M][R];
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+  }
+  auto step = [&](const __m256* even, const __m256* odd, int64_t kk) {
+    for (int i = 0; i < M; ++i) {
+      const __m256 xe = _mm256_loadu_ps(xp + i * ldp + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xe, even[r], acc[i][r]);
+      const __m256 xo = _mm256_loadu_ps(xp + i * ldp + kk + 8);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xo, odd[r], acc[i][r]);
+    }
+  };
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) {
+    if (prefetch != nullptr && kk % 32 == 0) {
+      for (int r = 0; r < kRows; ++r) _mm_prefetch(prefetch[r] + kk * 2, _MM_HINT_T1);
+    }
+    __m256 even[R], odd[R];
+    for (int r = 0; r < R; ++r) {
+      WidenBf16x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * ld + kk)), even[r], odd[r]);
+    }
+    step(even, odd, kk);
+  }
+  if (kk < k) {
+    __m256 even[R], odd[R];
+    for (int r = 0; r < R; ++r) {
+      alignas(32) bf16 buf[16] = {};
+      std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k - kk) * sizeof(bf16));
+      WidenBf16x16(_mm256_load_si256(reinterpret_cast<const __m256i*>(buf)), even[r], odd[r]);
+    }
+    step(even, odd, kk);
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(acc[i][r]);
+  }
+}
+
+// ---- rows, groups, threads ---------------------------------------------------------
+
+// x as the tiles read it: f32 / f16 the caller's rows; bf16 the permuted copy.
+struct XRows {
+  const float* x;
+  int64_t m;
+  int64_t ldx;
+};
+
+template <DType kW, int M, int R> void RunTile(const XRows& x, int64_t i, const WeightView& w, int64_t n, float* y,
+                                               int64_t ldy, const char* const* prefetch) {
+  const float* xi = x.x + i * x.ldx;
+  float* yi = y + i * ldy + n;
+  if constexpr (kW == DType::kBF16) {
+    TileBf16<M, R>(xi, x.ldx, static_cast<const bf16*>(w.data) + n * w.ld, w.ld, w.cols, yi, ldy, prefetch);
+  } else {
+    Tile<kW, M, R>(xi, x.ldx, static_cast<const char*>(w.data) + static_cast<size_t>(n * w.ld) * kWSize<kW>, w.ld,
+                   w.cols, yi, ldy, prefetch);
+  }
+}
+
+// Weight rows [n, n + G) (G = kRows, or 1 for the last rows) against x rows [i, i + M),
+// in tiles of TileRows<kW, M>() rows; the first tile prefetches the group's rows ahead.
+template <DType kW, int M, int G> void GroupTiles(const XRows& x, int64_t i, const WeightView& w, int64_t n, float* y,
+                                                  int64_t ldy, const char* const* prefetch) {
+  constexpr int R = TileRows<kW, M>() < G ? TileRows<kW, M>() : G;
+  static_assert(G % R == 0, "tiles must cover the group exactly");
+  for (int r = 0; r < G; r += R) RunTile<kW, M, R>(x, i, w, n + r, y, ldy, r == 0 ? prefetch : nullptr);
+}
+
+template <DType kW, int G>
+void Group(const XRows& x, const WeightView& w, int64_t n, float* y, int64_t ldy, const char* const* prefetch) {
+  for (int64_t i = 0; i < x.m; i += kMaxM) {
+    const char* const* p = i == 0 ? prefetch : nullptr;
+    switch (std::min<int64_t>(kMaxM, x.m - i)) {
+      case 1: GroupTiles<kW, 1, G>(x, i, w, n, y, ldy, p); break;
+      case 2: GroupTiles<kW, 2, G>(x, i, w, n, y, ldy, p); break;
+      case 3: GroupTiles<kW, 3, G>(x, i, w, n, y, ldy, p); break;
+      default: GroupTiles<kW, 4, G>(x, i, w, n, y, ldy, p); break;
+    }
+  }
+}
+
+// Output rows [n0, n1).
+template <DType kW> void Rows(const XRows& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const size_t row_bytes = static_cast<size_t>(w.ld) * kWSize<kW>;
+  const char* base = static_cast<const char*>(w.data);
+  int64_t n = n0;
+  for (; n + kRows <= n1; n += kRows) {
+    const char* ahead[kRows];
+    for (int r = 0; r < kRows; ++r) ahead[r] = base + (n + kPrefetchRows + r) * row_bytes;
+    Group<kW, kRows>(x, w, n, y, ldy, n + kPrefetchRows + kRows <= n1 ? ahead : nullptr);
+  }
+  for (; n < n1; ++n) Group<kW, 1>(x, w, n, y, ldy, nullptr);
+}
+
+template <DType kW> void Gemv(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
+  XRows x{p.x, p.m, p.ldx};
+  if constexpr (kW == DType::kBF16) {
+    // Per-thread, grown only: a decode step allocates nothing once warm. Filled by the
+    // calling thread before the team reads it.
+    thread_local std::vector<float> permuted;
+    const int64_t ldp = PermutedXStride(w.cols);
+    float* xp = Grow(permuted, p.m * ldp);
+    PermuteX(p.x, p.m, p.ldx, w.cols, xp);
+    x = {xp, p.m, ldp};
+  }
+  const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
+  // A contiguous, kRows-aligned share per thread: one sequential region each.
+  SplitRowsOverThreads(parallel, w.rows, kRows,
+                       [&](RowRange rows) { Rows<kW>(x, w, rows.begin, rows.end, p.y, p.ldy); });
+}
+
+}  // namespace
+
+void GemvAvx2(const MatmulProblem& p, bool threaded) {
+  if (p.m <= 0 || p.w.rows <= 0) return;
+  if (p.w.dtype == DType::kBF16) {
+    Gemv<DType::kBF16>(p, threaded);
+  } else if (p.w.dtype == DType::kF16) {
+    Gemv<DType::kF16>(p, threaded);
+  } else {
+    Gemv<DType::kF32>(p, threaded);
+  }
+}
+
+}  // namespace latte::matmul_internal
