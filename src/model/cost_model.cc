@@ -38,12 +38,15 @@ ComponentField ComponentOf(const TensorSpec& spec) {
   return &WeightComponents::norms;  // input/post_attention layernorms, model.norm
 }
 
+const StoredTensor* FindStored(const StoredCheckpoint* stored, const std::string& name) {
+  if (!stored) return nullptr;
+  const auto it = stored->tensors.find(name);
+  return it == stored->tensors.end() ? nullptr : &it->second;
+}
+
 // Stored bytes of one checkpoint tensor: the file's, or the release's dtypes (see the header).
 int64_t StoredBytes(const TensorSpec& spec, const ModelConfig& config, const StoredCheckpoint* stored) {
-  if (stored) {
-    const auto it = stored->tensors.find(spec.name);
-    if (it != stored->tensors.end()) return it->second.bytes;
-  }
+  if (const StoredTensor* t = FindStored(stored, spec.name)) return t->bytes;
   const int64_t values = NumValues(spec.shape);
   if (spec.kind == TensorKind::kLinear && config.quantization) {
     return values + NumValues(ScaleInvShape(spec.shape, *config.quantization)) * 4;
@@ -61,12 +64,6 @@ struct Holding {
   int64_t value_bytes = kBf16Bytes;  // of the compute dtype, which derived tensors take
   bool kv_b_converted = false;
 };
-
-const StoredTensor* FindStored(const StoredCheckpoint* stored, const std::string& name) {
-  if (!stored) return nullptr;
-  const auto it = stored->tensors.find(name);
-  return it == stored->tensors.end() ? nullptr : &it->second;
-}
 
 Holding HoldingOf(const ModelConfig& config, const StoredCheckpoint* stored) {
   if (!stored) return {kBf16Bytes, config.quantization.has_value()};
