@@ -171,6 +171,17 @@ TEST(BlockQuantTest, DequantizeMatchesFormula) {
   }
 }
 
+// n random values of `dtype`: random f16 values, or RandomBlocks (n whole blocks).
+std::vector<uint8_t> RandomRow(DType dtype, int64_t n, std::mt19937& rng) {
+  if (dtype != DType::kF16) return RandomBlocks(dtype, n / DTypeBlockElements(dtype), rng);
+  std::vector<uint8_t> data(2 * n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = RandomF16(rng);
+    std::memcpy(data.data() + 2 * i, &h, 2);
+  }
+  return data;
+}
+
 // The AVX-512 row dequantizer (the large-m path's) gives the portable values bit for bit,
 // in f32 and rounded to bf16 (integer rounding and vcvtneps2bf16), f16 rows included.
 TEST(BlockQuantTest, Avx512DequantizeMatchesPortable) {
@@ -180,16 +191,7 @@ TEST(BlockQuantTest, Avx512DequantizeMatchesPortable) {
   for (DType dtype : kBlockTypesAndF16) {
     SCOPED_TRACE(Name(dtype));
     const int64_t n = dtype == DType::kF16 ? 1000 : 7 * DTypeBlockElements(dtype);
-    std::vector<uint8_t> data;
-    if (dtype == DType::kF16) {
-      data.resize(2 * n);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = RandomF16(rng);
-        std::memcpy(data.data() + 2 * i, &h, 2);
-      }
-    } else {
-      data = RandomBlocks(dtype, n / DTypeBlockElements(dtype), rng);
-    }
+    const std::vector<uint8_t> data = RandomRow(dtype, n, rng);
     std::vector<float> want(n), got(n + 1, -1.0f);
     std::vector<bf16> want_bf16(n), got_bf16(n + 1, 0xdead);
     DequantizeToF32(dtype, data.data(), n, want.data());
@@ -215,16 +217,7 @@ TEST(BlockQuantTest, Avx2DequantizeMatchesPortable) {
   for (DType dtype : kBlockTypesAndF16) {
     SCOPED_TRACE(Name(dtype));
     const int64_t n = dtype == DType::kF16 ? 1003 : 7 * DTypeBlockElements(dtype);
-    std::vector<uint8_t> data;
-    if (dtype == DType::kF16) {
-      data.resize(2 * n);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = RandomF16(rng);
-        std::memcpy(data.data() + 2 * i, &h, 2);
-      }
-    } else {
-      data = RandomBlocks(dtype, n / DTypeBlockElements(dtype), rng);
-    }
+    const std::vector<uint8_t> data = RandomRow(dtype, n, rng);
     std::vector<float> want(n), got(n + 1, -1.0f);
     DequantizeToF32(dtype, data.data(), n, want.data());
     matmul_internal::DequantizeRowAvx2(dtype, data.data(), n, got.data());
