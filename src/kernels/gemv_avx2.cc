@@ -30,6 +30,7 @@
 
 #include "base/parallel.h"
 #include "base/scratch.h"
+#include "kernels/avx2_inl.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -52,18 +53,6 @@ template <DType kW, int M> constexpr int TileRows() {
 }
 
 template <DType kW> constexpr size_t kWSize = kW == DType::kF32 ? 4 : 2;
-
-// Lanes [0, count) set, count in [0, 8].
-inline __m256i TailMask8(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // ---- f32 and f16: 8 columns per step ----------------------------------------------
 

@@ -55,6 +55,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/avx2_inl.h"
 #include "kernels/block_quant.h"
 #include "kernels/matmul_internal.h"
 
@@ -262,13 +263,6 @@ struct FormatQ6_K {
 
 template <typename Fn, int... S> inline void ForSlots(Fn&& fn, std::integer_sequence<int, S...>) {
   (fn.template operator()<S>(), ...);
-}
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile.

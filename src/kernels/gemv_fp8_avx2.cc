@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "base/parallel.h"
+#include "kernels/avx2_inl.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -38,18 +39,6 @@ inline __m256 Fp8x8(__m128i bytes) {
   const __m128i w = _mm_cvtepi8_epi16(bytes);
   const __m128i h = _mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
   return _mm256_cvtph_ps(h);
-}
-
-// Lanes [0, count) set, count in [0, 8].
-inline __m256i TailMask8(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // y[i][r] = x[i] · w[r] for i < M, r < R. w: row 0 of the tile (row stride ld);
