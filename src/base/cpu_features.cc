@@ -1,18 +1,27 @@
 #include "base/cpu_features.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
 
 namespace latte {
 namespace {
 
+// F16C from CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports has no "f16c".
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx & bit_F16C) != 0;
+}
+
 CpuFeatures Detect() {
   CpuFeatures f;
   __builtin_cpu_init();
   // The *_avx2*.cc kernels are compiled with -mavx2 -mfma -mf16c -mbmi2: every CPU with
   // AVX2 has the other three, but each is checked, as the compiler may use any of them.
-  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-           __builtin_cpu_supports("bmi2");
+  f.avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c() && __builtin_cpu_supports("bmi2");
   f.avx512f = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   f.avx512_bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
