@@ -94,6 +94,16 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
       ->capture_default_str();
   cmd.add_flag_callback(
       "--no-prefix-cache", [&c] { c.prefix_caching = false; }, "Do not reuse the KV blocks of shared prompt prefixes");
+  cmd.add_option("--speculative", c.speculative,
+                 "none | mtp: decode with drafts from the checkpoint's multi-token-prediction layer (DeepSeek-V3/R1's "
+                 "model.layers.61), verified in the same forward pass as the last token (vLLM's deepseek_mtp)")
+      ->check(CLI::IsMember({"none", "mtp"}))
+      ->capture_default_str();
+  cmd.add_option("--num-speculative-tokens", c.num_speculative_tokens,
+                 "--speculative mtp: tokens drafted per sequence per step (the MTP layer run again on its own "
+                 "output past the first, as vLLM does)")
+      ->check(CLI::Range(int64_t{1}, kMaxSpeculativeTokens))
+      ->capture_default_str();
   cmd.add_flag("--dist-check", c.dist_check,
                "Under --tp: hash the replicated residual stream after every sublayer on every rank and stop "
                "naming the layer where ranks differ");

@@ -24,6 +24,7 @@ struct MakeModelArgs {
   std::string dtype = "bf16";
   uint64_t seed = 0;
   bool no_q_lora = false;
+  std::optional<int64_t> mtp_layers;
   std::optional<std::string> rope;
   uint64_t shard_bytes = 4'000'000'000;
   std::string out;
@@ -41,6 +42,7 @@ Status RunMakeModel(const MakeModelArgs& args) {
   overrides.num_hidden_layers = args.layers;
   overrides.vocab_size = args.vocab;
   overrides.no_q_lora = args.no_q_lora;
+  overrides.mtp_layers = args.mtp_layers;
   overrides.rope = args.rope;
   overrides.dtype = *dtype;
   LATTE_ASSIGN_OR_RETURN(const ModelConfig config, MakeModelConfig(args.preset, overrides));
@@ -82,6 +84,9 @@ void AddMakeModelCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed; the same seed writes the same bytes")->capture_default_str();
   cmd->add_flag("--no-q-lora", args->no_q_lora, "q_lora_rank null: a plain q_proj (as V2-Lite)");
+  cmd->add_option("--mtp-layers", args->mtp_layers,
+                  "Multi-token-prediction layers after the others (V3's num_nextn_predict_layers; default 0)")
+      ->check(IntIn(0, 4));
   cmd->add_option("--rope", args->rope, "plain or yarn (default: the preset's)")->check(OneOf({"plain", "yarn"}));
   cmd->add_option("--shard-bytes", args->shard_bytes, "Split the weights into shards of at most this many bytes")
       ->check(IntIn(1, std::numeric_limits<int64_t>::max()))

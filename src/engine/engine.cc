@@ -75,14 +75,18 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
       options_(options),
       eos_id_(tokenizer && tokenizer->eos_id() ? *tokenizer->eos_id()
                                                : static_cast<int32_t>(model.config().eos_token_id)),
-      cache_(model.config().num_hidden_layers, model.config().LatentDim(), options.num_blocks, options.block_size,
+      cache_(model.CacheLayers(), model.config().LatentDim(), options.num_blocks, options.block_size,
              ResolveKvCacheDtype(options.kv_cache_dtype, model.weights().compute_dtype())),
       pool_(options.num_blocks, options.block_size, options.prefix_caching),
       kv_(pool_),
       scheduler_(SchedulerFor(options, model), kv_),
       decompressed_prefix_(options.decompressed_prefix_bytes) {
+  LATTE_CHECK(options.num_speculative_tokens == 0 || model.weights().mtp(),
+              "Engine: speculative decoding needs the model's MTP layer loaded");
+  LATTE_CHECK(options.num_speculative_tokens == 0 || group_ == nullptr, "Engine: speculative decoding in one process only");
   counters_.kv_blocks_total = options.num_blocks;
   counters_.block_size = options.block_size;
+  counters_.spec_accepted_per_position.assign(options.num_speculative_tokens, 0);
   published_ = counters_;
 }
 
@@ -482,6 +486,9 @@ bool Engine::Step() {
   LocateLogitRows(done);
   SampleChunks(done);
   EmitOutputs(done);
+  if (options_.num_speculative_tokens > 0) {
+    if (const Status drafted = ProposeDrafts(done); !drafted.ok()) FailBatch(done, drafted);
+  }
   std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
   ++counters_.steps;
   counters_.step_seconds += SecondsSince(step_start);
@@ -553,9 +560,12 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
   // the rows that need them.
   batch_tokens_.clear();
   batch_spans_.clear();
+  chunk_drafts_.clear();
   const int64_t keeps_prefix = DecompressedPrefixChunk(chunks);
   for (const ScheduledChunk& ch : chunks) {
     const Sequence& s = *ch.seq;
+    // A chunk that ends at the last token holds all of its sequence's drafts.
+    chunk_drafts_.push_back(ch.samples ? s.drafts : 0);
     batch_tokens_.insert(batch_tokens_.end(), s.tokens.begin() + ch.start, s.tokens.begin() + ch.start + ch.count);
     SequenceSpan span;
     span.block_table = s.blocks.table;
@@ -565,7 +575,9 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
     if (static_cast<int64_t>(batch_spans_.size()) == keeps_prefix) span.decompressed = &decompressed_prefix_;
     const bool prompt_rows =
         s.needs_prompt_logits && (ch.start < s.prompt_len || s.choice->request->params.return_logits);
-    span.logits = prompt_rows ? SpanLogits::kAll : ch.samples ? SpanLogits::kLast : SpanLogits::kNone;
+    span.logits = prompt_rows || chunk_drafts_.back() > 0 ? SpanLogits::kAll
+                  : ch.samples                               ? SpanLogits::kLast
+                                                             : SpanLogits::kNone;
     batch_spans_.push_back(span);
     if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;
   }
@@ -598,7 +610,8 @@ int64_t Engine::DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunk
 
 Status Engine::RunForward() {
   const Clock::time_point model_start = Clock::now();
-  const Status status = model_.Forward(batch_tokens_, batch_spans_, cache_, logits_);
+  const Status status = model_.Forward(batch_tokens_, batch_spans_, cache_, logits_,
+                                       options_.num_speculative_tokens > 0 ? &final_hidden_ : nullptr);
   counters_.model_seconds += SecondsSince(model_start);
   return status;
 }
@@ -643,7 +656,7 @@ void Engine::SampleChunks(const std::vector<ScheduledChunk>& done) {
   not_finite_.assign(done.size(), 0);
 #pragma omp parallel for schedule(dynamic, 1) if (draws > 1)
   for (size_t i = 0; i < done.size(); ++i) {
-    if (!chunk_rows_[i].sample) continue;
+    if (!chunk_rows_[i].sample || chunk_drafts_[i] > 0) continue;  // drafts: drawn in VerifyDrafts
     const float* sample_row = chunk_rows_[i].sample;
     for (int64_t v = 0; v < V; ++v) {
       if (!std::isfinite(sample_row[v])) {
@@ -670,8 +683,13 @@ void Engine::EmitOutputs(const std::vector<ScheduledChunk>& done) {
       c.started = true;
       c.cached_tokens = ch.start;
     }
-    if (chunk_rows_[i].prompt) ProcessPromptRows(c, ch.start, ch.count, chunk_rows_[i].prompt, out);
-    if (ch.samples) ProcessSampled(c, draws_[i], out);
+    if (chunk_drafts_[i] > 0) {
+      VerifyDrafts(c, ch, chunk_rows_[i].prompt, chunk_drafts_[i], out);
+      if (c.finished && out.finish == std::nullopt) continue;  // ended by EndRequest, which pushed its output
+    } else {
+      if (chunk_rows_[i].prompt) ProcessPromptRows(c, ch.start, ch.count, chunk_rows_[i].prompt, out);
+      if (ch.samples) ProcessSampled(c, draws_[i], out);
+    }
     const bool news = !out.tokens.empty() || !out.text.empty() || out.finish || !out.logits.empty();
     if (!news) continue;
     if (!c.prompt_logprobs_sent && c.prompt_rows_done >= c.seq.prompt_len) {
@@ -683,6 +701,133 @@ void Engine::EmitOutputs(const std::vector<ScheduledChunk>& done) {
     out.time = Clock::now();
     c.request->stream->Push(std::move(out));
   }
+}
+
+bool Engine::Speculates(const RequestChoice& c) const {
+  return options_.num_speculative_tokens > 0 && !c.seq.needs_prompt_logits;
+}
+
+int64_t Engine::VerifyDrafts(RequestChoice& c, const ScheduledChunk& ch, const float* rows, int64_t drafts,
+                             GenerationOutput& out) {
+  Sequence& s = c.seq;
+  const int64_t V = model_.config().vocab_size;
+  const std::vector<int32_t> proposed(s.tokens.end() - drafts, s.tokens.end());
+  s.DropDrafts(drafts);
+  int64_t accepted = 0;
+  for (int64_t j = 0; j <= drafts; ++j) {
+    const float* row = rows + j * V;
+    if (!std::all_of(row, row + V, [](float x) { return std::isfinite(x); })) {
+      EndRequest(*c.request, NotFiniteMessage(ch.start + j));
+      break;
+    }
+    const std::optional<SampledToken> drawn = Draw(c, row);
+    ProcessSampled(c, drawn, out);
+    const bool agrees = drawn && j < drafts && drawn->id == proposed[j];
+    if (agrees) {
+      ++accepted;
+      ++counters_.spec_accepted_per_position[j];
+    }
+    if (c.finished || !agrees) break;
+  }
+  ++counters_.spec_drafts;
+  counters_.spec_draft_tokens += drafts;
+  counters_.spec_accepted_tokens += accepted;
+  if (!c.finished) {
+    // Rows stand up to the last token emitted, which has none yet; the rejected
+    // drafts' rows are written over by the next step.
+    s.num_computed = s.num_tokens() - 1;
+    kv_.RegisterFullBlocks(s.tokens, s.num_computed, s.blocks);
+  }
+  return accepted;
+}
+
+namespace {
+
+int32_t Argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+
+}  // namespace
+
+Status Engine::ProposeDrafts(const std::vector<ScheduledChunk>& done) {
+  const ModelConfig& config = model_.config();
+  const int64_t d = config.hidden_size, V = config.vocab_size;
+  draft_tokens_.clear();
+  draft_spans_.clear();
+  draft_inputs_.clear();
+  // The MTP layer's first pass: each chunk's rows that stand, row i with the token after it.
+  struct Drafting {
+    Sequence* seq;
+    int64_t wanted;  // drafts to propose
+    int64_t row;     // its row in the last pass's hidden rows
+  };
+  std::vector<Drafting> drafting;
+  int64_t first_row = 0;  // the chunk's first row in final_hidden_
+  for (const ScheduledChunk& ch : done) {
+    const int64_t chunk_first = first_row;
+    first_row += ch.count;
+    Sequence& s = *ch.seq;
+    if (s.choice->finished || s.state != SequenceState::kRunning || !Speculates(*s.choice)) continue;
+    const int64_t standing = s.num_computed - ch.start;
+    if (standing <= 0) continue;
+    // The drafts the next step may verify: its tokens stay within max_tokens and the context.
+    int64_t wanted = 0;
+    if (s.num_computed == s.num_tokens() - 1) {
+      wanted = std::min({options_.num_speculative_tokens,
+                         s.choice->request->params.max_tokens - s.generated() - 1,
+                         config.max_position_embeddings - s.num_tokens() - 1});
+      // Drafts past the first write the MTP layer's rows ahead of the sequence.
+      if (wanted > 1 && !kv_.Grow(s.blocks, s.num_computed + wanted - 1)) wanted = 1;
+    }
+    draft_tokens_.insert(draft_tokens_.end(), s.tokens.begin() + ch.start + 1,
+                         s.tokens.begin() + ch.start + standing + 1);
+    draft_inputs_.insert(draft_inputs_.end(), final_hidden_.begin() + chunk_first * d,
+                         final_hidden_.begin() + (chunk_first + standing) * d);
+    SequenceSpan span;
+    span.block_table = s.blocks.table;
+    span.start = ch.start;
+    span.count = standing;
+    span.decode_from = s.prompt_len;
+    span.logits = wanted > 0 ? SpanLogits::kLast : SpanLogits::kNone;
+    draft_spans_.push_back(span);
+    if (wanted > 0) drafting.push_back({&s, wanted, static_cast<int64_t>(draft_tokens_.size()) - 1});
+  }
+  if (draft_spans_.empty()) return Status::Ok();
+  const Clock::time_point model_start = Clock::now();
+  LATTE_RETURN_IF_ERROR(
+      model_.DraftForward(draft_tokens_, draft_inputs_, draft_spans_, cache_, draft_logits_, draft_hidden_));
+  // Each next pass: one row per sequence that wants more, its last draft at the
+  // position after the previous pass's row, with that row's output.
+  for (size_t i = 0; i < drafting.size(); ++i) {
+    drafting[i].seq->tokens.push_back(Argmax(draft_logits_.data() + static_cast<int64_t>(i) * V, V));
+    drafting[i].seq->drafts = 1;
+  }
+  for (int64_t k = 2; k <= options_.num_speculative_tokens; ++k) {
+    std::erase_if(drafting, [&](const Drafting& g) { return g.wanted < k; });
+    if (drafting.empty()) break;
+    draft_tokens_.clear();
+    draft_spans_.clear();
+    draft_inputs_.clear();
+    for (const Drafting& g : drafting) {
+      const Sequence& s = *g.seq;
+      draft_tokens_.push_back(s.tokens.back());
+      draft_inputs_.insert(draft_inputs_.end(), draft_hidden_.begin() + g.row * d,
+                           draft_hidden_.begin() + (g.row + 1) * d);
+      SequenceSpan span;
+      span.block_table = s.blocks.table;
+      span.start = s.num_tokens() - 2;  // the position before the last draft's
+      span.count = 1;
+      span.decode_from = s.prompt_len;
+      draft_spans_.push_back(span);
+    }
+    LATTE_RETURN_IF_ERROR(
+        model_.DraftForward(draft_tokens_, draft_inputs_, draft_spans_, cache_, draft_logits_, draft_hidden_));
+    for (size_t i = 0; i < drafting.size(); ++i) {
+      drafting[i].seq->tokens.push_back(Argmax(draft_logits_.data() + static_cast<int64_t>(i) * V, V));
+      ++drafting[i].seq->drafts;
+      drafting[i].row = static_cast<int64_t>(i);
+    }
+  }
+  counters_.model_seconds += SecondsSince(model_start);
+  return Status::Ok();
 }
 
 void Engine::PublishStats() {

@@ -52,6 +52,10 @@ struct EngineOptions {
   // The decompressed K/V kept across one prompt's prefill chunks (engine/memory_plan.h
   // sizes it); 0: none.
   int64_t decompressed_prefix_bytes = 0;
+  // Speculative decoding with the model's MTP layer (--speculative mtp): each decoding
+  // sequence's next step runs this many drafted tokens after its last one, and keeps
+  // those the model itself would have produced (0: off; needs the MTP layer loaded).
+  int64_t num_speculative_tokens = 0;
 };
 
 // One rank's load in a data-parallel group, as it reported it after its last step.
@@ -84,6 +88,12 @@ struct EngineStats {
   double model_seconds = 0;       // inside the forward passes
   double step_seconds = 0;        // whole steps (scheduling, forward, sampling, outputs)
   double collective_seconds = 0;  // of those, inside collectives (a job of several ranks)
+  // Speculative decoding: verify steps of sequences with drafts, the drafted tokens,
+  // those accepted, and accepted by draft position (vLLM's spec_decode_* counters).
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
   // A data-parallel group's replicas, rank 0's first; running, waiting and the KV
   // blocks above are their sums.
   std::vector<RankLoad> ranks;
@@ -176,6 +186,18 @@ class Engine {
   void SampleChunks(const std::vector<ScheduledChunk>& done);
   // Each choice's news (prompt rows, its token, text, finish) pushed to its stream.
   void EmitOutputs(const std::vector<ScheduledChunk>& done);
+  // Speculative decoding: a chunk's `drafts` guesses checked against its rows [drafts + 1,
+  // vocab], token by token as plain decoding would draw them: each drawn token is
+  // emitted, and the next row counts only while the drawn token equals the draft. The
+  // sequence keeps the rows of what it emitted. Returns the drafts accepted.
+  int64_t VerifyDrafts(RequestChoice& c, const ScheduledChunk& ch, const float* rows, int64_t drafts,
+                       GenerationOutput& out);
+  // Speculative decoding: the MTP layer over each chunk's rows that stand (filling its
+  // latent cache), then up to num_speculative_tokens greedy drafts for every sequence
+  // that decodes next, appended to its tokens (Sequence::drafts).
+  Status ProposeDrafts(const std::vector<ScheduledChunk>& done);
+  // Whether choice c decodes with drafts (not for prompt logits or return_logits).
+  bool Speculates(const RequestChoice& c) const;
   void FinishChoice(RequestChoice& c, FinishReason reason, GenerationOutput& out);
   // The choice's next token from its row of logits; nullopt when max_tokens was reached
   // already. Reads only the choice's own state (runs on any thread).
@@ -229,6 +251,13 @@ class Engine {
   int64_t decompressed_owner_ = -1;
   int64_t decompressed_next_ = 0;
   std::vector<float> logits_;  // logits: [rows, vocab]
+  // Speculative decoding: the step's final hidden rows [T, d]; each chunk's drafts
+  // (verified this step); the MTP layer's batch, its logits and output rows.
+  std::vector<float> final_hidden_;
+  std::vector<int64_t> chunk_drafts_;
+  std::vector<int32_t> draft_tokens_;
+  std::vector<SequenceSpan> draft_spans_;
+  std::vector<float> draft_inputs_, draft_logits_, draft_hidden_;
   struct ChunkRows {
     const float* prompt = nullptr;  // [count, vocab] when the chunk's span has SpanLogits::kAll
     const float* sample = nullptr;  // [vocab] the row the chunk samples from, if it samples

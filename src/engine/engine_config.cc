@@ -18,6 +18,18 @@ Status EngineConfig::Validate() const {
   if (!(dist_timeout_s >= 0)) {
     return Status::InvalidArgument("dist_timeout must be >= 0 seconds (0: no limit)", "dist_timeout");
   }
+  if (speculative != "none" && speculative != "mtp") {
+    return Status::InvalidArgument("speculative must be none or mtp, got \"" + speculative + "\"", "speculative");
+  }
+  if (num_speculative_tokens < 1 || num_speculative_tokens > kMaxSpeculativeTokens) {
+    return Status::InvalidArgument("num_speculative_tokens must be in [1, " + std::to_string(kMaxSpeculativeTokens) +
+                                       "], got " + std::to_string(num_speculative_tokens),
+                                   "num_speculative_tokens");
+  }
+  if (speculates() && load.parallel.world_size() > 1) {
+    return Status::InvalidArgument("--speculative mtp runs in one process only (not under --tp, --dp or --ep)",
+                                   "speculative");
+  }
   LATTE_RETURN_IF_ERROR(memory.Validate());
   return scheduler.Validate();
 }

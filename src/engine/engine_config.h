@@ -17,6 +17,8 @@ namespace latte {
 
 // The most compute threads a process takes.
 inline constexpr int kMaxThreads = 1024;
+// The most drafted tokens a sequence verifies in one step.
+inline constexpr int64_t kMaxSpeculativeTokens = 16;
 
 struct EngineConfig {
   std::string model;  // the model directory (config.json, safetensors, tokenizer.json)
@@ -31,6 +33,11 @@ struct EngineConfig {
   // ranks that did not come (Comm::set_wait_limit; 0: never).
   bool dist_check = false;
   double dist_timeout_s = 600;
+  // Speculative decoding (--speculative): "none", or "mtp" (drafts from the checkpoint's
+  // multi-token-prediction layer, num_speculative_tokens per sequence per step).
+  std::string speculative = "none";
+  int64_t num_speculative_tokens = 1;
+  bool speculates() const { return speculative == "mtp"; }
 
   // Each value on its own and the load options together, before anything is read;
   // an error names the field ("max_num_seqs", "block_size"), one message per value.

@@ -112,13 +112,20 @@ Result<MemoryPlan> PlanMemory(const ModelWeights& weights, const MemoryOptions& 
                           : static_cast<int64_t>(kDefaultMemoryFraction * static_cast<double>(available));
   plan.weight_bytes = static_cast<int64_t>(weights.memory().Total());
   plan.scratch_bytes = EngineScratchBytes(c, scheduler, omp_get_max_threads(), weights.shard());
+  if (weights.mtp()) {
+    // Speculative decoding: the step's final hidden rows kept for the MTP layer, its
+    // [T, 2d] input and its output rows.
+    plan.scratch_bytes += 4 * scheduler.max_num_batched_tokens * c.hidden_size * static_cast<int64_t>(sizeof(float));
+  }
   const ModelConfig& local = weights.shard_config();  // this rank's heads
   plan.decompressed_prefix_position_bytes = DecompressedPrefix::BytesPerPosition(
       local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
   plan.decompressed_prefix_bytes = DecompressedPrefixBytes(local, plan.budget_bytes, options.decompressed_prefix_gb);
   plan.kv_dtype = ResolveKvCacheDtype(options.kv_cache_dtype, weights.compute_dtype());
   plan.block_size = options.block_size;
-  plan.block_bytes = KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), options.block_size, plan.kv_dtype);
+  // The MTP layer, when loaded, keeps latent rows of its own in every block.
+  const int64_t cache_layers = c.num_hidden_layers + (weights.mtp() ? 1 : 0);
+  plan.block_bytes = KvCache::BlockBytes(cache_layers, c.LatentDim(), options.block_size, plan.kv_dtype);
   plan.kv_bytes_per_token = plan.block_bytes / options.block_size;
   if (options.num_kv_blocks) {
     plan.num_blocks = *options.num_kv_blocks;

@@ -54,6 +54,7 @@ void Scheduler::Add(Sequence* seq) {
 }
 
 void Scheduler::Remove(Sequence* seq) {
+  seq->DropDrafts(seq->drafts);
   std::erase(running_, seq);
   std::erase(waiting_, seq);
   kv_.Free(seq->blocks);
@@ -62,6 +63,7 @@ void Scheduler::Remove(Sequence* seq) {
 }
 
 void Scheduler::Preempt(Sequence* seq) {
+  seq->DropDrafts(seq->drafts);  // recomputed from what was verified
   std::erase(running_, seq);
   kv_.Free(seq->blocks);
   seq->num_computed = 0;
@@ -209,6 +211,8 @@ int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs
 
 void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {
   const int64_t count = ChunkTokens(*seq, budget);
+  // Drafts the step has no room for are dropped (a chunk always ends at the last token).
+  seq->DropDrafts(std::min(seq->drafts, seq->num_tokens() - seq->num_computed - count));
   while (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
     Sequence* victim = running_.back();  // the most recently admitted
     Preempt(victim);
@@ -255,7 +259,8 @@ void Scheduler::Completed() {
   for (const ScheduledChunk& c : chunks_) {
     Sequence* seq = c.seq;
     seq->num_computed = c.start + c.count;
-    kv_.RegisterFullBlocks(seq->tokens, seq->num_computed, seq->blocks);
+    // Rows of drafts stand only once verified (the engine registers them then).
+    kv_.RegisterFullBlocks(seq->tokens, std::min(seq->num_computed, seq->num_tokens() - seq->drafts), seq->blocks);
   }
 }
 

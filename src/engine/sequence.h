@@ -29,9 +29,18 @@ struct Sequence {
                                      // so the prompt is never taken from the prefix cache
   int64_t preemptions = 0;
   RequestChoice* choice = nullptr;  // the choice this sequence runs
+  // Speculative decoding: the last `drafts` of tokens are the MTP layer's guesses, not
+  // yet verified; the next step's chunk runs them with the last sampled token.
+  int64_t drafts = 0;
+
+  // Forgets the last n drafts.
+  void DropDrafts(int64_t n) {
+    tokens.resize(tokens.size() - static_cast<size_t>(n));
+    drafts -= n;
+  }
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
-  int64_t generated() const { return num_tokens() - prompt_len; }
+  int64_t generated() const { return num_tokens() - drafts - prompt_len; }
   bool prompt_computed() const { return num_computed >= prompt_len; }
 };
 

@@ -25,6 +25,7 @@ EngineOptions EngineOptionsFor(const EngineConfig& config, const MemoryPlan& pla
   options.prefix_caching = config.prefix_caching;
   options.kv_cache_dtype = config.memory.kv_cache_dtype;
   options.decompressed_prefix_bytes = plan.decompressed_prefix_bytes;
+  options.num_speculative_tokens = config.speculates() ? config.num_speculative_tokens : 0;
   return options;
 }
 
@@ -94,6 +95,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   world.set_wait_limit(config.dist_timeout_s);
   load.shard = ShardOf(load.parallel, world.rank());
   load.progress = log && world.rank() == 0;
+  load.mtp = config.speculates();
   LATTE_ASSIGN_OR_RETURN(stack->weights, ModelWeights::Load(config.model, load));
   SetThreadsForModel(config.threads, stack->weights->memory().Total());
   stack->model = std::make_unique<DeepSeekModel>(*stack->weights, MlaSettings{},

@@ -326,6 +326,9 @@ Status Validate(const ModelConfig& c) {
     }
   }
   if (c.n_shared_experts < 0) return Status::InvalidArgument("n_shared_experts must be >= 0");
+  if (c.num_nextn_predict_layers < 0 || c.num_nextn_predict_layers > 64) {
+    return Status::InvalidArgument("num_nextn_predict_layers must be in [0, 64]");
+  }
   if (!(c.rms_norm_eps > 0)) return Status::InvalidArgument("rms_norm_eps must be positive");
   if (!(c.rope_theta > 0)) return Status::InvalidArgument("rope_theta must be positive");
   if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size || c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size) {
@@ -381,6 +384,7 @@ Result<ModelConfig> ModelConfig::FromJsonText(const std::string& text) {
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "topk_group", &c.topk_group));
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "first_k_dense_replace", &c.first_k_dense_replace));
   LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "moe_layer_freq", &c.moe_layer_freq));
+  LATTE_RETURN_IF_ERROR(ReadOptionalInt(j, "num_nextn_predict_layers", &c.num_nextn_predict_layers));
   LATTE_RETURN_IF_ERROR(ReadOptionalBool(j, "norm_topk_prob", &c.norm_topk_prob));
   LATTE_RETURN_IF_ERROR(ReadOptionalNumber(j, "routed_scaling_factor", &c.routed_scaling_factor));
   if (c.architecture == "DeepseekV3ForCausalLM") {  // Hugging Face's V3 defaults (V2's: softmax, greedy)
@@ -436,6 +440,7 @@ std::string ModelConfig::ToJsonText() const {
   j["topk_group"] = topk_group;
   j["first_k_dense_replace"] = first_k_dense_replace;
   j["moe_layer_freq"] = moe_layer_freq;
+  if (num_nextn_predict_layers > 0) j["num_nextn_predict_layers"] = num_nextn_predict_layers;
   j["norm_topk_prob"] = norm_topk_prob;
   j["routed_scaling_factor"] = routed_scaling_factor;
   j["scoring_func"] = ScoringFuncName(scoring_func);

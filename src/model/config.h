@@ -51,6 +51,9 @@ struct ModelConfig {
   int64_t intermediate_size = 0;       // dense MLP width
   int64_t moe_intermediate_size = 0;   // one expert's width
   int64_t num_hidden_layers = 0;       // L
+  // V3's multi-token-prediction layers, stored after the L layers as model.layers.L.*
+  // (enorm, hnorm, eh_proj, a MoE decoder layer, shared_head); 0: none.
+  int64_t num_nextn_predict_layers = 0;
   int64_t num_attention_heads = 0;     // H
   std::optional<int64_t> q_lora_rank;  // d_cq; nullopt: plain q_proj (V2-Lite)
   int64_t kv_lora_rank = 0;            // d_c

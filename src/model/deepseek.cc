@@ -31,9 +31,11 @@ DeepSeekModel::DeepSeekModel(const ModelWeights& weights, const MlaSettings& set
               "DeepSeekModel: the all-to-all MoE exchange needs whole experts on each rank");
 }
 
+int64_t DeepSeekModel::CacheLayers() const { return config().num_hidden_layers + (w_.mtp() ? 1 : 0); }
+
 SequenceCaches DeepSeekModel::NewCaches(int64_t sequences, int64_t capacity, KvCacheDtype dtype,
                                         int64_t block_size) const {
-  return SequenceCaches(config().num_hidden_layers, config().LatentDim(), sequences, capacity, block_size,
+  return SequenceCaches(CacheLayers(), config().LatentDim(), sequences, capacity, block_size,
                         ResolveKvCacheDtype(dtype, w_.compute_dtype()));
 }
 
@@ -85,7 +87,7 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
 int64_t DeepSeekModel::ScratchBytesInUse() const {
   const MlaScratch& m = mla_scratch_;
   const FfnScratch& f = ffn_scratch_;
-  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(normed_) + CapacityBytes(delta_) + CapacityBytes(final_rows_) +
+  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(joined_) + CapacityBytes(normed_) + CapacityBytes(delta_) + CapacityBytes(final_rows_) +
                   CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) + CapacityBytes(gathered_logits_) +
                   CapacityBytes(gathered_) + CapacityBytes(moe_partial_) + CapacityBytes(rank_tokens_);
   for (const std::vector<float>* v :
@@ -122,11 +124,13 @@ const char* NonFiniteSite::SublayerName() const {
   return "?";
 }
 
-Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, KvCache& cache,
-                              std::vector<float>& logits) {
+Status DeepSeekModel::CheckBatch(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans,
+                                 const KvCache& cache, int64_t cache_layers) const {
   const ModelConfig& c = config();
-  const int64_t d = c.hidden_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (cache.layers() < cache_layers) {
+    return Status::InvalidArgument("the cache holds " + std::to_string(cache.layers()) + " layers, the pass needs " +
+                                   std::to_string(cache_layers));
+  }
   int64_t T = 0;
   for (const SequenceSpan& span : spans) {
     if (span.count <= 0 || span.start < 0) return Status::InvalidArgument("empty sequence span");
@@ -150,6 +154,64 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
                                      std::to_string(c.vocab_size) + ")");
     }
   }
+  return Status::Ok();
+}
+
+void DeepSeekModel::RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans,
+                             KvCache& cache, int64_t T) {
+  const ModelConfig& c = config();
+  const int64_t d = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (T > 0) {
+    RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
+    mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
+    SumPartials(T * d);
+    AddToResidual(T * d, layer, NonFiniteSite::kAttention);
+    CheckReplicated(T * d, layer, NonFiniteSite::kAttention);
+    RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
+  }
+  if (lw.is_moe && experts_ != nullptr) {
+    DataParallelMoe(lw, T);
+  } else if (T == 0) {
+    return;
+  } else if (lw.is_moe) {
+    MoeForward(c, lw.moe, normed_.data(), T, delta_.data(), ffn_scratch_);
+  } else {
+    MlpForward(lw.mlp, normed_.data(), T, delta_.data(), ffn_scratch_);
+  }
+  if (T == 0) return;
+  SumPartials(T * d);
+  AddToResidual(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
+  CheckReplicated(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
+}
+
+void DeepSeekModel::NormLogitRows(std::span<const SequenceSpan> spans, const std::vector<float>& norm) {
+  const int64_t d = config().hidden_size;
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  std::vector<int64_t>& rows = logit_rows_;
+  rows.clear();
+  int64_t first = 0;
+  for (const SequenceSpan& span : spans) {
+    if (span.logits == SpanLogits::kAll) {
+      for (int64_t t = first; t < first + span.count; ++t) rows.push_back(t);
+    } else if (span.logits == SpanLogits::kLast) {
+      rows.push_back(first + span.count - 1);
+    }
+    first += span.count;
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  final_rows_.resize(n * d);
+  for (int64_t i = 0; i < n; ++i) {
+    RmsNorm(hidden_.data() + rows[i] * d, norm.data(), 1, d, eps, final_rows_.data() + i * d);
+  }
+}
+
+Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, KvCache& cache,
+                              std::vector<float>& logits, std::vector<float>* final_hidden) {
+  const ModelConfig& c = config();
+  const int64_t d = c.hidden_size;
+  LATTE_RETURN_IF_ERROR(CheckBatch(tokens, spans, cache, c.num_hidden_layers));
+  const int64_t T = static_cast<int64_t>(tokens.size());
 
   first_non_finite_.reset();
   // hidden: [T, d], the residual stream.
@@ -168,49 +230,63 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     rank_tokens_.resize(experts_->size());
     experts_->AllGatherBytes(&moe_rows_.count, sizeof moe_rows_.count, rank_tokens_.data());
   }
-  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const LayerWeights& lw = w_.layers()[layer];
-    if (T > 0) {
-      RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
-      mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
-      SumPartials(T * d);
-      AddToResidual(T * d, layer, NonFiniteSite::kAttention);
-      CheckReplicated(T * d, layer, NonFiniteSite::kAttention);
-      RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
-    }
-    if (lw.is_moe && experts_ != nullptr) {
-      DataParallelMoe(lw, T);
-    } else if (T == 0) {
-      continue;
-    } else if (lw.is_moe) {
-      MoeForward(c, lw.moe, normed_.data(), T, delta_.data(), ffn_scratch_);
-    } else {
-      MlpForward(lw.mlp, normed_.data(), T, delta_.data(), ffn_scratch_);
-    }
-    if (T == 0) continue;
-    SumPartials(T * d);
-    AddToResidual(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
-    CheckReplicated(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) RunLayer(w_.layers()[layer], layer, spans, cache, T);
+
+  if (final_hidden != nullptr) {
+    // final_hidden: [T, d], every row after the final norm (what the MTP layer reads).
+    final_hidden->resize(T * d);
+    RmsNorm(hidden_.data(), w_.final_norm().data(), T, d, static_cast<float>(c.rms_norm_eps), final_hidden->data());
+  }
+  // Final norm and lm_head on the rows that need logits.
+  NormLogitRows(spans, w_.final_norm());
+  LmHead(static_cast<int64_t>(logit_rows_.size()), logits);
+  return Status::Ok();
+}
+
+Status DeepSeekModel::DraftForward(std::span<const int32_t> next_tokens, std::span<const float> previous_hidden,
+                                   std::span<const SequenceSpan> spans, KvCache& cache, std::vector<float>& logits,
+                                   std::vector<float>& draft_hidden) {
+  if (!w_.mtp()) return Status::FailedPrecondition("the model was loaded without its multi-token-prediction layer");
+  if (tp_ != nullptr || experts_ != nullptr) {
+    return Status::FailedPrecondition("the multi-token-prediction layer runs in one process only");
+  }
+  const ModelConfig& c = config();
+  const MtpWeights& mtp = *w_.mtp();
+  const int64_t d = c.hidden_size, L = c.num_hidden_layers;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  LATTE_RETURN_IF_ERROR(CheckBatch(next_tokens, spans, cache, L + 1));
+  const int64_t T = static_cast<int64_t>(next_tokens.size());
+  if (static_cast<int64_t>(previous_hidden.size()) != T * d) {
+    return Status::InvalidArgument("previous hidden rows do not match the tokens");
   }
 
-  // Final norm and lm_head on the rows that need logits.
-  std::vector<int64_t>& rows = logit_rows_;
-  rows.clear();
-  int64_t first = 0;
+  first_non_finite_.reset();
+  // joined: [T, 2d] = [enorm(embed(t_{i+1})); hnorm(h_i)], the embedding half zero at position 0.
+  joined_.resize(T * 2 * d);
+  hidden_.resize(T * d);
+  normed_.resize(T * d);
+  delta_.resize(T * d);
+  int64_t t = 0;
   for (const SequenceSpan& span : spans) {
-    if (span.logits == SpanLogits::kAll) {
-      for (int64_t t = first; t < first + span.count; ++t) rows.push_back(t);
-    } else if (span.logits == SpanLogits::kLast) {
-      rows.push_back(first + span.count - 1);
+    for (int64_t i = 0; i < span.count; ++i, ++t) {
+      float* row = joined_.data() + t * 2 * d;
+      if (span.start + i == 0) {
+        std::fill(row, row + d, 0.0f);
+      } else {
+        WeightRowToF32(mtp.embed_tokens, next_tokens[t], hidden_.data() + t * d);
+        RmsNorm(hidden_.data() + t * d, mtp.enorm.data(), 1, d, eps, row);
+      }
+      RmsNorm(previous_hidden.data() + t * d, mtp.hnorm.data(), 1, d, eps, row + d);
     }
-    first += span.count;
   }
-  const int64_t n = static_cast<int64_t>(rows.size());
-  final_rows_.resize(n * d);
-  for (int64_t i = 0; i < n; ++i) {
-    RmsNorm(hidden_.data() + rows[i] * d, w_.final_norm().data(), 1, d, eps, final_rows_.data() + i * d);
-  }
-  LmHead(n, logits);
+  // hidden: [T, d] = eh_proj · joined, then the MTP decoder layer (cache layer L).
+  if (T > 0) Matmul(joined_.data(), T, mtp.eh_proj, hidden_.data());
+  RunLayer(mtp.block, L, spans, cache, T);
+  draft_hidden.assign(hidden_.begin(), hidden_.begin() + T * d);
+  NormLogitRows(spans, mtp.head_norm);
+  const int64_t n = static_cast<int64_t>(logit_rows_.size());
+  logits.resize(n * c.vocab_size);
+  if (n > 0) Matmul(final_rows_.data(), n, mtp.head, logits.data());
   return Status::Ok();
 }
 

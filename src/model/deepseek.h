@@ -65,13 +65,29 @@ class DeepSeekModel {
   SequenceCaches NewCaches(int64_t sequences, int64_t capacity, KvCacheDtype dtype = KvCacheDtype::kAuto,
                            int64_t block_size = kDefaultKvBlockSize) const;
 
+  // The layers a cache for this model holds: num_hidden_layers, and the MTP layer's
+  // after them when it was loaded.
+  int64_t CacheLayers() const;
+
   // tokens: the ids of every span, concatenated in span order ([T]). Each span's rows
   // go into `cache` through its block table; the caller keeps track of what is there
   // (span.start). logits: [rows, vocab] for the rows each span asks for, in span order.
-  // Errors: spans that do not match the tokens, ids outside the vocabulary, block
-  // tables that name blocks outside the cache or do not cover their span.
+  // final_hidden (optional): [T, d], every row after the final norm (the MTP layer's
+  // input). Errors: spans that do not match the tokens, ids outside the vocabulary,
+  // block tables that name blocks outside the cache or do not cover their span.
   Status Forward(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, KvCache& cache,
-                 std::vector<float>& logits);
+                 std::vector<float>& logits, std::vector<float>* final_hidden = nullptr);
+
+  // The multi-token-prediction layer (model/model_weights.h's MtpWeights) over the same
+  // positions as a Forward: row i of each span pairs previous_hidden [T, d] (the final
+  // hidden row at that position: Forward's final_hidden, or this layer's own
+  // draft_hidden when drafting further ahead) with next_tokens[i], the token after it.
+  // Its latent rows go into the cache's layer num_hidden_layers. logits: [rows, vocab]
+  // for the rows the spans ask for (the drafts of the token after next);
+  // draft_hidden: [T, d] the layer's output before shared_head's norm. One process only.
+  Status DraftForward(std::span<const int32_t> next_tokens, std::span<const float> previous_hidden,
+                      std::span<const SequenceSpan> spans, KvCache& cache, std::vector<float>& logits,
+                      std::vector<float>& draft_hidden);
 
   // An upper bound on the bytes of the buffers one forward pass of up to `max_tokens`
   // tokens with logits for up to `max_logit_rows` rows grows (every mode and path:
@@ -114,10 +130,19 @@ class DeepSeekModel {
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;
   std::vector<float> hidden_, normed_, delta_, final_rows_;
+  std::vector<float> joined_;  // the MTP layer's [T, 2d] input
   std::vector<float> local_logits_, gathered_logits_;  // tensor parallel: [n, local vocab], every rank's
   std::vector<int64_t> logit_rows_;
   std::optional<NonFiniteSite> first_non_finite_;
 
+  // The checks of Forward's inputs, against a cache of at least `cache_layers` layers.
+  Status CheckBatch(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, const KvCache& cache,
+                    int64_t cache_layers) const;
+  // One decoder layer over hidden_ [T, d] (its latent rows into cache layer `layer`).
+  void RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache,
+                int64_t T);
+  // final_rows_: the rows of hidden_ the spans ask logits for, normed by `norm`.
+  void NormLogitRows(std::span<const SequenceSpan> spans, const std::vector<float>& norm);
   // hidden_ += delta_ over `count` values, noting the first non-finite sublayer output.
   void AddToResidual(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer);
   // --dist-check after one sublayer (see set_dist_check).

@@ -45,7 +45,9 @@ void MlaLayer::Forward(const MlaWeights& w, int64_t layer, const float* x, std::
                        KvCache& cache, float* out, MlaScratch& s) const {
   const int64_t d = c_.hidden_size, d_c = c_.kv_lora_rank, d_l = c_.LatentDim();
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  LATTE_CHECK(layer >= 0 && layer < c_.num_hidden_layers, "MlaLayer: layer ", layer, " of ", c_.num_hidden_layers);
+  // The MTP layers' attention runs after the L others, on cache layers of their own.
+  LATTE_CHECK(layer >= 0 && layer < c_.num_hidden_layers + c_.num_nextn_predict_layers, "MlaLayer: layer ", layer,
+              " of ", c_.num_hidden_layers, " (+ ", c_.num_nextn_predict_layers, " MTP)");
   LATTE_CHECK(x != nullptr && out != nullptr, "MlaLayer: null x or out");
   int64_t T = 0;
   LATTE_CHECK(cache.row_dim() == d_l && layer < cache.layers(), "MlaLayer: layer ", layer, " of a cache of ",

@@ -128,6 +128,7 @@ class WeightLoader {
     } else {
       LATTE_ASSIGN_OR_RETURN(m_.lm_head_, Matrix("lm_head.weight", &m_.memory_.embeddings));
     }
+    if (options_.mtp) LATTE_RETURN_IF_ERROR(LoadMtp());
     if (options_.progress) {
       ReportProgress(/*final=*/true);
       ReportMemory();
@@ -136,10 +137,48 @@ class WeightLoader {
   }
 
  private:
+  // The first MTP layer (MtpWeights), held as the main layers are.
+  Status LoadMtp() {
+    const ModelConfig& c = m_.config_;
+    const std::string p = LayerPrefix(c.num_hidden_layers);
+    MtpWeights& mtp = m_.mtp_.emplace();
+    size_t* bucket = &m_.memory_.mtp;
+    const WeightMemory before = m_.memory_;
+    LATTE_ASSIGN_OR_RETURN(mtp.embed_tokens, Matrix(p + "embed_tokens.weight", bucket, Fp8Role::kNever));
+    LATTE_ASSIGN_OR_RETURN(mtp.enorm, Vector(p + "enorm.weight", bucket));
+    LATTE_ASSIGN_OR_RETURN(mtp.hnorm, Vector(p + "hnorm.weight", bucket));
+    LATTE_ASSIGN_OR_RETURN(mtp.eh_proj, Matrix(p + "eh_proj.weight", bucket));
+    LATTE_RETURN_IF_ERROR(LoadLayer(c.num_hidden_layers, mtp.block));
+    LATTE_ASSIGN_OR_RETURN(mtp.head_norm, Vector(p + "shared_head.norm.weight", bucket));
+    LATTE_ASSIGN_OR_RETURN(mtp.head, Matrix(p + "shared_head.head.weight", bucket));
+    // The block's bytes went to the main layers' buckets: they are the MTP layer's.
+    WeightMemory& after = m_.memory_;
+    after.mtp += (after.attention - before.attention) + (after.attention_prepared - before.attention_prepared) +
+                 (after.materialized - before.materialized) + (after.experts - before.experts) +
+                 (after.dense_mlp - before.dense_mlp);
+    after.attention = before.attention;
+    after.attention_prepared = before.attention_prepared;
+    after.materialized = before.materialized;
+    after.experts = before.experts;
+    after.dense_mlp = before.dense_mlp;
+    return Status::Ok();
+  }
+
   // Every expected tensor is present with the right shape; tensors of layers past
-  // num_hidden_layers (V3's multi-token-prediction layer) are skipped with a note.
+  // num_hidden_layers (V3's multi-token-prediction layer) are skipped with a note,
+  // unless LoadOptions::mtp asks for the first of them.
   Status CheckTensorSet() {
     const ModelConfig& c = m_.config_;
+    if (options_.mtp && c.num_nextn_predict_layers == 0) {
+      return Status::InvalidArgument(source_ + " has no multi-token-prediction layer (" + ConfigSource() +
+                                         " sets no num_nextn_predict_layers): --speculative mtp needs one, as "
+                                         "DeepSeek-V3 and R1 have",
+                                     "speculative");
+    }
+    if (options_.mtp && options_.shard.sharded()) {
+      return Status::InvalidArgument("--speculative mtp runs in one process only (not under --tp, --dp or --ep)",
+                                     "speculative");
+    }
     // A config that names more layers than the checkpoint holds fails here, on the
     // tensor names alone, before the expected list (tensors per layer x layers) is built.
     std::set<int64_t> present;
@@ -154,7 +193,13 @@ class WeightLoader {
                                 std::to_string(layer) + ")");
       }
     }
-    for (const TensorSpec& spec : ExpectedTensors(c)) {
+    std::vector<TensorSpec> expected = ExpectedTensors(c);
+    if (options_.mtp) {
+      for (TensorSpec& spec : ExpectedMtpTensors(c)) {
+        if (LayerOf(spec.name) == c.num_hidden_layers) expected.push_back(std::move(spec));
+      }
+    }
+    for (const TensorSpec& spec : expected) {
       specs_[spec.name] = spec;
       const TensorInfo* t = m_.checkpoint_->Find(spec.name);
       if (t == nullptr) {
@@ -170,7 +215,7 @@ class WeightLoader {
     std::set<int64_t> skipped_layers;
     for (const TensorInfo& t : m_.checkpoint_->tensors()) {
       const int64_t layer = LayerOf(t.name);
-      if (layer >= c.num_hidden_layers) {
+      if (layer >= c.num_hidden_layers + (options_.mtp ? 1 : 0)) {
         ++skipped;
         skipped_layers.insert(layer);
         skipped_bytes_ += t.nbytes;
@@ -585,16 +630,22 @@ class WeightLoader {
     return s + ", kv_b_proj, embed_tokens and the rest " + compute;
   }
 
+  static std::string GbString(size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f GB", bytes / 1e9);
+    return text;
+  }
+
   void ReportMemory() const {
     const WeightMemory& w = m_.memory_;
     const std::string dtype = DescribeDtypes();
     std::fprintf(stderr,
                  "weights (%s, mla-mode %s): attention %.3f GB, w_uk_t copies %.3f GB, "
                  "materialized W_Q_UK+W_UV_O %.3f GB, dense mlp %.3f GB, experts %.3f GB, "
-                 "embeddings %.3f GB, total %.3f GB\n",
+                 "embeddings %.3f GB, %stotal %.3f GB\n",
                  dtype.c_str(), std::string(MlaModeName(m_.mode_)).c_str(), w.attention / 1e9,
                  w.attention_prepared / 1e9, w.materialized / 1e9, w.dense_mlp / 1e9, w.experts / 1e9,
-                 w.embeddings / 1e9, w.Total() / 1e9);
+                 w.embeddings / 1e9, m_.mtp_ ? ("MTP layer " + GbString(w.mtp) + ", ").c_str() : "", w.Total() / 1e9);
   }
 
   ModelWeights& m_;

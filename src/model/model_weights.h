@@ -70,6 +70,21 @@ struct LayerWeights {
   MoeWeights moe;  // MoE layers
 };
 
+// V3's multi-token-prediction (MTP) layer, model.layers.L.* (L = num_hidden_layers): it
+// drafts the token after next from the main model's final hidden row h_i (after its
+// final norm) and the next token t_{i+1} at position i:
+//   x = eh_proj · [enorm(embed(t_{i+1})); hnorm(h_i)]   (the embedding is 0 at position 0)
+//   y = block(x)                                         (a MoE decoder layer, its own latent cache)
+//   logits = shared_head.head · shared_head.norm(y)
+struct MtpWeights {
+  WeightView embed_tokens;  // [vocab, d]
+  std::vector<float> enorm, hnorm;  // [d]
+  WeightView eh_proj;       // [d, 2d]
+  LayerWeights block;
+  std::vector<float> head_norm;  // shared_head.norm: [d]
+  WeightView head;               // shared_head.head: [vocab, d]
+};
+
 // Resident bytes per component, for the load report and `latte bench`.
 struct WeightMemory {
   size_t attention = 0;           // checkpoint attention projections (+ norms) as held (fp8: + f32 scales)
@@ -78,7 +93,10 @@ struct WeightMemory {
   size_t dense_mlp = 0;
   size_t experts = 0;     // routed + shared + routers
   size_t embeddings = 0;  // embed_tokens + lm_head + final norm
-  size_t Total() const { return attention + attention_prepared + materialized + dense_mlp + experts + embeddings; }
+  size_t mtp = 0;         // the multi-token-prediction layer (LoadOptions::mtp)
+  size_t Total() const {
+    return attention + attention_prepared + materialized + dense_mlp + experts + embeddings + mtp;
+  }
 };
 
 // What to do with F8_E4M3 weights (checkpoints with quantization_config).
@@ -121,6 +139,9 @@ struct LoadOptions {
   // The job's layout as the flags give it (--tp, --dp, --ep); `shard` is this process's
   // part of it, filled in once the rank is known.
   ParallelLayout parallel = {};
+  // Load the first multi-token-prediction layer too (--speculative mtp); a checkpoint
+  // without one is an error. Only in one process (not sharded).
+  bool mtp = false;
 };
 
 // The options on their own (ModelWeights::Load checks them first; commands check
@@ -148,6 +169,8 @@ class ModelWeights {
   const WeightView& lm_head() const { return lm_head_; }            // [vocab, d] (sharded: this rank's rows)
   const std::vector<float>& final_norm() const { return final_norm_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
+  // The MTP layer, when LoadOptions::mtp loaded it.
+  const std::optional<MtpWeights>& mtp() const { return mtp_; }
   const WeightMemory& memory() const { return memory_; }
 
  private:
@@ -168,6 +191,7 @@ class ModelWeights {
   WeightView lm_head_;
   std::vector<float> final_norm_;
   std::vector<LayerWeights> layers_;
+  std::optional<MtpWeights> mtp_;
   WeightMemory memory_;
 };
 

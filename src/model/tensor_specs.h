@@ -26,6 +26,10 @@ struct TensorSpec {
 };
 
 std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config);
+// The multi-token-prediction layers' tensors (num_nextn_predict_layers of them, after
+// the L layers), as V3's release names them: model.layers.L.{embed_tokens, enorm,
+// hnorm, eh_proj, shared_head.norm, shared_head.head} and a decoder layer's tensors.
+std::vector<TensorSpec> ExpectedMtpTensors(const ModelConfig& config);
 
 // Shape of `<name>_scale_inv` for an fp8 linear of `shape`: [ceil(out/128), ceil(in/128)].
 std::vector<int64_t> ScaleInvShape(const std::vector<int64_t>& shape, const Fp8Quantization& q);

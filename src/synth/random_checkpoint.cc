@@ -305,6 +305,12 @@ Result<ModelConfig> MakeModelConfig(const std::string& preset, const MakeModelOv
     c.vocab_size = *overrides.vocab_size;
   }
   if (overrides.no_q_lora) c.q_lora_rank = std::nullopt;
+  if (overrides.mtp_layers) {
+    if (*overrides.mtp_layers < 0 || *overrides.mtp_layers > 4) {
+      return Status::InvalidArgument("--mtp-layers must be in [0, 4]");
+    }
+    c.num_nextn_predict_layers = *overrides.mtp_layers;
+  }
   if (overrides.rope) {
     if (*overrides.rope == "plain") {
       c.rope_scaling = std::nullopt;
@@ -342,6 +348,9 @@ Status WriteRandomCheckpoint(const ModelConfig& config, const RandomCheckpointOp
 
   std::vector<TensorGroup> groups;
   for (const TensorSpec& spec : ExpectedTensors(config)) {
+    groups.push_back(PlanTensor(spec, config, options));
+  }
+  for (const TensorSpec& spec : ExpectedMtpTensors(config)) {
     groups.push_back(PlanTensor(spec, config, options));
   }
   const auto shards = PlanShards(std::move(groups), options.shard_bytes);

@@ -48,6 +48,7 @@ struct MakeModelOverrides {
   std::optional<int64_t> num_hidden_layers;        // --layers
   std::optional<int64_t> vocab_size;               // --vocab
   bool no_q_lora = false;                          // --no-q-lora: q_lora_rank null (plain q_proj)
+  std::optional<int64_t> mtp_layers;               // --mtp-layers: num_nextn_predict_layers
   std::optional<std::string> rope;                 // --rope plain|yarn
   CheckpointDType dtype = CheckpointDType::kBf16;  // fp8 sets quantization_config
 };
