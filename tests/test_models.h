@@ -91,7 +91,8 @@ inline std::string MakeModel(const std::string& preset, MakeModelOverrides overr
   std::string key = preset + "-L" + std::to_string(overrides.num_hidden_layers.value_or(0)) + "-V" +
                     std::to_string(overrides.vocab_size.value_or(0)) + (overrides.no_q_lora ? "-noq" : "") + "-" +
                     overrides.rope.value_or("default") + "-d" + std::to_string(static_cast<int>(overrides.dtype)) +
-                    "-s" + std::to_string(seed);
+                    (overrides.mtp_layers ? "-mtp" + std::to_string(*overrides.mtp_layers) : "") + "-s" +
+                    std::to_string(seed);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   const std::string dir = ModelRoot() + "/" + key;

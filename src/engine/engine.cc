@@ -83,7 +83,8 @@ Engine::Engine(DeepSeekModel& model, const Tokenizer* tokenizer, const EngineOpt
       decompressed_prefix_(options.decompressed_prefix_bytes) {
   LATTE_CHECK(options.num_speculative_tokens == 0 || model.weights().mtp(),
               "Engine: speculative decoding needs the model's MTP layer loaded");
-  LATTE_CHECK(options.num_speculative_tokens == 0 || group_ == nullptr, "Engine: speculative decoding in one process only");
+  LATTE_CHECK(options.num_speculative_tokens == 0 || group_ == nullptr,
+              "Engine: speculative decoding in one process only");
   counters_.kv_blocks_total = options.num_blocks;
   counters_.block_size = options.block_size;
   counters_.spec_accepted_per_position.assign(options.num_speculative_tokens, 0);
@@ -576,8 +577,8 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
     const bool prompt_rows =
         s.needs_prompt_logits && (ch.start < s.prompt_len || s.choice->request->params.return_logits);
     span.logits = prompt_rows || chunk_drafts_.back() > 0 ? SpanLogits::kAll
-                  : ch.samples                               ? SpanLogits::kLast
-                                                             : SpanLogits::kNone;
+                  : ch.samples                            ? SpanLogits::kLast
+                                                          : SpanLogits::kNone;
     batch_spans_.push_back(span);
     if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;
   }
@@ -771,8 +772,7 @@ Status Engine::ProposeDrafts(const std::vector<ScheduledChunk>& done) {
     // The drafts the next step may verify: its tokens stay within max_tokens and the context.
     int64_t wanted = 0;
     if (s.num_computed == s.num_tokens() - 1) {
-      wanted = std::min({options_.num_speculative_tokens,
-                         s.choice->request->params.max_tokens - s.generated() - 1,
+      wanted = std::min({options_.num_speculative_tokens, s.choice->request->params.max_tokens - s.generated() - 1,
                          config.max_position_embeddings - s.num_tokens() - 1});
       // Drafts past the first write the MTP layer's rows ahead of the sequence.
       if (wanted > 1 && !kv_.Grow(s.blocks, s.num_computed + wanted - 1)) wanted = 1;

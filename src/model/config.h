@@ -47,10 +47,10 @@ struct Fp8Quantization {
 struct ModelConfig {
   std::string architecture;  // "DeepseekV2ForCausalLM" or "DeepseekV3ForCausalLM"
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;             // d
-  int64_t intermediate_size = 0;       // dense MLP width
-  int64_t moe_intermediate_size = 0;   // one expert's width
-  int64_t num_hidden_layers = 0;       // L
+  int64_t hidden_size = 0;            // d
+  int64_t intermediate_size = 0;      // dense MLP width
+  int64_t moe_intermediate_size = 0;  // one expert's width
+  int64_t num_hidden_layers = 0;      // L
   // V3's multi-token-prediction layers, stored after the L layers as model.layers.L.*
   // (enorm, hnorm, eh_proj, a MoE decoder layer, shared_head); 0: none.
   int64_t num_nextn_predict_layers = 0;

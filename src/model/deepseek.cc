@@ -87,9 +87,10 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
 int64_t DeepSeekModel::ScratchBytesInUse() const {
   const MlaScratch& m = mla_scratch_;
   const FfnScratch& f = ffn_scratch_;
-  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(joined_) + CapacityBytes(normed_) + CapacityBytes(delta_) + CapacityBytes(final_rows_) +
-                  CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) + CapacityBytes(gathered_logits_) +
-                  CapacityBytes(gathered_) + CapacityBytes(moe_partial_) + CapacityBytes(rank_tokens_);
+  int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(joined_) + CapacityBytes(normed_) + CapacityBytes(delta_) +
+                  CapacityBytes(final_rows_) + CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) +
+                  CapacityBytes(gathered_logits_) + CapacityBytes(gathered_) + CapacityBytes(moe_partial_) +
+                  CapacityBytes(rank_tokens_);
   for (const std::vector<float>* v :
        {&m.c_q,      &m.kv,         &m.rows_in, &m.q,        &m.q_lat,  &m.query,        &m.o_lat,  &m.o,
         &m.rows_out, &m.cache_rows, &m.kv_dec,  &m.k,        &m.v,      &m.lse,          &m.o_part, &m.lse_part,
@@ -157,8 +158,8 @@ Status DeepSeekModel::CheckBatch(std::span<const int32_t> tokens, std::span<cons
   return Status::Ok();
 }
 
-void DeepSeekModel::RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans,
-                             KvCache& cache, int64_t T) {
+void DeepSeekModel::RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache,
+                             int64_t T) {
   const ModelConfig& c = config();
   const int64_t d = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);

@@ -130,7 +130,7 @@ class DeepSeekModel {
   MlaScratch mla_scratch_;
   FfnScratch ffn_scratch_;
   std::vector<float> hidden_, normed_, delta_, final_rows_;
-  std::vector<float> joined_;  // the MTP layer's [T, 2d] input
+  std::vector<float> joined_;                          // the MTP layer's [T, 2d] input
   std::vector<float> local_logits_, gathered_logits_;  // tensor parallel: [n, local vocab], every rank's
   std::vector<int64_t> logit_rows_;
   std::optional<NonFiniteSite> first_non_finite_;
@@ -139,8 +139,7 @@ class DeepSeekModel {
   Status CheckBatch(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, const KvCache& cache,
                     int64_t cache_layers) const;
   // One decoder layer over hidden_ [T, d] (its latent rows into cache layer `layer`).
-  void RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache,
-                int64_t T);
+  void RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache, int64_t T);
   // final_rows_: the rows of hidden_ the spans ask logits for, normed by `norm`.
   void NormLogitRows(std::span<const SequenceSpan> spans, const std::vector<float>& norm);
   // hidden_ += delta_ over `count` values, noting the first non-finite sublayer output.

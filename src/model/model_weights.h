@@ -77,9 +77,9 @@ struct LayerWeights {
 //   y = block(x)                                         (a MoE decoder layer, its own latent cache)
 //   logits = shared_head.head · shared_head.norm(y)
 struct MtpWeights {
-  WeightView embed_tokens;  // [vocab, d]
+  WeightView embed_tokens;          // [vocab, d]
   std::vector<float> enorm, hnorm;  // [d]
-  WeightView eh_proj;       // [d, 2d]
+  WeightView eh_proj;               // [d, 2d]
   LayerWeights block;
   std::vector<float> head_norm;  // shared_head.norm: [d]
   WeightView head;               // shared_head.head: [vocab, d]
