@@ -57,6 +57,23 @@ TEST(ServerMetrics, RendersEngineCountersUnderVllmNames) {
   EXPECT_TRUE(Has(out, "latte:e2e_request_latency_seconds_count" + l + " 1"));
   EXPECT_TRUE(Has(out, "latte:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 1"));
   EXPECT_NE(out.find("# TYPE latte:time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_FALSE(Has(out, "spec_decode")) << "no drafts: no speculative counters";
+}
+
+TEST(ServerMetrics, SpeculativeCountersUnderVllmNames) {
+  ServerMetrics m("tiny", "absorbed");
+  EngineStats s;
+  s.spec_drafts = 7;
+  s.spec_draft_tokens = 14;
+  s.spec_accepted_tokens = 9;
+  s.spec_accepted_per_position = {6, 3};
+  const std::string out = m.Render(s);
+  const std::string l = "{model_name=\"tiny\"}";
+  EXPECT_TRUE(Has(out, "latte:spec_decode_num_drafts_total" + l + " 7")) << out;
+  EXPECT_TRUE(Has(out, "latte:spec_decode_num_draft_tokens_total" + l + " 14"));
+  EXPECT_TRUE(Has(out, "latte:spec_decode_num_accepted_tokens_total" + l + " 9"));
+  EXPECT_TRUE(Has(out, "latte:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny\",position=\"0\"} 6"));
+  EXPECT_TRUE(Has(out, "latte:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny\",position=\"1\"} 3"));
 }
 
 }  // namespace

@@ -110,6 +110,12 @@ Result<EngineBenchResult> RunEngineBenchmark(Engine& engine, int64_t vocab, cons
   result.stats.preemptions -= before.preemptions;
   result.stats.prefix_hits -= before.prefix_hits;
   result.stats.prefix_queries -= before.prefix_queries;
+  result.stats.spec_drafts -= before.spec_drafts;
+  result.stats.spec_draft_tokens -= before.spec_draft_tokens;
+  result.stats.spec_accepted_tokens -= before.spec_accepted_tokens;
+  for (size_t p = 0; p < before.spec_accepted_per_position.size(); ++p) {
+    result.stats.spec_accepted_per_position[p] -= before.spec_accepted_per_position[p];
+  }
   result.step_seconds = after.step_seconds - before.step_seconds;
   result.model_seconds = after.model_seconds - before.model_seconds;
   result.overhead_share = result.step_seconds > 0 ? 1.0 - result.model_seconds / result.step_seconds : 0;

@@ -4,6 +4,7 @@
 // share printed as a few lines or one JSON object.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -51,7 +52,13 @@ nlohmann::json EngineResultJson(const EngineArgs& args, const EngineOptions& e, 
           {"overhead_share", r.overhead_share},
           {"steps", r.stats.steps},
           {"preemptions", r.stats.preemptions},
-          {"prefix_hits", r.stats.prefix_hits}};
+          {"prefix_hits", r.stats.prefix_hits},
+          {"speculative", args.engine.speculative},
+          {"num_speculative_tokens", args.engine.speculates() ? args.engine.num_speculative_tokens : 0},
+          {"spec_drafts", r.stats.spec_drafts},
+          {"spec_draft_tokens", r.stats.spec_draft_tokens},
+          {"spec_accepted_tokens", r.stats.spec_accepted_tokens},
+          {"spec_accepted_per_position", r.stats.spec_accepted_per_position}};
 }
 
 // The run as a few lines: the requests, throughput, where the time went, the cache.
@@ -67,6 +74,16 @@ void PrintEngineResult(const EngineArgs& args, const EngineBenchResult& r) {
   std::printf("Preemptions: %lld, prefix-cache hits: %lld of %lld prompt tokens\n",
               static_cast<long long>(r.stats.preemptions), static_cast<long long>(r.stats.prefix_hits),
               static_cast<long long>(r.stats.prefix_queries));
+  if (r.stats.spec_drafts > 0) {
+    std::printf("Speculative (mtp, %lld drafts): %lld of %lld drafted tokens accepted (%.1f%%), by position:",
+                static_cast<long long>(args.engine.num_speculative_tokens),
+                static_cast<long long>(r.stats.spec_accepted_tokens), static_cast<long long>(r.stats.spec_draft_tokens),
+                100.0 * r.stats.spec_accepted_tokens / std::max<int64_t>(1, r.stats.spec_draft_tokens));
+    for (int64_t a : r.stats.spec_accepted_per_position) {
+      std::printf(" %.1f%%", 100.0 * a / std::max<int64_t>(1, r.stats.spec_drafts));
+    }
+    std::printf("\n");
+  }
 }
 
 Status RunEngine(const EngineArgs& args, const CLI::App& cmd) {

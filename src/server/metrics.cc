@@ -125,6 +125,23 @@ void ServerMetrics::RenderRanks(std::string& out, const EngineStats& s) const {
   }
 }
 
+void ServerMetrics::RenderSpeculative(std::string& out, const EngineStats& s) const {
+  // vLLM's spec_decode_* counters, only when the server decodes with drafts.
+  if (s.spec_accepted_per_position.empty()) return;
+  const std::string& l = labels_;
+  Metric(out, "latte:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", l, s.spec_drafts);
+  Metric(out, "latte:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", l,
+         s.spec_draft_tokens);
+  Metric(out, "latte:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", l,
+         s.spec_accepted_tokens);
+  const std::string name = "latte:spec_decode_num_accepted_tokens_per_pos_total";
+  out += "# HELP " + name + " Accepted tokens per draft position.\n# TYPE " + name + " counter\n";
+  for (size_t p = 0; p < s.spec_accepted_per_position.size(); ++p) {
+    out += name + "{" + l + ",position=\"" + std::to_string(p) + "\"} " +
+           Number(static_cast<double>(s.spec_accepted_per_position[p])) + "\n";
+  }
+}
+
 std::string ServerMetrics::Render(const EngineStats& s) const {
   std::string out;
   const std::string& l = labels_;
@@ -153,6 +170,7 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   Metric(out, "latte:collective_seconds_total", "counter",
          "Time rank 0's engine steps spent inside collectives (a job of several ranks).", l, s.collective_seconds);
   RenderRanks(out, s);
+  RenderSpeculative(out, s);
   out +=
       "# HELP latte:mla_mode The MLA attention mode the server runs (absorbed, materialized, naive).\n"
       "# TYPE latte:mla_mode gauge\n";

@@ -46,6 +46,8 @@ class ServerMetrics {
  private:
   // Per-rank gauges and counters of a data-parallel group (stats.ranks).
   void RenderRanks(std::string& out, const EngineStats& stats) const;
+  // Speculative decoding's counters (vLLM's spec_decode_*), when the engine drafts.
+  void RenderSpeculative(std::string& out, const EngineStats& stats) const;
 
   const std::string labels_;  // model_name="..."
   const std::string mla_mode_;
