@@ -87,6 +87,34 @@ Result<double> RunDecode(DeepSeekModel& model, DecodeStart& start, int64_t steps
   return static_cast<double>(static_cast<int64_t>(lengths.size()) * steps) / seconds;
 }
 
+// `steps` timed verify steps of all B sequences from `start`: each feeds its last token
+// and `verify - 1` random draft tokens as one decode span with logits for every row
+// (a speculative step), then advances by one token, the greedy one after its first row.
+Result<double> RunVerify(DeepSeekModel& model, DecodeStart& start, int64_t steps, int64_t verify) {
+  const int64_t vocab = model.config().vocab_size, B = static_cast<int64_t>(start.first.size());
+  std::vector<int64_t> lengths(B, start.prompt);
+  std::vector<int32_t> next = start.first, step_tokens(B * verify);
+  std::vector<SequenceSpan> spans(B);
+  std::vector<float> logits;
+  const std::vector<int32_t> drafts = PromptIds(verify, vocab, 99);
+  const auto t0 = Clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t b = 0; b < B; ++b) {
+      if (lengths[b] + verify > start.caches->capacity()) return Status::Internal("a verify step ran past the cache");
+      step_tokens[b * verify] = next[b];
+      std::copy(drafts.begin() + 1, drafts.end(), step_tokens.begin() + b * verify + 1);
+      spans[b] = SequenceSpan{start.caches->table(b), lengths[b], verify, SpanLogits::kAll, lengths[b]};
+    }
+    LATTE_RETURN_IF_ERROR(model.Forward(step_tokens, spans, start.caches->cache(), logits));
+    for (int64_t b = 0; b < B; ++b) {
+      next[b] = ArgMax(logits.data() + b * verify * vocab, vocab);
+      ++lengths[b];
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<double>(B * steps) / seconds;
+}
+
 void Summarize(ModelBenchResult& r) {
   const double n = static_cast<double>(r.tok_s.size());
   double sum = 0;
@@ -121,6 +149,7 @@ Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) 
   }
   if (o.repetitions < 1) return Status::InvalidArgument("-r must be at least 1");
   if (o.batch < 1 || o.batch > 1024) return Status::InvalidArgument("--batch must be in [1, 1024]");
+  if (o.verify_tokens < 1 || o.verify_tokens > 64) return Status::InvalidArgument("--verify-tokens must be in [1, 64]");
   if (o.tg_prompt < 1) return Status::InvalidArgument("the tg prompt needs at least one token");
   if (o.depth_chunk < 1) return Status::InvalidArgument("the depth fill needs chunks of at least one token");
   if (o.batch % o.load.parallel.dp != 0) {
@@ -183,21 +212,25 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       if (gen == 0) continue;
       ModelBenchResult r;
       const int64_t prompt = depth > 0 ? depth : o.tg_prompt;
-      r.test = "tg" + std::to_string(gen) + (depth > 0 ? "@d" + std::to_string(depth) : "");
+      r.test = "tg" + std::to_string(gen) + (o.verify_tokens > 1 ? "x" + std::to_string(o.verify_tokens) : "") +
+               (depth > 0 ? "@d" + std::to_string(depth) : "");
       r.batch = o.batch;
       r.depth = depth;
       r.tokens_per_run = gen * o.batch;
       const double average_context = static_cast<double>(prompt) + static_cast<double>(gen - 1) / 2;
-      r.costs = DecodeCostsPerToken(c, o.load.mode, o.batch, average_context, wb, kvb);
+      r.costs = DecodeCostsPerToken(c, o.load.mode, o.batch * o.verify_tokens, average_context, wb, kvb);
+      // A verify step's B x V rows share the weights; per sequence step, V of them.
+      for (double* v : {&r.costs.weight_bytes, &r.costs.kv_bytes, &r.costs.flops}) *v *= o.verify_tokens;
       // Deep fills prefill through the latent path (naive mode has none: it decompresses).
       MlaSettings fill_settings;
       fill_settings.decompress_prefill = depth == 0 || o.load.mode == MlaMode::kNaive;
       DeepSeekModel filler(*weights, fill_settings, ranks);
-      LATTE_ASSIGN_OR_RETURN(DecodeStart start,
-                             FillCaches(filler, prompt, o.depth_chunk, gen, local_batch, 1 + rank_seed));
+      LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, gen + o.verify_tokens,
+                                                           local_batch, 1 + rank_seed));
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
         if (run == 1) world.ResetStats();
-        LATTE_ASSIGN_OR_RETURN(double tok_s, RunDecode(model, start, gen));
+        LATTE_ASSIGN_OR_RETURN(double tok_s, o.verify_tokens > 1 ? RunVerify(model, start, gen, o.verify_tokens)
+                                                                 : RunDecode(model, start, gen));
         if (run > 0) {
           r.tok_s.push_back(tok_s * static_cast<double>(replicas));
           r.timed_seconds += static_cast<double>(local_batch * gen) / tok_s;

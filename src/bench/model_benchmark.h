@@ -4,7 +4,9 @@
 //   tg<N>: N decode steps after a short prompt, B sequences decoding together
 //          (each its own cache; the weights are read once per step for all B);
 //   tg<N>@d<D>: the same after D tokens already in each cache (-d, the attention
-//          over the D cached rows is part of the step and of its costs).
+//          over the D cached rows is part of the step and of its costs);
+//   tg<N>x<V>: tg whose steps each run V tokens per sequence (--verify-tokens V: a
+//          speculative step verifying V - 1 drafts), counted as one token per step.
 // Each figure is mean ± sd tok/s over R runs after one warm-up run, printed beside
 // the bytes and FLOPs per token computed from the config (model/cost_model.h:
 // DecodeCostsPerToken, PrefillCostsPerToken), so the achieved GB/s and GFLOP/s can
@@ -36,8 +38,12 @@ struct ModelBenchOptions {
   // prompt. Every tg length runs at every depth.
   std::vector<int64_t> depths = {0};
   int64_t depth_chunk = 512;
-  int64_t repetitions = 5;                 // -r, after one warm-up run
-  int64_t batch = 1;                       // sequences decoding together in tg
+  int64_t repetitions = 5;  // -r, after one warm-up run
+  int64_t batch = 1;        // sequences decoding together in tg
+  // --verify-tokens: tg steps run this many tokens per sequence (one span on the decode
+  // path, logits for every row): the shape of a speculative decoding step that checks
+  // verify_tokens - 1 drafts. tok/s then counts sequence steps (one token each).
+  int64_t verify_tokens = 1;
   LoadOptions load = {.progress = false};  // MLA mode, --fp8, --quantize, --huge-pages; progress on stderr
 };
 

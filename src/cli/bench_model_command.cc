@@ -253,6 +253,11 @@ void AddBenchModelCommand(CLI::App& bench) {
   cmd->add_option("-r,--repetitions", model->bench.repetitions, "Timed runs per test, after one warm-up run")
       ->check(IntIn(1, 1000000))
       ->capture_default_str();
+  cmd->add_option("--verify-tokens", model->bench.verify_tokens,
+                  "tg: tokens each sequence runs per step, as a speculative step verifying N-1 drafts (tgNxV; "
+                  "t/s counts one token per sequence step)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->capture_default_str();
   cmd->add_option("--batch", model->bench.batch, "tg: sequences decoding together")
       ->check(IntIn(1, 1024))
       ->capture_default_str();

@@ -130,8 +130,7 @@ void ServerMetrics::RenderSpeculative(std::string& out, const EngineStats& s) co
   if (s.spec_accepted_per_position.empty()) return;
   const std::string& l = labels_;
   Metric(out, "latte:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", l, s.spec_drafts);
-  Metric(out, "latte:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", l,
-         s.spec_draft_tokens);
+  Metric(out, "latte:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", l, s.spec_draft_tokens);
   Metric(out, "latte:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", l,
          s.spec_accepted_tokens);
   const std::string name = "latte:spec_decode_num_accepted_tokens_per_pos_total";
