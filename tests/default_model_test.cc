@@ -167,6 +167,70 @@ INSTANTIATE_TEST_SUITE_P(
       return name + "_" + std::string(MlaModeName(info.param.mode));
     });
 
+// The MTP layer against the trainer's PyTorch forward of it (reference.json "mtp"):
+// for each reference sequence, the main model's final hidden rows and the next tokens
+// through DraftForward, every row's top-k logits held to the same bounds as the main
+// model's (the MTP layer is one more decoder layer on the same bf16 activations).
+TEST_P(DefaultModel, MtpLayerMatchesThePyTorchReference) {
+  const DefaultCase& c = GetParam();
+  if (c.quantize != WeightQuantization::kNone) GTEST_SKIP() << "the fp8 export's own reference covers it";
+  const std::string dir = ModelDir(c.dir);
+  auto config = ModelConfig::FromFile(dir + "/config.json");
+  ASSERT_TRUE(config.ok());
+  if (config->num_nextn_predict_layers == 0) GTEST_SKIP() << dir << " has no MTP layer yet";
+  LoadOptions load{c.mode, false};
+  load.mtp = true;
+  auto weights = ModelWeights::Load(dir, load);
+  ASSERT_TRUE(weights.ok()) << weights.status().message();
+  DeepSeekModel model(**weights);
+  const int64_t vocab = model.config().vocab_size;
+  const json ref = ReadReference(dir);
+  ASSERT_TRUE(ref.contains("mtp")) << dir << "/reference.json has no MTP reference";
+  double diff_sq = 0, ref_sq = 0;
+  int64_t positions = 0, loose_positions = 0, outliers = 0, top1_same = 0;
+  for (const json& item : ref["mtp"]) {
+    const auto tokens = item["tokens"].get<std::vector<int32_t>>();
+    const int64_t n = static_cast<int64_t>(tokens.size()) - 1;  // rows: positions [0, n)
+    ASSERT_EQ(static_cast<int64_t>(item["rows"].size()), n);
+    SequenceCaches caches = model.NewCaches(1, n);
+    std::vector<float> logits, hidden, drafts, draft_hidden;
+    const std::vector<int32_t> inputs(tokens.begin(), tokens.end() - 1), next(tokens.begin() + 1, tokens.end());
+    const SequenceSpan main_span[] = {{caches.table(0), 0, n, SpanLogits::kNone}};
+    ASSERT_TRUE(model.Forward(inputs, main_span, caches.cache(), logits, &hidden).ok());
+    const SequenceSpan mtp_span[] = {{caches.table(0), 0, n, SpanLogits::kAll}};
+    ASSERT_TRUE(model.DraftForward(next, hidden, mtp_span, caches.cache(), drafts, draft_hidden).ok());
+    for (int64_t r = 0; r < n; ++r) {
+      const auto ids = item["rows"][r]["ids"].get<std::vector<int64_t>>();
+      const auto values = item["rows"][r]["logits"].get<std::vector<double>>();
+      const float* row = drafts.data() + r * vocab;
+      double scale = 0, row_worst = 0;
+      for (double v : values) scale = std::max(scale, std::fabs(v));
+      for (size_t k = 0; k < ids.size(); ++k) {
+        const double diff = row[ids[k]] - values[k];
+        diff_sq += diff * diff;
+        ref_sq += values[k] * values[k];
+        row_worst = std::max(row_worst, std::fabs(diff));
+      }
+      top1_same += std::max_element(row, row + vocab) - row == ids[0];
+      ++positions;
+      if (row_worst > kTightTolerance * scale + 0.05) ++loose_positions;
+      if (row_worst > kLooseTolerance * scale) ++outliers;
+    }
+  }
+  ASSERT_GT(positions, 0);
+  const double rel_rms = std::sqrt(diff_sq / ref_sq);
+  EXPECT_LE(rel_rms, kRelRmsTolerance);
+  EXPECT_LE(loose_positions, static_cast<int64_t>(kLooseShare * positions))
+      << loose_positions << " of " << positions << " positions past the tight bound";
+  EXPECT_LE(outliers, static_cast<int64_t>(kOutlierShare * positions))
+      << outliers << " of " << positions << " positions past the loose bound";
+  std::printf("[ %s %s MTP ] relative RMS %.4f; %lld of %lld positions past the tight bound, %lld past the loose "
+              "one; top-1 as the reference at %lld\n",
+              c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms,
+              static_cast<long long>(loose_positions), static_cast<long long>(positions),
+              static_cast<long long>(outliers), static_cast<long long>(top1_same));
+}
+
 // train/export.py (numpy, an implementation of its own) wrote models/default-fp8
 // by quantizing the bf16 weights of models/default in 128x128 blocks. --quantize fp8 on
 // models/default must give the same bytes: every in-layer linear's e4m3 values and
