@@ -224,11 +224,11 @@ TEST_P(DefaultModel, MtpLayerMatchesThePyTorchReference) {
       << loose_positions << " of " << positions << " positions past the tight bound";
   EXPECT_LE(outliers, static_cast<int64_t>(kOutlierShare * positions))
       << outliers << " of " << positions << " positions past the loose bound";
-  std::printf("[ %s %s MTP ] relative RMS %.4f; %lld of %lld positions past the tight bound, %lld past the loose "
-              "one; top-1 as the reference at %lld\n",
-              c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms,
-              static_cast<long long>(loose_positions), static_cast<long long>(positions),
-              static_cast<long long>(outliers), static_cast<long long>(top1_same));
+  std::printf(
+      "[ %s %s MTP ] relative RMS %.4f; %lld of %lld positions past the tight bound, %lld past the loose "
+      "one; top-1 as the reference at %lld\n",
+      c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms, static_cast<long long>(loose_positions),
+      static_cast<long long>(positions), static_cast<long long>(outliers), static_cast<long long>(top1_same));
 }
 
 // train/export.py (numpy, an implementation of its own) wrote models/default-fp8

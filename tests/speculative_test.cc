@@ -336,6 +336,9 @@ TEST(Speculative, AcceptedDraftsGiveTheSameOutputs) {
   for (float noise : {0.0f, 0.03f}) {
     const std::string dir = GuessingMtpModel(noise);
     Loaded m = Load(dir, MlaMode::kAbsorbed);
+    // Its MTP embedding and head are copies of the main model's: held once.
+    EXPECT_EQ(m.weights->mtp()->head.data, m.weights->lm_head().data);
+    EXPECT_EQ(m.weights->mtp()->embed_tokens.data, m.weights->embed_tokens().data);
     const std::vector<GenerationRequest> requests = MakeRequests(m.model->config().vocab_size, 4);
     EngineStats stats;
     const std::vector<Tokens> plain = RunEngine(*m.model, requests, Options(1024, 0), &stats);
@@ -391,6 +394,10 @@ TEST(Speculative, ModelWithoutMtpLayerIsRefused) {
 }
 
 TEST(Speculative, WithoutTheFlagTheMtpLayerIsSkipped) {
+  // Random weights: its own embedding and head, held apart from the main model's.
+  Loaded with = Load(MtpModel(CheckpointDType::kF32), MlaMode::kAbsorbed);
+  EXPECT_NE(with.weights->mtp()->head.data, with.weights->lm_head().data);
+  EXPECT_GT(with.weights->memory().mtp, 0u);
   Loaded m = Load(MtpModel(CheckpointDType::kF32), MlaMode::kAbsorbed, /*mtp=*/false);
   EXPECT_FALSE(m.weights->mtp());
   EXPECT_EQ(m.model->CacheLayers(), m.model->config().num_hidden_layers);

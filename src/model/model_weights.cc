@@ -144,13 +144,25 @@ class WeightLoader {
     MtpWeights& mtp = m_.mtp_.emplace();
     size_t* bucket = &m_.memory_.mtp;
     const WeightMemory before = m_.memory_;
-    LATTE_ASSIGN_OR_RETURN(mtp.embed_tokens, Matrix(p + "embed_tokens.weight", bucket, Fp8Role::kNever));
+    // V3's release (and vLLM's loader) share the embedding and the output head with the
+    // main model: a copy holding the same bytes is held once.
+    if (SameStoredTensor(p + "embed_tokens.weight", "model.embed_tokens.weight")) {
+      mtp.embed_tokens = m_.embed_tokens_;
+      ReleaseCopy(p + "embed_tokens.weight");
+    } else {
+      LATTE_ASSIGN_OR_RETURN(mtp.embed_tokens, Matrix(p + "embed_tokens.weight", bucket, Fp8Role::kNever));
+    }
     LATTE_ASSIGN_OR_RETURN(mtp.enorm, Vector(p + "enorm.weight", bucket));
     LATTE_ASSIGN_OR_RETURN(mtp.hnorm, Vector(p + "hnorm.weight", bucket));
     LATTE_ASSIGN_OR_RETURN(mtp.eh_proj, Matrix(p + "eh_proj.weight", bucket));
     LATTE_RETURN_IF_ERROR(LoadLayer(c.num_hidden_layers, mtp.block));
     LATTE_ASSIGN_OR_RETURN(mtp.head_norm, Vector(p + "shared_head.norm.weight", bucket));
-    LATTE_ASSIGN_OR_RETURN(mtp.head, Matrix(p + "shared_head.head.weight", bucket));
+    if (!c.tie_word_embeddings && SameStoredTensor(p + "shared_head.head.weight", "lm_head.weight")) {
+      mtp.head = m_.lm_head_;
+      ReleaseCopy(p + "shared_head.head.weight");
+    } else {
+      LATTE_ASSIGN_OR_RETURN(mtp.head, Matrix(p + "shared_head.head.weight", bucket));
+    }
     // The block's bytes went to the main layers' buckets: they are the MTP layer's.
     WeightMemory& after = m_.memory_;
     after.mtp += (after.attention - before.attention) + (after.attention_prepared - before.attention_prepared) +
@@ -162,6 +174,23 @@ class WeightLoader {
     after.experts = before.experts;
     after.dense_mlp = before.dense_mlp;
     return Status::Ok();
+  }
+
+  // A tensor held through another's view: its pages leave the resident set.
+  void ReleaseCopy(const std::string& name) {
+    const TensorInfo& t = *m_.checkpoint_->Find(name);
+    ReleasePages(t.data, t.nbytes);
+    Done(t);
+  }
+
+  // Whether tensors a and b hold the same values in the same format (one process: a
+  // sharded load holds slices).
+  bool SameStoredTensor(const std::string& a, const std::string& b) const {
+    const TensorInfo* x = m_.checkpoint_->Find(a);
+    const TensorInfo* y = m_.checkpoint_->Find(b);
+    if (Sharded() || x == nullptr || y == nullptr || x->dtype != y->dtype || x->shape != y->shape) return false;
+    if (x->dtype == DType::kF8E4M3) return false;  // their scales too: rare enough to hold twice
+    return x->nbytes == y->nbytes && std::memcmp(x->data, y->data, x->nbytes) == 0;
   }
 
   // Every expected tensor is present with the right shape; tensors of layers past
