@@ -239,10 +239,14 @@ INSTANTIATE_TEST_SUITE_P(Modes, SpeculativeEngine,
                          ::testing::Values(SpecCase{MlaMode::kAbsorbed, CheckpointDType::kF32, KvCacheDtype::kAuto},
                                            SpecCase{MlaMode::kMaterialized, CheckpointDType::kF32, KvCacheDtype::kAuto},
                                            SpecCase{MlaMode::kNaive, CheckpointDType::kF32, KvCacheDtype::kAuto},
-                                           SpecCase{MlaMode::kAbsorbed, CheckpointDType::kBf16, KvCacheDtype::kFp8}),
+                                           SpecCase{MlaMode::kAbsorbed, CheckpointDType::kBf16, KvCacheDtype::kFp8},
+                                           SpecCase{MlaMode::kMaterialized, CheckpointDType::kFp8, KvCacheDtype::kAuto}),
                          [](const auto& info) {
+                           const CheckpointDType d = info.param.dtype;
                            return std::string(MlaModeName(info.param.mode)) +
-                                  (info.param.dtype == CheckpointDType::kF32 ? "F32" : "Bf16") +
+                                  (d == CheckpointDType::kF32   ? "F32"
+                                   : d == CheckpointDType::kFp8 ? "Fp8"
+                                                                : "Bf16") +
                                   (info.param.kv == KvCacheDtype::kFp8 ? "Fp8Kv" : "");
                          });
 
