@@ -345,3 +345,32 @@ TEST(CostModelTiny, PrefillMatchesHandCount) {
 
 }  // namespace
 }  // namespace latte
+
+namespace latte {
+namespace {
+
+// A verify step of K + 1 rows per sequence reads the weights once: on R1 its extra
+// bytes are the experts the extra rows touch (ExpectedExpertsTouched, 58 MoE layers of
+// 256 experts, 8 per token) and their cached rows; the MTP passes read one MoE layer,
+// eh_proj and the head each.
+TEST(CostModelSpeculative, VerifyReadsTheExtraExpertsOnce) {
+  const ModelConfig c = ReleasedConfig("r1").value();
+  WeightValueBytes wb = WeightValueBytes::Uniform(2);
+  wb.matrices = 1;
+  const SpeculativeStepBytes none = SpeculativeStepCosts(c, MlaMode::kAbsorbed, 1, 0, 4096, wb, 2);
+  EXPECT_DOUBLE_EQ(none.verify, none.plain);
+  EXPECT_EQ(none.draft, 0);
+  const SpeculativeStepBytes one = SpeculativeStepCosts(c, MlaMode::kAbsorbed, 1, 1, 4096, wb, 2);
+  const double expert = 3.0 * c.moe_intermediate_size * c.hidden_size;  // fp8: a byte per value
+  const double extra_experts = ExpectedExpertsTouched(256, 8, 2) - 8;
+  const double kv_row = 4096.5 * 61 * c.LatentDim() * 2;  // the second row's cached rows (and its own)
+  const double expected = none.plain + 58 * extra_experts * expert + kv_row + c.hidden_size * 2.0;
+  EXPECT_NEAR(one.verify, expected, 1e-3 * expected);
+  // One MTP pass: more than one MoE layer's 8 experts and the bf16 head (1.85 GB), less than 3 GB.
+  EXPECT_GT(one.draft, 8 * expert + c.vocab_size * double(c.hidden_size) * 2);
+  EXPECT_LT(one.draft, 3e9);
+  EXPECT_DOUBLE_EQ(one.Speedup(1.0), one.plain / (one.verify + one.draft));
+}
+
+}  // namespace
+}  // namespace latte

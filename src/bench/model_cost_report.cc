@@ -206,6 +206,20 @@ ModelCostReport BuildModelCostReport(std::string source, const ModelConfig& conf
                                                    ranks / static_cast<int>(attention_tp), static_cast<int>(options.ep)}
                                   : ParallelLayout{ranks, 1, static_cast<int>(options.ep)};
   r.collectives = ForwardCollectivesOf(config, r.layout, options.batch);
+  if (options.speculative_tokens > 0) {
+    SpeculativeProjection& p = r.speculative.emplace();
+    p.drafts = options.speculative_tokens;
+    // fp8 releases: 1-byte linears (+ block scales, ~0.01%), kv_b_proj dequantized to
+    // bf16, embeddings and lm_head bf16 (the loader's kKeep).
+    WeightValueBytes wb = WeightValueBytes::Uniform(2);
+    if (config.quantization) wb.matrices = 1;
+    p.bytes = SpeculativeStepCosts(config, MlaMode::kAbsorbed, options.batch, p.drafts,
+                                   static_cast<double>(options.context), wb, 2);
+    for (int64_t j = 0; j < p.drafts && j < static_cast<int64_t>(options.acceptance.size()); ++j) {
+      p.tokens_per_step += options.acceptance[j];
+    }
+    p.speedup = p.bytes.Speedup(p.tokens_per_step);
+  }
   return r;
 }
 
@@ -243,6 +257,20 @@ json ModelCostReportJson(const ModelCostReport& r) {
   j["kv_cache_bytes_per_token"] = KvBytesJson(r.kv);
   j["kv_fit"] = r.memory_bytes ? KvFitJson(r) : json(nullptr);
   j["engine_fit"] = r.engine_fit ? EngineFitJson(*r.engine_fit, r.options.block_size) : json(nullptr);
+  if (r.speculative) {
+    const SpeculativeProjection& p = *r.speculative;
+    j["speculative"] = {{"drafts", p.drafts},
+                        {"batch", r.options.batch},
+                        {"context", r.options.context},
+                        {"acceptance", r.options.acceptance},
+                        {"plain_step_bytes", p.bytes.plain},
+                        {"verify_step_bytes", p.bytes.verify},
+                        {"draft_bytes", p.bytes.draft},
+                        {"tokens_per_step", p.tokens_per_step},
+                        {"speedup", p.speedup}};
+  } else {
+    j["speculative"] = nullptr;
+  }
   return j;
 }
 

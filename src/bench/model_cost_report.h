@@ -74,6 +74,21 @@ struct ModelCostOptions {
   std::optional<double> decompressed_prefix_gb;
   // A checkpoint's own tensors (calc --model): their stored bytes instead of the release's dtypes.
   std::optional<StoredCheckpoint> stored;
+  // Speculative decoding with the MTP layer (calc --speculative-tokens K): the projection
+  // for `batch` sequences at `context`, with acceptance[j] the share of steps whose
+  // draft j is accepted (as bench engine and /metrics report it; absent: 0).
+  int64_t speculative_tokens = 0;
+  std::vector<double> acceptance;
+};
+
+// Bytes per decode step with and without drafts (model/cost_model.h's
+// SpeculativeStepCosts, absorbed mode, the release's dtypes: fp8 linears for fp8
+// checkpoints, bf16 otherwise) and what the acceptance makes of them.
+struct SpeculativeProjection {
+  int64_t drafts = 0;
+  SpeculativeStepBytes bytes;
+  double tokens_per_step = 1;  // 1 + the accepted drafts, per sequence
+  double speedup = 1;          // bandwidth-bound: tokens/s with drafts over without
 };
 
 // What `latte serve` / `generate` with the same --memory-gb log at start (one CPU
@@ -104,11 +119,12 @@ struct ModelCostReport {
   AttentionCoreFlops core;
   KvCacheBytes kv;
   int64_t per_gpu_naive = 0, per_gpu_absorbed = 0, per_gpu_materialized = 0;
-  std::optional<int64_t> memory_bytes;   // with memory_gb
-  KvFit fit_absorbed, fit_materialized;  // with memory_gb
-  std::optional<EngineFit> engine_fit;   // with memory_gb
-  ParallelLayout layout;                 // latte's ranks: tp, or dp under dp_attention
-  ForwardCollectives collectives;        // one decode step of options.batch sequences
+  std::optional<int64_t> memory_bytes;               // with memory_gb
+  KvFit fit_absorbed, fit_materialized;              // with memory_gb
+  std::optional<EngineFit> engine_fit;               // with memory_gb
+  ParallelLayout layout;                             // latte's ranks: tp, or dp under dp_attention
+  ForwardCollectives collectives;                    // one decode step of options.batch sequences
+  std::optional<SpeculativeProjection> speculative;  // with options.speculative_tokens
 
   const WeightCosts& Mode(MlaMode mode) const {
     return mode == MlaMode::kNaive ? naive : mode == MlaMode::kAbsorbed ? absorbed : materialized;

@@ -296,6 +296,20 @@ std::string StoredTypes(const StoredCheckpoint& stored) {
   return out;
 }
 
+void PrintSpeculative(const ModelCostReport& r) {
+  const SpeculativeProjection& p = *r.speculative;
+  std::printf("Speculative decoding with the MTP layer, %lld draft%s, absorbed, batch %lld, context %lld\n",
+              static_cast<long long>(p.drafts), p.drafts == 1 ? "" : "s", static_cast<long long>(r.options.batch),
+              static_cast<long long>(r.options.context));
+  std::printf("  bytes read per step: plain decode %s, verify (batch x %lld rows) %s = %sx, drafts %s\n",
+              Gb(std::llround(p.bytes.plain)).c_str(), static_cast<long long>(p.drafts + 1),
+              Gb(std::llround(p.bytes.verify)).c_str(), Fixed(p.bytes.verify / p.bytes.plain, 3).c_str(),
+              Gb(std::llround(p.bytes.draft)).c_str());
+  std::printf("  tokens per sequence step %s (acceptance by position:", Fixed(p.tokens_per_step, 3).c_str());
+  for (double a : r.options.acceptance) std::printf(" %s", Fixed(a, 3).c_str());
+  std::printf("): %sx the plain decode's tok/s when bandwidth-bound\n", Fixed(p.speedup, 2).c_str());
+}
+
 void PrintHuman(const ModelCostReport& r) {
   const ModelConfig& c = r.config;
   std::printf("latte calc: %s (%s)\n", r.source.c_str(), c.architecture.c_str());
@@ -341,6 +355,10 @@ void PrintHuman(const ModelCostReport& r) {
     PrintFit(r);
     std::printf("\n");
     PrintEngineFit(r);
+  }
+  if (r.speculative) {
+    std::printf("\n");
+    PrintSpeculative(r);
   }
 }
 
@@ -448,6 +466,13 @@ void AddCalcCommand(CLI::App& app) {
                    "latte's decompressed-prefix store, for the --memory-gb engine table (default: 10% of the "
                    "budget, at most one prompt of the model's longest context)")
       ->check(NumberIn(0, 1e9));
+  calc->add_option("--speculative-tokens", args->report.speculative_tokens,
+                   "project speculative decoding with the MTP layer: bytes per step with this many drafts")
+      ->check(CLI::Range(int64_t{1}, int64_t{16}));
+  calc->add_option("--acceptance", args->report.acceptance,
+                   "--speculative-tokens: share of steps whose draft 1, 2, ... is accepted (list)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
   calc->add_flag("--json", args->json, "print one JSON object instead of tables");
   calc->callback([args, memory_gb, calc] {
     if (memory_gb->count() > 0) args->report.memory_gb = args->memory_gb_arg;

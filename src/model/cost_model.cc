@@ -416,6 +416,26 @@ TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch
   return t;
 }
 
+SpeculativeStepBytes SpeculativeStepCosts(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t drafts,
+                                          double context, const WeightValueBytes& wb, int64_t kv_value_bytes) {
+  SpeculativeStepBytes b;
+  const double B = static_cast<double>(batch), d = c.hidden_size, V = static_cast<double>(c.vocab_size);
+  b.plain = DecodeCostsPerToken(c, mode, batch, context, wb, kv_value_bytes).Bytes() * B;
+  const int64_t rows = batch * (drafts + 1);
+  b.verify =
+      DecodeCostsPerToken(c, mode, rows, context + 0.5 * static_cast<double>(drafts), wb, kv_value_bytes).Bytes() *
+      static_cast<double>(rows);
+  // The MTP layer has a MoE layer's shapes (its index L is past first_k_dense_replace).
+  const int64_t mtp_layer = c.num_hidden_layers;
+  const double pass = AttentionBytes(c, mode, wb) + LayerNormValues(c) * kF32Bytes +
+                      FfnBytes(c, mtp_layer, batch, wb.matrices) + 2 * d * d * wb.matrices  // eh_proj
+                      + 3 * d * kF32Bytes                                                   // enorm, hnorm, head norm
+                      + V * d * wb.lm_head + B * d * wb.embeddings +
+                      B * (context + 1) * static_cast<double>(LatentRowBytes(c, kv_value_bytes));
+  b.draft = static_cast<double>(drafts) * pass;
+  return b;
+}
+
 TokenCosts PrefillCostsPerToken(const ModelConfig& c, int64_t prompt, const WeightValueBytes& wb,
                                 int64_t kv_value_bytes) {
   const double P = static_cast<double>(prompt);

@@ -268,6 +268,23 @@ double ExpectedExpertsTouched(int64_t experts, int64_t per_token, int64_t tokens
 TokenCosts DecodeCostsPerToken(const ModelConfig& c, MlaMode mode, int64_t batch, double context,
                                const WeightValueBytes& wb, int64_t kv_value_bytes);
 
+// Speculative decoding with the MTP layer (V3's layer L: eh_proj, a MoE decoder layer,
+// shared_head), bytes read per step of `batch` sequences that hold `context` cached
+// tokens, each verifying `drafts` drafts:
+//   plain: one decode step of `batch` rows (DecodeCostsPerToken x batch);
+//   verify: one decode forward of batch x (drafts + 1) rows (the weights once, each
+//           row its own cached rows);
+//   draft: `drafts` passes of the MTP layer over `batch` rows (its attention, the
+//          experts the rows touch, eh_proj, its norms, the head; its own cached rows).
+// Bandwidth-bound, a step that emits `tokens` tokens per sequence on average (1 + the
+// expected accepted drafts) is plain / (verify + draft) x tokens times as fast.
+struct SpeculativeStepBytes {
+  double plain = 0, verify = 0, draft = 0;
+  double Speedup(double tokens) const { return plain * tokens / (verify + draft); }
+};
+SpeculativeStepBytes SpeculativeStepCosts(const ModelConfig& c, MlaMode mode, int64_t batch, int64_t drafts,
+                                          double context, const WeightValueBytes& wb, int64_t kv_value_bytes);
+
 // One prefill forward of `prompt` tokens into an empty cache, per token: the
 // attention runs decompressed (q_a, kv_a, q_b, kv_b, o_proj on every token, causal
 // core of AttentionCoreFlops::naive per (query, key) pair, (P+1)/2 keys on average),
