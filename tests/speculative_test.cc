@@ -240,7 +240,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, SpeculativeEngine,
                                            SpecCase{MlaMode::kMaterialized, CheckpointDType::kF32, KvCacheDtype::kAuto},
                                            SpecCase{MlaMode::kNaive, CheckpointDType::kF32, KvCacheDtype::kAuto},
                                            SpecCase{MlaMode::kAbsorbed, CheckpointDType::kBf16, KvCacheDtype::kFp8},
-                                           SpecCase{MlaMode::kMaterialized, CheckpointDType::kFp8, KvCacheDtype::kAuto}),
+                                           SpecCase{MlaMode::kMaterialized, CheckpointDType::kFp8,
+                                                    KvCacheDtype::kAuto}),
                          [](const auto& info) {
                            const CheckpointDType d = info.param.dtype;
                            return std::string(MlaModeName(info.param.mode)) +
