@@ -451,5 +451,67 @@ TEST(Scheduler, PreemptsTheMostRecentlyAdmittedSequence) {
   EXPECT_EQ(chunks[1].seq, &b);
 }
 
+// Drafts (speculative decoding): a decoding sequence's chunk takes its last token and
+// its drafts; a step with too few tokens, or a pool with too few blocks, drops drafts
+// before it preempts anyone; preemption drops them all; and rows of drafts are not
+// registered in the prefix cache until the engine keeps them.
+TEST(Scheduler, DraftsRideWithTheLastTokenAndGoFirstWhenShort) {
+  BlockPool pool(3, 4, /*prefix_caching=*/true);  // 12 positions
+  KvCacheManager kv(pool);
+  Scheduler scheduler({8, 64}, kv);
+  Sequence a;
+  a.tokens = {1, 2, 3, 4, 5, 6, 7};
+  a.prompt_len = 7;
+  scheduler.Add(&a);
+  ASSERT_EQ(scheduler.Schedule().size(), 1u);
+  scheduler.Completed();                         // 7 rows: blocks 0, 1 (one full block registered)
+  a.tokens.insert(a.tokens.end(), {8, 20, 21});  // the sampled token, then 2 drafts
+  a.drafts = 2;
+  const std::vector<ScheduledChunk>& chunks = scheduler.Schedule();
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].start, 7);
+  EXPECT_EQ(chunks[0].count, 3);
+  EXPECT_TRUE(chunks[0].samples);
+  scheduler.Completed();
+  EXPECT_EQ(a.num_computed, 10);
+  EXPECT_EQ(a.blocks.hashes.size(), 2u) << "positions 0-7 are kept tokens: two full blocks";
+  // The engine kept one draft: tokens 8, 20 and a new one at 21; rows stand to 9.
+  a.DropDrafts(2);
+  a.tokens.insert(a.tokens.end(), {20, 30});
+  a.num_computed = 9;
+  // 4 drafts need positions up to 13, past the pool's 12: they are dropped, no preemption.
+  a.tokens.insert(a.tokens.end(), {40, 41, 42, 43});
+  a.drafts = 4;
+  const std::vector<ScheduledChunk>& next = scheduler.Schedule();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].count, 1);
+  EXPECT_EQ(a.drafts, 0);
+  EXPECT_EQ(a.num_tokens(), 10);
+  EXPECT_EQ(scheduler.num_preemptions(), 0);
+}
+
+TEST(Scheduler, AStepShortOfTokensCutsDraftsAndPreemptionDropsThem) {
+  BlockPool pool(16, 4, false);
+  KvCacheManager kv(pool);
+  Scheduler scheduler({8, 3}, kv);  // 3 tokens per step
+  Sequence a;
+  a.tokens = {1, 2, 3};
+  a.prompt_len = 3;
+  scheduler.Add(&a);
+  scheduler.Schedule();
+  scheduler.Completed();
+  a.tokens.insert(a.tokens.end(), {4, 50, 51, 52});  // 3 drafts: 4 tokens, the step holds 3
+  a.drafts = 3;
+  const std::vector<ScheduledChunk>& chunks = scheduler.Schedule();
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].count, 3);
+  EXPECT_TRUE(chunks[0].samples);
+  EXPECT_EQ(a.drafts, 2);
+  EXPECT_EQ(a.tokens, (std::vector<int32_t>{1, 2, 3, 4, 50, 51}));
+  scheduler.Remove(&a);
+  EXPECT_EQ(a.drafts, 0);
+  EXPECT_EQ(a.tokens, (std::vector<int32_t>{1, 2, 3, 4}));
+}
+
 }  // namespace
 }  // namespace latte

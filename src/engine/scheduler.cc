@@ -210,10 +210,15 @@ int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs
 }
 
 void Scheduler::ScheduleRunning(Sequence* seq, StepBudget& budget) {
-  const int64_t count = ChunkTokens(*seq, budget);
+  int64_t count = ChunkTokens(*seq, budget);
   // Drafts the step has no room for are dropped (a chunk always ends at the last token).
   seq->DropDrafts(std::min(seq->drafts, seq->num_tokens() - seq->num_computed - count));
   while (!kv_.Grow(seq->blocks, seq->num_computed + count)) {
+    if (seq->drafts > 0) {  // a full pool drops drafts before it preempts anyone
+      count -= seq->drafts;
+      seq->DropDrafts(seq->drafts);
+      continue;
+    }
     Sequence* victim = running_.back();  // the most recently admitted
     Preempt(victim);
     preempted_ = true;
