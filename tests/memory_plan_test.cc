@@ -55,6 +55,38 @@ TEST(MemoryPlan, HeldWeightBytesAreWhatTheLoaderHolds) {
   }
 }
 
+// The MTP layer (--speculative mtp): its weights count in the budget, and every KV block
+// holds one more layer's rows, which the engine's pool has too.
+TEST(MemoryPlan, TheMtpLayerTakesWeightsAndALayerOfEveryBlock) {
+  MakeModelOverrides o;
+  o.dtype = CheckpointDType::kBf16;
+  o.mtp_layers = 1;
+  const std::string dir = MakeModel("tiny", o, /*seed=*/5);
+  const auto plain = Load(dir, MlaMode::kAbsorbed);
+  LoadOptions options;
+  options.progress = false;
+  options.mtp = true;
+  auto with = ModelWeights::Load(dir, options);
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  MemoryOptions memory;
+  memory.memory_gb = 0.5;
+  const int64_t available = int64_t{1} << 40;
+  auto plan_plain = PlanMemory(*plain, memory, SchedulerConfig{}, available);
+  auto plan_mtp = PlanMemory(**with, memory, SchedulerConfig{}, available);
+  ASSERT_TRUE(plan_plain.ok() && plan_mtp.ok());
+  const ModelConfig& c = plain->config();
+  EXPECT_EQ(plan_mtp->weight_bytes - plan_plain->weight_bytes, static_cast<int64_t>((*with)->memory().mtp));
+  EXPECT_GT((*with)->memory().mtp, 0u);
+  EXPECT_EQ(plan_plain->block_bytes, KvCache::BlockBytes(c.num_hidden_layers, c.LatentDim(), 64, DType::kBF16));
+  EXPECT_EQ(plan_mtp->block_bytes, KvCache::BlockBytes(c.num_hidden_layers + 1, c.LatentDim(), 64, DType::kBF16));
+  DeepSeekModel model(**with);
+  EngineOptions engine_options;
+  engine_options.num_blocks = 4;
+  engine_options.num_speculative_tokens = 2;
+  Engine engine(model, nullptr, engine_options);
+  EXPECT_EQ(static_cast<int64_t>(engine.kv_cache().Bytes()), 4 * plan_mtp->block_bytes);
+}
+
 // `latte calc --model`: the stored bytes it counts are the files' tensor bytes, and what
 // it says the loader holds is what loading holds, for directories and GGUF files of every
 // type and both kv_b layouts.
