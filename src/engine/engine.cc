@@ -742,89 +742,79 @@ int64_t Engine::VerifyDrafts(RequestChoice& c, const ScheduledChunk& ch, const f
   return accepted;
 }
 
-namespace {
+int64_t Engine::DraftsWanted(Sequence& s) {
+  // Only a sequence whose rows stand up to its last token decodes next.
+  if (s.num_computed != s.num_tokens() - 1) return 0;
+  // The next step's tokens stay within max_tokens and the context.
+  int64_t wanted = std::min({options_.num_speculative_tokens, s.choice->request->params.max_tokens - s.generated() - 1,
+                             model_.config().max_position_embeddings - s.num_tokens() - 1});
+  // Drafts past the first write the MTP layer's rows ahead of the sequence.
+  if (wanted > 1 && !kv_.Grow(s.blocks, s.num_computed + wanted - 1)) wanted = 1;
+  return wanted;
+}
 
-int32_t Argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+void Engine::AddDraftRows(Sequence& s, int64_t start, std::span<const float> hidden) {
+  const int64_t d = model_.config().hidden_size, count = static_cast<int64_t>(hidden.size()) / d;
+  draft_tokens_.insert(draft_tokens_.end(), s.tokens.begin() + start + 1, s.tokens.begin() + start + count + 1);
+  draft_inputs_.insert(draft_inputs_.end(), hidden.begin(), hidden.end());
+  SequenceSpan span;
+  span.block_table = s.blocks.table;
+  span.start = start;
+  span.count = count;
+  span.decode_from = s.prompt_len;
+  span.logits = SpanLogits::kNone;
+  draft_spans_.push_back(span);
+}
 
-}  // namespace
-
-Status Engine::ProposeDrafts(const std::vector<ScheduledChunk>& done) {
-  const ModelConfig& config = model_.config();
-  const int64_t d = config.hidden_size, V = config.vocab_size;
+Status Engine::RunDraftPass(std::vector<Drafting>& drafting) {
+  LATTE_RETURN_IF_ERROR(
+      model_.DraftForward(draft_tokens_, draft_inputs_, draft_spans_, cache_, draft_logits_, draft_hidden_));
+  const int64_t V = model_.config().vocab_size;
+  for (size_t i = 0; i < drafting.size(); ++i) {
+    const float* row = draft_logits_.data() + static_cast<int64_t>(i) * V;
+    drafting[i].seq->tokens.push_back(static_cast<int32_t>(std::max_element(row, row + V) - row));  // greedy
+    ++drafting[i].seq->drafts;
+  }
   draft_tokens_.clear();
   draft_spans_.clear();
   draft_inputs_.clear();
-  // The MTP layer's first pass: each chunk's rows that stand, row i with the token after it.
-  struct Drafting {
-    Sequence* seq;
-    int64_t wanted;  // drafts to propose
-    int64_t row;     // its row in the last pass's hidden rows
-  };
-  std::vector<Drafting> drafting;
-  int64_t first_row = 0;  // the chunk's first row in final_hidden_
-  for (const ScheduledChunk& ch : done) {
-    const int64_t chunk_first = first_row;
-    first_row += ch.count;
-    Sequence& s = *ch.seq;
-    if (s.choice->finished || s.state != SequenceState::kRunning || !Speculates(*s.choice)) continue;
-    const int64_t standing = s.num_computed - ch.start;
-    if (standing <= 0) continue;
-    // The drafts the next step may verify: its tokens stay within max_tokens and the context.
-    int64_t wanted = 0;
-    if (s.num_computed == s.num_tokens() - 1) {
-      wanted = std::min({options_.num_speculative_tokens, s.choice->request->params.max_tokens - s.generated() - 1,
-                         config.max_position_embeddings - s.num_tokens() - 1});
-      // Drafts past the first write the MTP layer's rows ahead of the sequence.
-      if (wanted > 1 && !kv_.Grow(s.blocks, s.num_computed + wanted - 1)) wanted = 1;
-    }
-    draft_tokens_.insert(draft_tokens_.end(), s.tokens.begin() + ch.start + 1,
-                         s.tokens.begin() + ch.start + standing + 1);
-    draft_inputs_.insert(draft_inputs_.end(), final_hidden_.begin() + chunk_first * d,
-                         final_hidden_.begin() + (chunk_first + standing) * d);
-    SequenceSpan span;
-    span.block_table = s.blocks.table;
-    span.start = ch.start;
-    span.count = standing;
-    span.decode_from = s.prompt_len;
-    span.logits = wanted > 0 ? SpanLogits::kLast : SpanLogits::kNone;
-    draft_spans_.push_back(span);
-    if (wanted > 0) drafting.push_back({&s, wanted, static_cast<int64_t>(draft_tokens_.size()) - 1});
-  }
-  if (draft_spans_.empty()) return Status::Ok();
+  return Status::Ok();
+}
+
+Status Engine::ProposeDrafts(const std::vector<ScheduledChunk>& done) {
+  const int64_t d = model_.config().hidden_size;
   const Clock::time_point model_start = Clock::now();
-  LATTE_RETURN_IF_ERROR(
-      model_.DraftForward(draft_tokens_, draft_inputs_, draft_spans_, cache_, draft_logits_, draft_hidden_));
-  // Each next pass: one row per sequence that wants more, its last draft at the
-  // position after the previous pass's row, with that row's output.
-  for (size_t i = 0; i < drafting.size(); ++i) {
-    drafting[i].seq->tokens.push_back(Argmax(draft_logits_.data() + static_cast<int64_t>(i) * V, V));
-    drafting[i].seq->drafts = 1;
+  // The first pass: each chunk's rows that stand (its MTP rows), row i with the token
+  // after it; a sequence that decodes next drafts from its last row.
+  std::vector<Drafting> drafting;
+  int64_t chunk_first = 0;  // the chunk's first row in final_hidden_
+  for (const ScheduledChunk& ch : done) {
+    const std::span<const float> rows(final_hidden_.data() + chunk_first * d, static_cast<size_t>(ch.count * d));
+    chunk_first += ch.count;
+    Sequence& s = *ch.seq;
+    const int64_t standing = s.num_computed - ch.start;
+    if (s.choice->finished || s.state != SequenceState::kRunning || !Speculates(*s.choice) || standing <= 0) continue;
+    AddDraftRows(s, ch.start, rows.first(static_cast<size_t>(standing * d)));
+    if (const int64_t wanted = DraftsWanted(s); wanted > 0) {
+      draft_spans_.back().logits = SpanLogits::kLast;
+      drafting.push_back({&s, wanted, static_cast<int64_t>(draft_tokens_.size()) - 1});
+    }
   }
+  if (!draft_spans_.empty()) LATTE_RETURN_IF_ERROR(RunDraftPass(drafting));
+  // Each next pass: one row per sequence that wants more, at the position before its
+  // last draft, with the draft and the previous pass's output row (as vLLM chains them).
   for (int64_t k = 2; k <= options_.num_speculative_tokens; ++k) {
     std::erase_if(drafting, [&](const Drafting& g) { return g.wanted < k; });
     if (drafting.empty()) break;
-    draft_tokens_.clear();
-    draft_spans_.clear();
-    draft_inputs_.clear();
-    for (const Drafting& g : drafting) {
-      const Sequence& s = *g.seq;
-      draft_tokens_.push_back(s.tokens.back());
-      draft_inputs_.insert(draft_inputs_.end(), draft_hidden_.begin() + g.row * d,
-                           draft_hidden_.begin() + (g.row + 1) * d);
-      SequenceSpan span;
-      span.block_table = s.blocks.table;
-      span.start = s.num_tokens() - 2;  // the position before the last draft's
-      span.count = 1;
-      span.decode_from = s.prompt_len;
-      draft_spans_.push_back(span);
-    }
-    LATTE_RETURN_IF_ERROR(
-        model_.DraftForward(draft_tokens_, draft_inputs_, draft_spans_, cache_, draft_logits_, draft_hidden_));
     for (size_t i = 0; i < drafting.size(); ++i) {
-      drafting[i].seq->tokens.push_back(Argmax(draft_logits_.data() + static_cast<int64_t>(i) * V, V));
-      ++drafting[i].seq->drafts;
-      drafting[i].row = static_cast<int64_t>(i);
+      Drafting& g = drafting[i];
+      const std::span<const float> row(draft_hidden_.data() + g.row * d, static_cast<size_t>(d));
+      AddDraftRows(*g.seq, g.seq->num_tokens() - 2, row);
+      draft_spans_.back().logits = SpanLogits::kLast;
+      g.row = static_cast<int64_t>(i);
     }
+    // draft_hidden_ is read above before the pass writes it again.
+    LATTE_RETURN_IF_ERROR(RunDraftPass(drafting));
   }
   counters_.model_seconds += SecondsSince(model_start);
   return Status::Ok();

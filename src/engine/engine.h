@@ -198,6 +198,20 @@ class Engine {
   Status ProposeDrafts(const std::vector<ScheduledChunk>& done);
   // Whether choice c decodes with drafts (not for prompt logits or return_logits).
   bool Speculates(const RequestChoice& c) const;
+  // A sequence that drafts in ProposeDrafts: how many, and its row in the last pass.
+  struct Drafting {
+    Sequence* seq;
+    int64_t wanted;
+    int64_t row;
+  };
+  // The drafts s may verify next step (0: it does not decode next).
+  int64_t DraftsWanted(Sequence& s);
+  // Rows [start, start + hidden / d) of s into the MTP layer's batch, each with the
+  // token after it and its hidden row; logits for none (the caller asks for the last).
+  void AddDraftRows(Sequence& s, int64_t start, std::span<const float> hidden);
+  // The MTP layer over the batch; each drafting sequence (one logits row each, in
+  // order) gets its greedy draft appended. Empties the batch.
+  Status RunDraftPass(std::vector<Drafting>& drafting);
   void FinishChoice(RequestChoice& c, FinishReason reason, GenerationOutput& out);
   // The choice's next token from its row of logits; nullopt when max_tokens was reached
   // already. Reads only the choice's own state (runs on any thread).
