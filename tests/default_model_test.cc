@@ -64,6 +64,38 @@ json ReadReference(const std::string& dir) {
   return json::parse(ss.str());
 }
 
+// Rows of latte's logits against the reference's top-k ids and values: the relative
+// RMS difference over all of them, and how many rows pass the tight and loose bounds.
+struct TopKAgreement {
+  double worst = 0;  // largest |diff| / row scale seen, for the log
+  double diff_sq = 0, ref_sq = 0;
+  int64_t positions = 0, loose_positions = 0, outliers = 0;
+
+  void Add(const float* row, const std::vector<int64_t>& ids, const std::vector<double>& values) {
+    double scale = 0, row_worst = 0;
+    for (double v : values) scale = std::max(scale, std::fabs(v));
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const double diff = row[ids[k]] - values[k];
+      diff_sq += diff * diff;
+      ref_sq += values[k] * values[k];
+      row_worst = std::max(row_worst, std::fabs(diff));
+    }
+    ++positions;
+    worst = std::max(worst, row_worst / scale);
+    if (row_worst > kTightTolerance * scale + 0.05) ++loose_positions;
+    if (row_worst > kLooseTolerance * scale) ++outliers;
+  }
+  double RelativeRms() const { return std::sqrt(diff_sq / ref_sq); }
+  void ExpectWithinBounds() const {
+    ASSERT_GT(positions, 0);
+    EXPECT_LE(RelativeRms(), kRelRmsTolerance);
+    EXPECT_LE(loose_positions, static_cast<int64_t>(kLooseShare * positions))
+        << loose_positions << " of " << positions << " positions past the tight bound";
+    EXPECT_LE(outliers, static_cast<int64_t>(kOutlierShare * positions))
+        << outliers << " of " << positions << " positions past the loose bound";
+  }
+};
+
 struct DefaultCase {
   std::string dir;  // under models/
   MlaMode mode;
@@ -88,9 +120,7 @@ TEST_P(DefaultModel, LogitsAndGreedyMatchThePyTorchReference) {
   const int64_t vocab = model.config().vocab_size;
   const json ref = ReadReference(c.reference.empty() ? dir : ModelDir(c.reference));
   ASSERT_GE(ref["items"].size(), 3u);
-  double worst = 0;  // largest |diff| / row scale seen, for the log
-  double diff_sq = 0, ref_sq = 0;
-  int64_t positions = 0, loose_positions = 0, outliers = 0;
+  TopKAgreement agreement;
   int64_t greedy_tokens = 0, tie_flips = 0;
   for (const json& item : ref["items"]) {
     SCOPED_TRACE(item["kind"].get<std::string>() + ": " + item["greedy_text"].get<std::string>());
@@ -106,21 +136,7 @@ TEST_P(DefaultModel, LogitsAndGreedyMatchThePyTorchReference) {
     const auto top_ids = item["prompt_top_ids"].get<std::vector<std::vector<int64_t>>>();
     const auto top_values = item["prompt_top_logits"].get<std::vector<std::vector<double>>>();
     ASSERT_EQ(static_cast<int64_t>(top_ids.size()), P);
-    for (int64_t r = 0; r < P; ++r) {
-      const float* row = logits.data() + r * vocab;
-      double scale = 0, row_worst = 0;
-      for (double v : top_values[r]) scale = std::max(scale, std::fabs(v));
-      for (size_t k = 0; k < top_ids[r].size(); ++k) {
-        const double diff = row[top_ids[r][k]] - top_values[r][k];
-        diff_sq += diff * diff;
-        ref_sq += top_values[r][k] * top_values[r][k];
-        row_worst = std::max(row_worst, std::fabs(diff));
-      }
-      ++positions;
-      worst = std::max(worst, row_worst / scale);
-      if (row_worst > kTightTolerance * scale + 0.05) ++loose_positions;
-      if (row_worst > kLooseTolerance * scale) ++outliers;
-    }
+    for (int64_t r = 0; r < P; ++r) agreement.Add(logits.data() + r * vocab, top_ids[r], top_values[r]);
     // Greedy continuation, teacher-forced on the reference's tokens.
     const auto gtop_ids = item["greedy_top_ids"].get<std::vector<std::vector<int64_t>>>();
     const auto gtop_values = item["greedy_top_logits"].get<std::vector<std::vector<double>>>();
@@ -139,18 +155,14 @@ TEST_P(DefaultModel, LogitsAndGreedyMatchThePyTorchReference) {
           << "greedy step " << i << ": latte picks " << got << ", the reference " << greedy[i];
     }
   }
-  const double rel_rms = std::sqrt(diff_sq / ref_sq);
-  EXPECT_LE(rel_rms, kRelRmsTolerance);
-  EXPECT_LE(loose_positions, static_cast<int64_t>(kLooseShare * positions))
-      << loose_positions << " of " << positions << " positions past the tight bound";
-  EXPECT_LE(outliers, static_cast<int64_t>(kOutlierShare * positions))
-      << outliers << " of " << positions << " positions past the loose bound";
+  agreement.ExpectWithinBounds();
   std::printf(
       "[ %s%s %s ] relative RMS %.4f; worst position %.3f of its scale; %lld of %lld positions past "
       "the tight bound, %lld past the loose one; %lld greedy tokens, %lld near-tie flips\n",
       c.dir.c_str(), c.quantize == WeightQuantization::kFp8 ? " --quantize fp8" : "",
-      std::string(MlaModeName(c.mode)).c_str(), rel_rms, worst, static_cast<long long>(loose_positions),
-      static_cast<long long>(positions), static_cast<long long>(outliers), static_cast<long long>(greedy_tokens),
+      std::string(MlaModeName(c.mode)).c_str(), agreement.RelativeRms(), agreement.worst,
+      static_cast<long long>(agreement.loose_positions), static_cast<long long>(agreement.positions),
+      static_cast<long long>(agreement.outliers), static_cast<long long>(greedy_tokens),
       static_cast<long long>(tie_flips));
 }
 
@@ -186,8 +198,8 @@ TEST_P(DefaultModel, MtpLayerMatchesThePyTorchReference) {
   const int64_t vocab = model.config().vocab_size;
   const json ref = ReadReference(dir);
   ASSERT_TRUE(ref.contains("mtp")) << dir << "/reference.json has no MTP reference";
-  double diff_sq = 0, ref_sq = 0;
-  int64_t positions = 0, loose_positions = 0, outliers = 0, top1_same = 0;
+  TopKAgreement agreement;
+  int64_t top1_same = 0;
   for (const json& item : ref["mtp"]) {
     const auto tokens = item["tokens"].get<std::vector<int32_t>>();
     const int64_t n = static_cast<int64_t>(tokens.size()) - 1;  // rows: positions [0, n)
@@ -203,32 +215,17 @@ TEST_P(DefaultModel, MtpLayerMatchesThePyTorchReference) {
       const auto ids = item["rows"][r]["ids"].get<std::vector<int64_t>>();
       const auto values = item["rows"][r]["logits"].get<std::vector<double>>();
       const float* row = drafts.data() + r * vocab;
-      double scale = 0, row_worst = 0;
-      for (double v : values) scale = std::max(scale, std::fabs(v));
-      for (size_t k = 0; k < ids.size(); ++k) {
-        const double diff = row[ids[k]] - values[k];
-        diff_sq += diff * diff;
-        ref_sq += values[k] * values[k];
-        row_worst = std::max(row_worst, std::fabs(diff));
-      }
+      agreement.Add(row, ids, values);
       top1_same += std::max_element(row, row + vocab) - row == ids[0];
-      ++positions;
-      if (row_worst > kTightTolerance * scale + 0.05) ++loose_positions;
-      if (row_worst > kLooseTolerance * scale) ++outliers;
     }
   }
-  ASSERT_GT(positions, 0);
-  const double rel_rms = std::sqrt(diff_sq / ref_sq);
-  EXPECT_LE(rel_rms, kRelRmsTolerance);
-  EXPECT_LE(loose_positions, static_cast<int64_t>(kLooseShare * positions))
-      << loose_positions << " of " << positions << " positions past the tight bound";
-  EXPECT_LE(outliers, static_cast<int64_t>(kOutlierShare * positions))
-      << outliers << " of " << positions << " positions past the loose bound";
+  agreement.ExpectWithinBounds();
   std::printf(
       "[ %s %s MTP ] relative RMS %.4f; %lld of %lld positions past the tight bound, %lld past the loose "
       "one; top-1 as the reference at %lld\n",
-      c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), rel_rms, static_cast<long long>(loose_positions),
-      static_cast<long long>(positions), static_cast<long long>(outliers), static_cast<long long>(top1_same));
+      c.dir.c_str(), std::string(MlaModeName(c.mode)).c_str(), agreement.RelativeRms(),
+      static_cast<long long>(agreement.loose_positions), static_cast<long long>(agreement.positions),
+      static_cast<long long>(agreement.outliers), static_cast<long long>(top1_same));
 }
 
 // train/export.py (numpy, an implementation of its own) wrote models/default-fp8

@@ -23,21 +23,12 @@ namespace {
 
 using testing_models::MakeModel;
 
-struct Loaded {
-  std::unique_ptr<ModelWeights> weights;
-  std::unique_ptr<DeepSeekModel> model;
-};
+using Loaded = testing_models::LoadedModel;
 
 Loaded Load(const std::string& dir, MlaMode mode) {
   LoadOptions options;
   options.mode = mode;
-  options.progress = false;
-  auto w = ModelWeights::Load(dir, options);
-  EXPECT_TRUE(w.ok()) << w.status().message();
-  Loaded l;
-  l.weights = std::move(w).value();
-  l.model = std::make_unique<DeepSeekModel>(*l.weights);
-  return l;
+  return testing_models::LoadModel(dir, options);
 }
 
 std::string TinyModel(DType dtype) {

@@ -88,22 +88,13 @@ std::string GuessingMtpModel(float noise) {
   return dir;
 }
 
-struct Loaded {
-  std::unique_ptr<ModelWeights> weights;
-  std::unique_ptr<DeepSeekModel> model;
-};
+using Loaded = testing_models::LoadedModel;
 
 Loaded Load(const std::string& dir, MlaMode mode, bool mtp = true) {
   LoadOptions options;
   options.mode = mode;
-  options.progress = false;
   options.mtp = mtp;
-  auto w = ModelWeights::Load(dir, options);
-  EXPECT_TRUE(w.ok()) << w.status().message();
-  Loaded l;
-  l.weights = std::move(w).value();
-  l.model = std::make_unique<DeepSeekModel>(*l.weights);
-  return l;
+  return testing_models::LoadModel(dir, options);
 }
 
 EngineOptions Options(int64_t blocks, int64_t drafts, KvCacheDtype kv = KvCacheDtype::kAuto) {

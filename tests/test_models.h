@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,6 +114,22 @@ inline std::string MakeModel(const std::string& preset, MakeModelOverrides overr
   if (ec) std::filesystem::remove_all(part, ec);  // another process renamed its copy first
   made[key] = dir;
   return dir;
+}
+
+// A model directory loaded with `options` (progress off), and a model over it.
+struct LoadedModel {
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<DeepSeekModel> model;
+};
+inline LoadedModel LoadModel(const std::string& dir, LoadOptions options) {
+  options.progress = false;
+  auto w = ModelWeights::Load(dir, options);
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  LoadedModel l;
+  if (!w.ok()) return l;
+  l.weights = std::move(w).value();
+  l.model = std::make_unique<DeepSeekModel>(*l.weights);
+  return l;
 }
 
 // Logits [tokens.size(), vocab] for `tokens`: the first P in one prefill span,
