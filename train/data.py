@@ -130,18 +130,30 @@ def step_working(a, op, b):
 LIMITS = {"mul_max": MAX, "div_max": MAX}
 
 
-def make_problem(rng, n_ops=None):
-    """One problem with 1 or 2 operations."""
+def make_problem(rng, n_ops=None, pools=None):
+    """One problem with 1 or 2 operations; names, items, containers and friends from
+    the fixed lists, or drawn by `pools` (a Pools)."""
     while True:
-        p = _try_problem(rng, n_ops if n_ops is not None else rng.choice((1, 2)))
+        p = _try_problem(rng, n_ops if n_ops is not None else rng.choice((1, 2)), pools)
         if p is not None:
             return p
 
 
-def _try_problem(rng, n_ops):
-    name, he, him = rng.choice(NAMES)
-    other = rng.choice([n for n in NAMES if n[0] != name])[0]
-    item = rng.choice(ITEMS)
+def _try_problem(rng, n_ops, pools=None):
+    if pools is None:  # the fixed lists (tasks/arith/test.jsonl, fewshot.jsonl, the tokenizer)
+        name, he, him = rng.choice(NAMES)
+        other = rng.choice([n for n in NAMES if n[0] != name])[0]
+        item = rng.choice(ITEMS)
+        container = lambda: rng.choice(CONTAINERS)  # noqa: E731
+        friend = lambda: rng.choice(FRIENDS)  # noqa: E731
+    else:
+        name, he, him = pools.name(rng)
+        other = pools.name(rng)[0]
+        while other == name:
+            other = pools.name(rng)[0]
+        item = pools.item(rng)
+        container = lambda: pools.container(rng)  # noqa: E731
+        friend = lambda: pools.friends(rng)  # noqa: E731
     sentences, steps = [], []
     ops = []
     # First: a product start (counts one operation) or a plain count.
@@ -152,7 +164,7 @@ def _try_problem(rng, n_ops):
             a, b = small, big
         else:
             a, b = big, small
-        one, many = rng.choice(CONTAINERS)
+        one, many = container()
         v = a * b
         form = rng.randrange(3)
         if form == 0:
@@ -204,7 +216,7 @@ def _try_problem(rng, n_ops):
                 return None
             b = rng.choice(divisors)
             r = v // b
-            friends = rng.choice(FRIENDS)
+            friends = friend()
             s = rng.choice([f"{cap(he)} shares them equally among {b} {friends}.",
                             f"{cap(he)} splits them equally between {b} {friends}."])
             steps.append((v, "/", b, r))
@@ -224,6 +236,150 @@ def _try_problem(rng, n_ops):
                         else f"How many {item} does {he} have in the end?",
                         f"How many {item} are there now?"])
     return Problem(" ".join(sentences + [q]), steps, v)
+
+
+# ---- Large pools: the model must copy names and objects from the question --------------
+#
+# Training draws each name, item, container and group of friends from the fixed lists
+# above, a larger list of real words (TRAIN_*), or a random pronounceable string. The
+# HELDOUT_* words never occur in training (random strings that hit one are redrawn):
+# tasks/arith/test_heldout_names.jsonl asks its problems with them only.
+
+TRAIN_SHE = """Alice Amy Beth Carla Chloe Clara Daisy Diana Ella Elena Fiona Grace Hannah
+Helen Iris Ivy Jane Julia Kate Laura Lucy Maria Nina Nora Olga Paula Rosa Ruby Sara Sofia
+Tina Vera Wendy Yara Alma Bella Cora Dora Edith Flora Gina Hazel Irene Jenny Kira Lena
+Maya Nadia Opal Petra Rita Selma Tara Una Viola Willa Xena Yvonne Zara Agnes Bianca Celia
+Dana Erin Freya Gloria Holly Ingrid Joan Karen Lola Mabel Nell Olive Pam Rachel Susan
+Thea Ursula Violet""".split()
+TRAIN_HE = """Adam Alex Andy Bob Carl Chris Dan David Eric Frank Fred George Greg Harry
+Henry Ian Ivan Jake James Joe John Karl Kevin Liam Luke Mark Mike Nick Oscar Owen Paul
+Pete Ray Rick Ryan Simon Steve Ted Tim Victor Will Abel Bruno Cyril Dirk Elmer Felix
+Gus Hugo Igor Jonas Kurt Lars Milo Ned Otto Pablo Quinn Rex Rudy Saul Toby Ugo Vince
+Walt Yusuf Zack Arlo Boris Colin Dean Emil Finn Glen Hank Joel Kirk Louis Marco Neil
+Omar Raul Seth Troy""".split()
+TRAIN_ITEMS = """buttons candles cups plates spoons forks bowls hats socks shoes gloves scarves
+balls kites dolls cars trucks boats planes trains blocks bricks beads rings pins nails
+screws bolts keys locks bells drums flutes pens crayons erasers rulers notebooks folders
+letters stamps envelopes postcards photos posters maps tickets badges medals coins
+peaches pears plums cherries grapes lemons limes melons oranges carrots potatoes onions
+tomatoes peppers beans nuts seeds acorns pebbles stones rocks feathers leaves sticks
+cakes pies muffins candies lollipops cupcakes donuts bagels biscuits sandwiches
+bottles cans tins jars cups mugs glasses towels pillows blankets""".split()
+TRAIN_CONTAINERS = [("crate", "crates"), ("tray", "trays"), ("bucket", "buckets"),
+                    ("carton", "cartons"), ("sack", "sacks"), ("bin", "bins"),
+                    ("chest", "chests"), ("case", "cases"), ("drawer", "drawers"),
+                    ("shelf", "shelves"), ("pouch", "pouches"), ("tub", "tubs"),
+                    ("barrel", "barrels"), ("cup", "cups"), ("bowl", "bowls"),
+                    ("tin", "tins"), ("kit", "kits"), ("set", "sets"), ("row", "rows"),
+                    ("pile", "piles"), ("stack", "stacks"), ("bundle", "bundles"),
+                    ("envelope", "envelopes"), ("folder", "folders"), ("wagon", "wagons")]
+TRAIN_FRIENDS = """friends children classmates cousins students kids neighbors players
+teammates brothers sisters guests campers pupils workers visitors""".split()
+
+HELDOUT_SHE = """Olivia Amelia Charlotte Harper Evelyn Abigail Emily Madison Scarlett Victoria
+Aria Penelope Layla Riley Zoey Nevaeh Lillian Addison Aubrey Brooklyn Savannah Audrey
+Claire Skylar Lucia Naomi Camila Eleanor Stella Natalie""".split()
+HELDOUT_HE = """Oliver Elijah William Lucas Mason Logan Ethan Jacob Michael Daniel Henrik
+Sebastian Matthew Samuel Joseph Wyatt Carter Julian Grayson Isaac Lincoln Anthony Hudson
+Dylan Ezra Thomas Charles Christopher Jaxon Maverick""".split()
+HELDOUT_ITEMS = """walnuts ribbons magnets puzzles balloons whistles crackers pretzels
+marshmallows chestnuts raisins almonds figs apricots mangoes coconuts pumpkins cucumbers
+thimbles buckles lanterns compasses helmets jackets umbrellas tulips daisies roses
+seashells dominoes""".split()
+HELDOUT_CONTAINERS = [
+    ("hamper", "hampers"), ("satchel", "satchels"), ("canister", "canisters"),
+    ("suitcase", "suitcases"), ("cooler", "coolers"), ("locker", "lockers"),
+    ("cabinet", "cabinets"), ("backpack", "backpacks"), ("purse", "purses"),
+    ("trunk", "trunks")]
+HELDOUT_FRIENDS = """nephews nieces roommates colleagues scouts dancers""".split()
+
+HELDOUT_WORDS = set(w.lower() for w in HELDOUT_SHE + HELDOUT_HE + HELDOUT_ITEMS + HELDOUT_FRIENDS
+                    + [c for pair in HELDOUT_CONTAINERS for c in pair])
+
+ONSETS = "b c d f g h j k l m n p r s t v w z br cl dr fl gr pl st tr sh ch th".split()
+VOWELS = "a e i o u a e i o ai ea oo".split()
+CODAS = ["", "", "", "n", "l", "r", "s", "m", "t", "k", "nd", "rt", "st"]
+
+
+def random_word(rng, syllables):
+    """A pronounceable lower-case string (consonant-vowel syllables), never a held-out word."""
+    while True:
+        w = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) for _ in range(syllables))
+        w += rng.choice(CODAS)
+        if w not in HELDOUT_WORDS and w.rstrip("s") not in HELDOUT_WORDS:
+            return w
+
+
+def plural(w):
+    return w + ("es" if w.endswith(("s", "sh", "ch", "x", "z")) else "s")
+
+
+def _person(name, she):
+    return (name, "she", "her") if she else (name, "he", "him")
+
+
+class Pools:
+    """Draws names (with their pronouns), items, containers and friends: for training
+    (fixed lists, TRAIN_* words, random strings, by the shares given) or held-out."""
+
+    def __init__(self, heldout=False, fixed=0.25, words=0.35):
+        self.heldout, self.fixed, self.words = heldout, fixed, words
+
+    def _source(self, rng):
+        if self.heldout:
+            return "heldout"
+        r = rng.random()
+        return "fixed" if r < self.fixed else "words" if r < self.fixed + self.words else "random"
+
+    def name(self, rng):
+        src = self._source(rng)
+        if src == "fixed":
+            return rng.choice(NAMES)
+        if src == "random":
+            # names ending in a vowel sound read as "she", others as "he"
+            w = cap(random_word(rng, rng.choice((1, 2, 2, 3))))
+            return _person(w, w[-1] in "aiey")
+        she = rng.random() < 0.5
+        pool = (HELDOUT_SHE if she else HELDOUT_HE) if src == "heldout" else (
+            TRAIN_SHE if she else TRAIN_HE)
+        return _person(rng.choice(pool), she)
+
+    def item(self, rng):
+        src = self._source(rng)
+        if src == "fixed":
+            return rng.choice(ITEMS)
+        if src == "random":
+            return plural(random_word(rng, rng.choice((1, 2, 2, 3))))
+        return rng.choice(HELDOUT_ITEMS if src == "heldout" else TRAIN_ITEMS)
+
+    def container(self, rng):
+        src = self._source(rng)
+        if src == "fixed":
+            return rng.choice(CONTAINERS)
+        if src == "random":
+            w = random_word(rng, rng.choice((1, 2)))
+            return w, plural(w)
+        return rng.choice(HELDOUT_CONTAINERS if src == "heldout" else TRAIN_CONTAINERS)
+
+    def friends(self, rng):
+        src = self._source(rng)
+        if src == "fixed":
+            return rng.choice(FRIENDS)
+        if src == "random":
+            return plural(random_word(rng, rng.choice((1, 2))))
+        return rng.choice(HELDOUT_FRIENDS if src == "heldout" else TRAIN_FRIENDS)
+
+
+def _check_pools():
+    train = set(w.lower() for w in TRAIN_SHE + TRAIN_HE + TRAIN_ITEMS + TRAIN_FRIENDS
+                + [c for pair in TRAIN_CONTAINERS for c in pair])
+    fixed = set(w.lower() for w in [n[0] for n in NAMES] + ITEMS + FRIENDS
+                + [c for pair in CONTAINERS for c in pair])
+    clash = HELDOUT_WORDS & (train | fixed)
+    assert not clash, clash
+
+
+_check_pools()
 
 
 def drill(p):

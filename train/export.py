@@ -93,16 +93,46 @@ def quantize_fp8(w):
 
 
 def is_fp8_linear(name, t):
-    """The V3 release's fp8 tensors: every 2-D weight inside a layer except the router."""
-    return (t.dim() == 2 and name.startswith("model.layers.") and not name.endswith("mlp.gate.weight"))
+    """The V3 release's fp8 tensors: every 2-D weight inside a layer except the router
+    (and, in the MTP layer, the copies of the embedding and of lm_head, kept as the main
+    model keeps them)."""
+    return (t.dim() == 2 and name.startswith("model.layers.") and not name.endswith("mlp.gate.weight")
+            and not name.endswith(".embed_tokens.weight") and not name.endswith(".shared_head.head.weight"))
 
 
 # ---- state in checkpoint order ------------------------------------------------------------
 
+def mtp_prefix(cfg):
+    return f"model.layers.{cfg['num_hidden_layers']}."
+
+
 def checkpoint_state(model):
-    """{name: float32 tensor} with the router's e_score_correction_bias included."""
+    """{checkpoint name: float32 tensor} with the router's e_score_correction_bias
+    included. The MTP layer (model.mtp) is written as layer num_hidden_layers with V3's
+    names, with copies of the shared embedding and lm_head (embed_tokens,
+    shared_head.head)."""
     sd = model.state_dict()
-    return {k: v.detach().float().clone() for k, v in sd.items() if k != "inv_freq"}
+    out = {}
+    pre = mtp_prefix(model.cfg)
+    for k, v in sd.items():
+        if k == "inv_freq":
+            continue
+        out[pre + k[4:] if k.startswith("mtp.") else k] = v.detach().float().clone()
+    if model.mtp is not None:
+        out[pre + "embed_tokens.weight"] = out["model.embed_tokens.weight"].clone()
+        out[pre + "shared_head.head.weight"] = out["lm_head.weight"].clone()
+    return out
+
+
+def model_name(name, cfg):
+    """The PyTorch parameter a checkpoint tensor loads into (None: a copy of a shared one)."""
+    pre = mtp_prefix(cfg)
+    if not name.startswith(pre):
+        return name
+    rest = name[len(pre):]
+    if rest in ("embed_tokens.weight", "shared_head.head.weight"):
+        return None
+    return "mtp." + rest
 
 
 def export_dir(model, tok, cfg, out, fp8):
@@ -144,7 +174,12 @@ def export_dir(model, tok, cfg, out, fp8):
     with torch.no_grad():
         sd = ref.state_dict()
         for name, t in exact.items():
-            sd[name].copy_(t)
+            target = model_name(name, cfg)
+            if target is None:  # the MTP layer's copy of the embedding or of lm_head
+                shared = "model.embed_tokens.weight" if name.endswith("embed_tokens.weight") else "lm_head.weight"
+                assert torch.equal(t, exact[shared]), name
+                continue
+            sd[target].copy_(t)
     ref.eval()
     return ref
 
@@ -199,12 +234,39 @@ def write_reference(ref, tok, prefix, test, out, max_new=128):
                 "greedy_top_ids": [g.indices.tolist() for g in gtop],
                 "greedy_top_logits": [[round(v, 5) for v in g.values.tolist()] for g in gtop],
             })
+    doc = {"note": "PyTorch (train) float32 forward of the weights in this directory: "
+                   "top-k logits at every prompt position and the greedy continuation "
+                   "with its top-k logits at each step (stops at EOS or a blank line)",
+           "top_k": TOPK, "items": items}
+    if ref.mtp is not None:
+        doc["mtp_note"] = (
+            "The MTP layer (model.layers.N, N = num_hidden_layers; one depth, as vLLM's "
+            "deepseek_mtp.py): one entry per item, same order. tokens: the item's prompt ids "
+            "followed by its greedy continuation ids (N tokens). rows[i] (i = 0..N-2): top-k "
+            "float32 MTP logits at position i, from h_i (the main model's final hidden state "
+            "after model.norm, with causal attention over tokens 0..i) and the next token "
+            "tokens[i+1] (its embedding zeroed at position 0): x = eh_proj(cat(enorm(e), "
+            "hnorm(h_i))), y = the MTP decoder block (rope at position i, causal attention over "
+            "the MTP stream 0..i), logits = shared_head.head(shared_head.norm(y)), predicting "
+            "tokens[i+2]")
+        doc["mtp"] = mtp_reference(ref, items)
     with open(os.path.join(out, "reference.json"), "w") as f:
-        json.dump({"note": "PyTorch (train) float32 forward of the weights in this directory: "
-                           "top-k logits at every prompt position and the greedy continuation "
-                           "with its top-k logits at each step (stops at EOS or a blank line)",
-                   "top_k": TOPK, "items": items}, f)
+        json.dump(doc, f)
         f.write("\n")
+
+
+def mtp_reference(ref, items):
+    out = []
+    with torch.no_grad():
+        for it in items:
+            toks = list(it["prompt_ids"]) + list(it["greedy_ids"])
+            ids = torch.tensor([toks])
+            _, mtp = ref(ids[:, :-1], next_ids=ids[:, 1:])
+            top = mtp[0].float().topk(TOPK, dim=-1)
+            out.append({"tokens": toks, "rows": [
+                {"ids": i, "logits": [round(v, 5) for v in l]}
+                for i, l in zip(top.indices.tolist(), top.values.tolist())]})
+    return out
 
 
 def write_all(model, tok, cfg, out, prefix, test, say, reference=True):

@@ -49,6 +49,9 @@ def load_model(d):
                 deq = E.from_e4m3(codes)
                 deq *= np.repeat(np.repeat(scale, E.BLOCK, 0), E.BLOCK, 1)[:codes.shape[0], :codes.shape[1]]
                 t = torch.from_numpy(deq)
-            sd[name].copy_(t)
+            target = E.model_name(name, cfg)
+            if target is None:  # the MTP layer's copy of the embedding or lm_head
+                continue
+            sd[target].copy_(t)
     m.eval()
     return m, cfg

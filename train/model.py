@@ -187,6 +187,32 @@ class Layer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
+class SharedHead(nn.Module):
+    """V3's shared_head: the MTP layer's final norm; its head is the main lm_head
+    (shared in training, written as a copy)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
+
+
+class MtpLayer(Layer):
+    """DeepSeek-V3's multi-token-prediction module (one depth), as vLLM's deepseek_mtp.py
+    computes it: at position i, from the main model's final hidden state h_i (after
+    model.norm) and the embedding e of the NEXT token t_{i+1} (zero at position 0),
+        x = eh_proj(cat(enorm(e), hnorm(h_i)));  y = block(x)  (a MoE decoder layer)
+        logits_i = lm_head(shared_head.norm(y)), predicting t_{i+2}.
+    The embedding and the head are the main model's (shared); export writes copies."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg, cfg["num_hidden_layers"])
+        d = cfg["hidden_size"]
+        self.enorm = RMSNorm(d, cfg["rms_norm_eps"])
+        self.hnorm = RMSNorm(d, cfg["rms_norm_eps"])
+        self.eh_proj = nn.Linear(2 * d, d, bias=False)
+        self.shared_head = SharedHead(cfg)
+
+
 class Inner(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -204,6 +230,7 @@ class DeepseekV3(nn.Module):
         inv, mag = rope_inv_freq(cfg)
         self.register_buffer("inv_freq", inv, persistent=False)
         self.rope_magnitude = mag
+        self.mtp = MtpLayer(cfg) if cfg.get("num_nextn_predict_layers", 0) else None
 
     def init_weights(self, gen):
         L = self.cfg["num_hidden_layers"]
@@ -226,14 +253,30 @@ class DeepseekV3(nn.Module):
         return ((torch.cos(ang) * self.rope_magnitude).float(),
                 (torch.sin(ang) * self.rope_magnitude).float())
 
-    def forward(self, ids):
+    def forward(self, ids, next_ids=None):
+        """Main logits [B, S, V]; with next_ids ([B, S]: the token after each position,
+        t_{i+1}) also the MTP layer's logits [B, S, V] (position i predicts t_{i+2})."""
         B, S = ids.shape
         cos, sin = self.rope(S)
         mask = torch.ones(S, S, dtype=torch.bool).triu(1)
         h = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             h = layer(h, cos, sin, mask)
-        return self.lm_head(self.model.norm(h))
+        h = self.model.norm(h)
+        logits = self.lm_head(h)
+        if next_ids is None:
+            return logits
+        return logits, self.mtp_logits(h, next_ids, cos, sin, mask)
+
+    def mtp_logits(self, h, next_ids, cos, sin, mask):
+        """h: the main model's final hidden states after model.norm [B, S, d]."""
+        m = self.mtp
+        e = self.model.embed_tokens(next_ids)
+        e = torch.cat((torch.zeros_like(e[:, :1]), e[:, 1:]), 1)  # vLLM: zero at position 0
+        x = m.eh_proj(torch.cat((m.enorm(e), m.hnorm(h)), -1))
+        y = m(x, cos, sin, mask)
+        return self.lm_head(m.shared_head.norm(y))
 
     def moe_layers(self):
-        return [l.mlp for l in self.model.layers if isinstance(l.mlp, Moe)]
+        layers = list(self.model.layers) + ([self.mtp] if self.mtp is not None else [])
+        return [l.mlp for l in layers if isinstance(l.mlp, Moe)]

@@ -63,6 +63,7 @@ class Tokenizer:
         self.byte_of = {c: b for b, c in BYTE_CHARS.items()}
         self.special_ids = {s: i for i, s in enumerate(SPECIALS)}
         self.special_re = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
+        self.ranks = {m: r for r, m in enumerate(merges)}
 
     @property
     def size(self):
@@ -77,8 +78,36 @@ class Tokenizer:
                 ids.append(self.special_ids[part])
                 continue
             for piece in PY_SPLIT.findall(part):
-                ids.append(self.vocab[to_byte_level(piece)])  # KeyError: not in the task's text
+                bl = to_byte_level(piece)
+                if bl in self.vocab:
+                    ids.append(self.vocab[bl])
+                else:  # a word the BPE was not trained on: apply the merges
+                    ids += [self.vocab[s] for s in self.bpe(bl)]
         return ids
+
+    def bpe(self, word):
+        """The byte-level BPE of one pre-tokenized piece: repeatedly merge the adjacent
+        pair of lowest rank (as Hugging Face's BPE model does)."""
+        syms = list(word)
+        while len(syms) > 1:
+            best, at = None, -1
+            for i in range(len(syms) - 1):
+                r = self.ranks.get((syms[i], syms[i + 1]))
+                if r is not None and (best is None or r < best):
+                    best, at = r, i
+            if best is None:
+                break
+            a, b = syms[at], syms[at + 1]
+            out, i = [], 0
+            while i < len(syms):
+                if i + 1 < len(syms) and syms[i] == a and syms[i + 1] == b:
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(syms[i])
+                    i += 1
+            syms = out
+        return syms
 
     def decode(self, ids):
         out = bytearray()

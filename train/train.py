@@ -95,6 +95,23 @@ def write_task(seed, n_test, n_fewshot):
     return test, fewshot, seen
 
 
+def write_heldout(seed, n, exclude):
+    """tasks/arith/test_heldout_names.jsonl: problems whose names, items, containers and
+    friends are data.HELDOUT_* words only (never drawn in training)."""
+    rng = random.Random(seed)
+    pools = D.Pools(heldout=True)
+    seen, out = set(exclude), []
+    while len(out) < n:
+        p = D.make_problem(rng, pools=pools)
+        if p.question not in seen:
+            seen.add(p.question)
+            out.append(p)
+    with open(os.path.join(TASK_DIR, "test_heldout_names.jsonl"), "w") as f:
+        for p in out:
+            f.write(json.dumps({"question": p.question, "answer": p.answer_text()}) + "\n")
+    return out
+
+
 def fewshot_prefix(fewshot):
     return "".join(D.problem_text(p) + "\n\n" for p in fewshot)
 
@@ -102,63 +119,61 @@ def fewshot_prefix(fewshot):
 # ---- Batches ------------------------------------------------------------------------------
 
 class Batcher:
-    """Sequences of up to `seq_len` tokens: several raw problems joined by a blank line
-    (the few-shot layout), or a chat of several user/assistant turns. Loss only on what
-    the model must produce: from the newline before "Answer:" (raw) or the assistant's
-    text (chat) through the token after the final number."""
+    """Each step: a number of few-shot examples k drawn uniformly from 0..max_shots, and
+    sequences of k+1 problems (about `problems` problems in all): raw problems joined by
+    a blank line (the few-shot layout, after a BOS half the time), or a chat of k+1
+    user/assistant turns. Names, items, containers and friends come from large pools
+    (data.Pools). Loss only on what the model must produce: from the newline before
+    "Answer:" (raw) or the assistant's text (chat) through the token after the final
+    number."""
 
-    def __init__(self, tok, seed, seq_len, batch, chat_share, exclude, drill_share=0.0):
+    def __init__(self, tok, seed, problems, max_shots, chat_share, exclude, drill_share=0.0):
         self.tok, self.rng = tok, random.Random(seed)
         self.drill_share = drill_share
-        self.seq_len, self.batch, self.chat_share = seq_len, batch, chat_share
+        self.problems, self.max_shots, self.chat_share = problems, max_shots, chat_share
         self.exclude = exclude
+        self.pools = D.Pools()
         self.nl2 = tok.encode("\n\n")
-        self.cache = {}
 
     def problem(self):
         while True:
-            p = D.make_problem(self.rng)
+            p = D.make_problem(self.rng, pools=self.pools)
             if p.question not in self.exclude:
                 if self.drill_share and self.rng.random() < self.drill_share:
                     return D.drill(p)
                 return p
 
-    def sequence(self):
+    def sequence(self, n):
         ids, mask = [], []
         chat = self.rng.random() < self.chat_share
-        if chat:
+        if chat or self.rng.random() < 0.5:
             ids, mask = [0], [0]
-        while True:
+        for _ in range(n):
             p = self.problem()
             if chat:
                 q = ("Question: " if self.rng.random() < 0.7 else "") + p.question
                 a_ids = self.tok.encode("Answer: " + p.answer_text()) + [1]
                 q_ids = [3] + self.tok.encode(q) + [4]
             else:
-                q_ids = (self.nl2 if ids else []) + self.tok.encode("Question: " + p.question)
+                q_ids = (self.nl2 if len(ids) > 1 else []) + self.tok.encode("Question: " + p.question)
                 a_ids = self.tok.encode("\nAnswer: " + p.answer_text())
-            if len(ids) + len(q_ids) + len(a_ids) + 1 > self.seq_len:
-                if not ids or (chat and len(ids) == 1):
-                    continue
-                break
             mask += [0] * len(q_ids) + [1] * len(a_ids)
             ids += q_ids + a_ids
-            if not chat:
-                # the token after the number: the blank line (another problem follows) or EOS
-                pass
         if not chat:
             ids.append(1)  # EOS after the last problem
             mask.append(1)
         return ids, mask
 
     def next(self):
-        seqs = [self.sequence() for _ in range(self.batch)]
+        k = self.rng.randint(0, self.max_shots)
+        n_seq = max(1, round(self.problems / (k + 1)))
+        seqs = [self.sequence(k + 1) for _ in range(n_seq)]
         L = max(len(s) for s, _ in seqs)
-        x = torch.full((self.batch, L), 2, dtype=torch.long)
-        m = torch.zeros((self.batch, L), dtype=torch.bool)
-        for i, (s, k) in enumerate(seqs):
+        x = torch.full((n_seq, L), 2, dtype=torch.long)
+        m = torch.zeros((n_seq, L), dtype=torch.bool)
+        for i, (s, k_) in enumerate(seqs):
             x[i, :len(s)] = torch.tensor(s)
-            m[i, :len(k)] = torch.tensor(k, dtype=torch.bool)
+            m[i, :len(k_)] = torch.tensor(k_, dtype=torch.bool)
         # Raw problems: the blank line that follows an answer is also a target.
         nl2 = self.nl2[0]
         m |= (x == nl2) & torch.roll(m, 1, dims=1)
@@ -226,6 +241,7 @@ def train(args):
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     test, fewshot, exclude = write_task(args.task_seed, args.n_test, args.n_fewshot)
+    heldout = write_heldout(args.task_seed + 1, args.n_heldout, exclude)
     # The tokenizer: BPE merges from a corpus of the task's text (its own seed).
     rng = random.Random(args.seed + 1)
     corpus = []
@@ -237,9 +253,27 @@ def train(args):
     corpus += ["\n\n".join(corpus[:3]), T.BOS + T.USER + "Question: x" + T.ASSISTANT + "y" + T.EOS]
     tok = T.train_bpe(corpus)
     cfg = model_config(tok.size, args)
+    cfg["num_nextn_predict_layers"] = 1
     model = M.DeepseekV3(cfg)
     gen = torch.Generator().manual_seed(args.seed)
     model.init_weights(gen)
+    if args.init_from:
+        # Warm start: the main model's weights from an earlier export (args.init_from, read
+        # back in float32); the MTP block starts as a copy of the last main layer, its
+        # enorm/hnorm/eh_proj/shared_head as initialised above.
+        import load
+        prev, prev_cfg = load.load_model(args.init_from)
+        for key in ("hidden_size", "intermediate_size", "moe_intermediate_size",
+                    "num_hidden_layers", "vocab_size", "kv_lora_rank", "q_lora_rank"):
+            assert prev_cfg[key] == cfg[key], key
+        psd = {k: v for k, v in prev.state_dict().items() if not k.startswith("mtp.")}
+        missing = model.load_state_dict(psd, strict=False).missing_keys
+        assert all(k.startswith("mtp.") for k in missing), missing
+        last = prev.model.layers[cfg["num_hidden_layers"] - 1].state_dict()
+        mtp_sd = model.mtp.state_dict()
+        with torch.no_grad():
+            for k, v in last.items():
+                mtp_sd[k].copy_(v)
     n_params = sum(p.numel() for p in model.parameters())
     log = open(args.log, "w") if args.log else None
 
@@ -252,15 +286,19 @@ def train(args):
     say(f"# {' '.join(sys.argv)}")
     say(f"params {n_params} vocab {tok.size} threads {args.threads} dtype {args.dtype} "
         f"torch {torch.__version__}")
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    batcher = Batcher(tok, args.seed + 2, args.seq_len, args.batch, args.chat_share, exclude,
-                      args.drill_share)
+    groups = []
+    for mtp in (False, True):
+        named = [(n, p) for n, p in model.named_parameters() if n.startswith("mtp.") == mtp]
+        mult = args.mtp_lr_mult if mtp else 1.0
+        groups += [{"params": [p for n, p in named if p.dim() >= 2 and "embed" not in n],
+                    "weight_decay": args.wd, "lr_mult": mult},
+                   {"params": [p for n, p in named if not (p.dim() >= 2 and "embed" not in n)],
+                    "weight_decay": 0.0, "lr_mult": mult}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+    batcher = Batcher(tok, args.seed + 2, args.problems, args.max_shots, args.chat_share,
+                      exclude, args.drill_share)
     prefix = fewshot_prefix(fewshot[:args.shots])
-    eval_set = test[:args.eval_n]
+    eval_shots = [int(v) for v in args.eval_shots.split(",")]
     t0 = time.time()
     moe = model.moe_layers()
     loss_avg = None
@@ -269,15 +307,26 @@ def train(args):
             lr = args.lr * step / args.warmup
         else:
             prog = (step - args.warmup) / max(1, args.steps - args.warmup)
+            if args.time_budget:  # the schedule runs on whichever ends first
+                if time.time() - t0 >= args.time_budget:
+                    say(f"time budget of {args.time_budget:.0f}s spent before step {step}")
+                    break
+                prog = max(prog, (time.time() - t0) / args.time_budget)
+            prog = min(prog, 1.0)
             lr = args.lr * (args.min_lr + (1 - args.min_lr) * 0.5 * (1 + math.cos(math.pi * prog)))
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g["lr_mult"]
         x, m = batcher.next()
         with autocast(args):
-            logits = model(x[:, :-1])
+            logits, mtp = model(x[:, :-1], next_ids=x[:, 1:])
         target = x[:, 1:].masked_fill(~m[:, 1:], -100)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
-                               ignore_index=-100)
+        loss_main = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                    target.reshape(-1), ignore_index=-100)
+        # MTP: position i predicts t_{i+2}, where t_{i+2} exists and the main loss is taken.
+        mtp_target = x[:, 2:].masked_fill(~(m[:, 1:-1] & m[:, 2:]), -100)
+        loss_mtp = F.cross_entropy(mtp[:, :-1].float().reshape(-1, mtp.shape[-1]),
+                                   mtp_target.reshape(-1), ignore_index=-100)
+        loss = loss_main + args.mtp_weight * loss_mtp
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -288,12 +337,20 @@ def train(args):
             for layer in moe:
                 load = layer.last_load.float()
                 layer.gate.e_score_correction_bias += args.bias_rate * torch.sign(load.mean() - load)
-        loss_avg = loss.item() if loss_avg is None else 0.95 * loss_avg + 0.05 * loss.item()
+        cur = (loss_main.item(), loss_mtp.item())
+        loss_avg = cur if loss_avg is None else tuple(0.95 * a + 0.05 * c for a, c in zip(loss_avg, cur))
         if step % args.log_every == 0:
-            say(f"step {step} loss {loss_avg:.4f} lr {lr:.2e} tokens {x.numel()} elapsed {time.time() - t0:.0f}s")
+            say(f"step {step} loss {loss_avg[0]:.4f} mtp {loss_avg[1]:.4f} lr {lr:.2e} "
+                f"tokens {x.numel()} elapsed {time.time() - t0:.0f}s")
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
-            acc = teacher_forced_exact(model, tok, eval_set, prefix, args)
-            say(f"eval step {step} exact {acc:.3f} (n={len(eval_set)}, {args.shots}-shot, teacher-forced) elapsed {time.time() - t0:.0f}s")
+            accs = []
+            for name, probs in (("test", test), ("heldout", heldout)):
+                for k in eval_shots:
+                    acc = teacher_forced_exact(model, tok, probs[:args.eval_n],
+                                               fewshot_prefix(fewshot[:k]), args)
+                    accs.append(f"{name}/{k} {acc:.3f}")
+            say(f"eval step {step} exact {' '.join(accs)} (n={args.eval_n}, teacher-forced) "
+                f"elapsed {time.time() - t0:.0f}s")
         if args.out and args.export_every and step % args.export_every == 0 and step < args.steps:
             # A checkpoint of the run so far (overwritten by the final one).
             import export
@@ -302,7 +359,17 @@ def train(args):
             # `export.py --reference DIR` for a checkpoint that is to be kept.
             export.write_all(model, tok, cfg, args.out, prefix, test, say, reference=False)
             say(f"exported step {step} elapsed {time.time() - t0:.0f}s")
-    say(f"trained {args.steps} steps in {time.time() - t0:.0f}s")
+    else:
+        step += 1
+    say(f"trained {step - 1} steps in {time.time() - t0:.0f}s")
+    if step - 1 < args.steps and args.eval_every:
+        accs = []
+        for name, probs in (("test", test), ("heldout", heldout)):
+            for k in eval_shots:
+                acc = teacher_forced_exact(model, tok, probs[:args.eval_n], fewshot_prefix(fewshot[:k]), args)
+                accs.append(f"{name}/{k} {acc:.3f}")
+        say(f"eval step {step - 1} exact {' '.join(accs)} (n={args.eval_n}, teacher-forced) "
+            f"elapsed {time.time() - t0:.0f}s")
     return model, tok, cfg, test, fewshot, say
 
 
@@ -315,8 +382,17 @@ def main():
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16",
                     help="training arithmetic: float32, or bf16 autocast (the export is bf16 either way)")
     ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--problems", type=int, default=27,
+                    help="problems per step (the batch holds round(problems / (k+1)) sequences of k+1)")
+    ap.add_argument("--max-shots", type=int, default=8,
+                    help="few-shot examples per sequence: uniform in 0..max-shots")
+    ap.add_argument("--init-from", default=None,
+                    help="an exported model directory to start the main model from (warm start)")
+    ap.add_argument("--time-budget", type=float, default=0,
+                    help="seconds: the lr schedule runs on max(step, time) progress and stops at 1")
+    ap.add_argument("--mtp-lr-mult", type=float, default=1.0,
+                    help="the MTP layer's learning rate relative to --lr")
+    ap.add_argument("--mtp-weight", type=float, default=0.3, help="DeepSeek-V3's MTP lambda")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--min-lr", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=100)
@@ -340,6 +416,8 @@ def main():
     ap.add_argument("--n-fewshot", type=int, default=8)
     ap.add_argument("--shots", type=int, default=2)
     ap.add_argument("--eval-n", type=int, default=200)
+    ap.add_argument("--eval-shots", default="0,2,5")
+    ap.add_argument("--n-heldout", type=int, default=500)
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--log", default=None)
