@@ -794,8 +794,10 @@ Status Engine::ProposeDrafts(const std::vector<ScheduledChunk>& done) {
     Sequence& s = *ch.seq;
     const int64_t standing = s.num_computed - ch.start;
     if (s.choice->finished || s.state != SequenceState::kRunning || !Speculates(*s.choice) || standing <= 0) continue;
+    // First: DraftsWanted may grow the block table the span points into.
+    const int64_t wanted = DraftsWanted(s);
     AddDraftRows(s, ch.start, rows.first(static_cast<size_t>(standing * d)));
-    if (const int64_t wanted = DraftsWanted(s); wanted > 0) {
+    if (wanted > 0) {
       draft_spans_.back().logits = SpanLogits::kLast;
       drafting.push_back({&s, wanted, static_cast<int64_t>(draft_tokens_.size()) - 1});
     }
