@@ -322,6 +322,39 @@ LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ4_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ4_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ6_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ6_K>));
+// The large-m kernels for block weights side by side, each called directly: the VNNI
+// integer GEMM (16-row panels transposed in scratch), the chunks dequantized to bf16 for
+// oneDNN (what AVX-512 CPUs without VNNI run), and the integer GEMV (the m <= 16 path).
+enum class BlockLargeM { kVnniGemm, kOneDnnBf16, kVnniGemv };
+template <BlockLargeM kPath, DType kDType> void BM_BlockLargeM(benchmark::State& state) {
+  if (!GetCpuFeatures().avx512_vnni) {
+    state.SkipWithError("CPU lacks AVX512_VNNI");
+    return;
+  }
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeBlockOperands(m, n, k, kDType);
+  const MatmulProblem p{o.x.data(), m, k, o.view, o.y.data(), n};
+  for (auto _ : state) {
+    if (kPath == BlockLargeM::kVnniGemm) matmul_internal::GemmBlockAvx512Vnni(p);
+    if (kPath == BlockLargeM::kOneDnnBf16) matmul_internal::MatmulBlockOneDnn(p, /*bf16_gemm=*/true);
+    if (kPath == BlockLargeM::kVnniGemv) matmul_internal::GemvBlock(p, matmul_internal::BlockGemvIsa::kAvx512Vnni);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#define LATTE_BLOCK_LARGE_M_SHAPES(b)                            \
+  b->ArgsProduct({{1408}, {2048}, {2, 3, 4, 6, 8, 16, 48, 512}}) \
+      ->Args({2048, 2048, 512})                                  \
+      ->UseRealTime()                                            \
+      ->Unit(benchmark::kMicrosecond)
+#define LATTE_BLOCK_LARGE_M_PATHS(dtype)                                                  \
+  LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kVnniGemm, dtype>));   \
+  LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kOneDnnBf16, dtype>)); \
+  LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kVnniGemv, dtype>))
+LATTE_BLOCK_LARGE_M_PATHS(DType::kQ8_0);
+LATTE_BLOCK_LARGE_M_PATHS(DType::kQ4_K);
+LATTE_BLOCK_LARGE_M_PATHS(DType::kQ6_K);
+
 // The AVX2 GEMV (CPUs without AVX-512) against the portable loop it replaces there:
 // bf16 at an expert's 2048 x 1408 (in L3) and the V2 lm_head (from memory), m = 1 (decode)
 // and 16 (a batched decode step); f32 and f16 at m = 1.

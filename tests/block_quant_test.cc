@@ -551,6 +551,57 @@ TEST(BlockQuantMatmulTest, Avx2GemvEveryMOnRowBlock) {
   }
 }
 
+bool HasVnniGemm() { return HasAvx512() && GetCpuFeatures().avx512_vnni; }
+
+const Path kVnniGemm = [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx512Vnni(p); };
+
+// The VNNI GEMM against the reference on every format it takes: rows that leave partial
+// 16-row panels (1, 7, 33, 301 rows), m covering every x tile (6 rows) and its 1..5-row
+// tails, and a view of rows starting mid-matrix, split over the threads and not.
+TEST(BlockQuantMatmulTest, Avx512VnniGemm) {
+  if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
+  uint32_t seed = 300;
+  for (DType dtype : kBlockTypes) {
+    if (!matmul_internal::VnniGemmTakes(dtype)) continue;
+    for (const Shape& s : ShapesFor(dtype)) {
+      const Weights w = MakeWeights(dtype, s.rows, s.cols, s.ld, seed++);
+      for (int64_t m : {1, 5, 6, 7, 13, 17, 40}) {
+        if (s.rows > 100 && m > 17) continue;  // the reference's cost
+        CheckPath(kVnniGemm, w, m, Rounding::kIntX);
+      }
+    }
+    const int64_t b = DTypeBlockElements(dtype);
+    const Weights w = MakeWeights(dtype, 83, 4 * std::max<int64_t>(b, 64), 5 * std::max<int64_t>(b, 64), seed++);
+    const WeightView view = w.View().RowBlock(5, 71);
+    CheckPath(kVnniGemm, w, view, 5, 23, Rounding::kIntX);
+    testing_util::ScopedOmpThreads one(1);
+    CheckPath(kVnniGemm, w, view, 5, 19, Rounding::kIntX);
+  }
+  EXPECT_FALSE(matmul_internal::VnniGemmTakes(DType::kQ5_0));
+  EXPECT_FALSE(matmul_internal::VnniGemmTakes(DType::kQ5_1));
+}
+
+// The GEMM sums the GEMV's integers on the GEMV's x codes: the two agree far closer than
+// either does to the exact product (only the order of the f32 sums differs).
+TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {
+  if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
+  uint32_t seed = 400;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    SCOPED_TRACE(Name(dtype));
+    const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
+    const Operands o = MakeX(9, w.cols, w.rows, seed++);
+    std::vector<float> gemm(9 * o.ldy), gemv(9 * o.ldy);
+    matmul_internal::GemmBlockAvx512Vnni({o.x.data(), 9, o.ldx, w.View(), gemm.data(), o.ldy});
+    matmul_internal::GemvBlock({o.x.data(), 9, o.ldx, w.View(), gemv.data(), o.ldy}, BlockGemvIsa::kAvx512Vnni);
+    for (int64_t i = 0; i < 9; ++i) {
+      for (int64_t n = 0; n < w.rows; ++n) {
+        const double tol = Tolerance(Rounding::kF32, o.x.data() + i * o.ldx, w, n);
+        ASSERT_NEAR(gemm[i * o.ldy + n], gemv[i * o.ldy + n], tol) << "y[" << i << "][" << n << "]";
+      }
+    }
+  }
+}
+
 // Q5_0 / Q5_1 asked of the AVX-512 ISAs run on the AVX2 kernel (BlockGemvIsaFor), with x in
 // its layout: testable on any AVX2 CPU.
 TEST(BlockQuantMatmulTest, Q5OnAvx512RunsTheAvx2Kernel) {
@@ -728,6 +779,7 @@ TEST(BlockQuantMatmulTest, OneDnnChunks) {
 Rounding DispatchRounding(DType dtype, int64_t m) {
   if (dtype == DType::kF16) return Rounding::kF32;
   if (m <= matmul_internal::kBlockGemvMaxRows) return Rounding::kIntX;
+  if (HasVnniGemm() && matmul_internal::VnniGemmTakes(dtype)) return Rounding::kIntX;  // from kVnniGemmMinRows
   return GetCpuFeatures().avx512f ? Rounding::kBf16 : Rounding::kF32;
 }
 

@@ -17,7 +17,8 @@
 //     vcvtph2ps on AVX-512; then chunks converted to f32 for sgemm); block formats by
 //     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, gemv_block_avx2.cc,
 //     or portable), then chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and
-//     sgemm without AVX-512).
+//     sgemm without AVX-512). On CPUs with AVX512_VNNI, Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K
+//     go from kVnniGemmMinRows rows to the integer GEMM (gemm_block_avx512_vnni.cc).
 #include "kernels/matmul.h"
 
 #include <omp.h>
@@ -188,7 +189,7 @@ bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
   if (dtype == DType::kBF16 && !cpu.avx512f) {
     return m > (cpu.avx2 && cpu.fma ? kBf16Avx2GemvMaxRows : kGemmMinRows - 1);
   }
-  return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16) &&
+  return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16, cpu.avx512f && cpu.avx512_vnni) &&
          (cpu.avx512f || dtype == DType::kF32 || dtype == DType::kF16 || IsBlockQuantized(dtype));
 }
 
@@ -267,6 +268,9 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
     bool done;
     if (p.w.dtype == DType::kF8E4M3) {
       done = MatmulFp8OneDnn(p);
+    } else if (cpu.avx512f && cpu.avx512_vnni && VnniGemmTakes(p.w.dtype)) {
+      GemmBlockAvx512Vnni(p, threaded);
+      done = true;
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {
       done = MatmulBlockOneDnn(p, /*bf16_gemm=*/cpu.avx512f);
     } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f) {

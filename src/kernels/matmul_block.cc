@@ -274,9 +274,8 @@ size_t PreparedXBytes(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
   return Layout(BlockGemvIsaFor(isa, dtype), dtype, m, cols).bytes;
 }
 
-PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int64_t ldx, int64_t cols,
-                   std::byte* storage) {
-  LATTE_DCHECK(cols % kXBlock == 0, "PrepareX: ", cols, " columns");
+PreparedX PlaceX(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols, std::byte* storage) {
+  LATTE_DCHECK(cols % kXBlock == 0, "PlaceX: ", cols, " columns");
   isa = BlockGemvIsaFor(isa, dtype);
   const XLayout l = Layout(isa, dtype, m, cols);
   PreparedX p;
@@ -295,18 +294,38 @@ PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int
   }
   p.block_sum = HasMins(dtype) ? reinterpret_cast<float*>(storage + l.block_sum) : nullptr;
   p.ldb = l.ldb;
-  if (isa == BlockGemvIsa::kAvx2) {
-    PrepareXAvx2(x, ldx, p);
-    return p;
+  return p;
+}
+
+void FillX(const PreparedX& p, const float* x, int64_t ldx, int64_t i0, int64_t i1) {
+  if (i1 <= i0) return;
+  // The same arrays from row i0 on, as a PreparedX of i1 - i0 rows.
+  PreparedX rows = p;
+  rows.m = i1 - i0;
+  rows.q += i0 * p.ldq;
+  rows.scale += i0 * p.lds;
+  if (rows.bias != nullptr) rows.bias += i0 * p.lds;
+  if (rows.pair_bias != nullptr) rows.pair_bias += i0 * 2 * p.lds;
+  if (rows.block_sum != nullptr) rows.block_sum += i0 * p.ldb;
+  x += i0 * ldx;
+  if (p.isa == BlockGemvIsa::kAvx2) {
+    PrepareXAvx2(x, ldx, rows);
+    return;
   }
-  if (isa != BlockGemvIsa::kPortable) {
-    PrepareXAvx512(x, ldx, p);
-    return p;
+  if (p.isa != BlockGemvIsa::kPortable) {
+    PrepareXAvx512(x, ldx, rows);
+    return;
   }
-  for (int64_t i = 0; i < m; ++i) {
-    QuantizeXRowPortable(x + i * ldx, cols, HasMins(dtype), p.q + i * p.ldq, p.scale + i * p.lds,
-                         p.block_sum != nullptr ? p.block_sum + i * p.ldb : nullptr);
+  for (int64_t i = 0; i < rows.m; ++i) {
+    QuantizeXRowPortable(x + i * ldx, p.cols, HasMins(p.dtype), rows.q + i * p.ldq, rows.scale + i * p.lds,
+                         rows.block_sum != nullptr ? rows.block_sum + i * p.ldb : nullptr);
   }
+}
+
+PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int64_t ldx, int64_t cols,
+                   std::byte* storage) {
+  const PreparedX p = PlaceX(isa, dtype, m, cols, storage);
+  FillX(p, x, ldx, 0, m);
   return p;
 }
 

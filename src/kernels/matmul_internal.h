@@ -41,9 +41,27 @@ inline constexpr int64_t kBf16Avx2GemvMaxRows = 16;
 // Q6_K 3.8 vs 4.1; at m = 32 the GEMM wins for all (Q4_K 4.9 vs 3.3 ms).
 inline constexpr int64_t kBlockGemvMaxRows = 16;
 
-// The first m that goes to oneDNN for this dtype on a CPU with (or without) AVX512_BF16
-// (block formats: from kBlockGemvMaxRows + 1).
-inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16) {
+// The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes.
+inline constexpr bool VnniGemmTakes(DType dtype) {
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
+         dtype == DType::kQ6_K;
+}
+
+// On CPUs with AVX512_VNNI those formats go to the GEMM from this many rows of x: its
+// 16-row panels are transposed once per call and then serve every x row, 8 vpdpbusd per
+// 512 products where the GEMV spends 32 instructions, so from a few rows on the
+// transposition pays. Measured (bench/matmul_bench.cc BM_BlockLargeM, 1408 x 2048, 2
+// threads of a 2-vCPU AVX-512 EPYC VM, GMAC/s, GEMM vs GEMV): m = 4 Q8_0 96 vs 90, Q4_K
+// 100 vs 121, Q6_K 93 vs 100; m = 6 145 vs 96, 130 vs 117, 123 vs 99; m = 16 221 vs 85,
+// 199 vs 118, 194 vs 97; m = 512 against the bf16 chunks for oneDNN 327 vs 212, 295 vs
+// 212, 281 vs 214.
+inline constexpr int64_t kVnniGemmMinRows = 6;
+
+// The first m that goes to the GEMM side (oneDNN, or the VNNI block GEMM) for this dtype
+// on a CPU with (or without) AVX512_BF16 and AVX512_VNNI (block formats: from
+// kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI).
+inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false) {
+  if (avx512_vnni && VnniGemmTakes(dtype)) return kVnniGemmMinRows;
   if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
       dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1) {
     return kBlockGemvMaxRows + 1;
@@ -217,6 +235,10 @@ size_t PreparedXBytes(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols);
 // aligned, PreparedXBytes long), in the layout of BlockGemvIsaFor(isa, dtype). One thread.
 PreparedX PrepareX(BlockGemvIsa isa, DType dtype, const float* x, int64_t m, int64_t ldx, int64_t cols,
                    std::byte* storage);
+// PrepareX in two parts: the arrays placed in `storage` for m rows (nothing written), and
+// rows [i0, i1) of x quantized into them (threads may fill disjoint ranges).
+PreparedX PlaceX(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols, std::byte* storage);
+void FillX(const PreparedX& p, const float* x, int64_t ldx, int64_t i0, int64_t i1);
 // The AVX-512 layout's filling (gemv_block_avx512.cc): `out`'s arrays placed by PrepareX.
 void PrepareXAvx512(const float* x, int64_t ldx, const PreparedX& out);
 // The same layout filled with AVX2 only (gemv_block_avx2.cc), for kAvx2.
@@ -233,6 +255,14 @@ void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int6
 // The row kernel for `isa`.
 using GemvBlockRowsFn = void (*)(const PreparedX&, const WeightView&, int64_t, int64_t, float*, int64_t);
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
+
+// The AVX512_VNNI GEMM for block formats (gemm_block_avx512_vnni.cc): x quantized as for
+// the GEMV, then 16 weight rows at a time transposed into 4-byte groups (one lane per
+// weight row) in per-thread scratch and multiplied with every x row by vpdpbusd. Meant for
+// m >= kVnniGemmMinRows; the formats of VnniGemmTakes. Same integer sums as the GEMV on
+// the same x codes; only the order of the f32 sums differs. Call only when
+// GetCpuFeatures() has avx512f and avx512_vnni.
+void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
 
 // The whole GEMV on one ISA: x prepared once (per-thread scratch), then the output rows
 // split over the OpenMP team as the other GEMVs split them (`threaded`).

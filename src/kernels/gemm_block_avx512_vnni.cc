@@ -1,0 +1,371 @@
+// AVX512_VNNI integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): the
+// products of a prefill or of a batched step with more x rows than the GEMV takes.
+//
+// The GEMV (gemv_block_avx512_inl.h) keeps each weight row's codes along a register, so
+// every 64 products of an (x row, weight row) pair cost a vpdpbusd and then three more
+// instructions to scale the 16 lane sums (convert, scale product, FMA): the scales change
+// every 32 values. Here a panel of 16 weight rows is first transposed into 4-byte groups,
+// one lane per weight row (as a GEMM packs its B operand; llama.cpp-derived engines
+// repack whole files at load into such "row-interleaved" layouts, this repacks 16 rows at
+// a time into per-thread scratch and keeps the file as stored):
+//   codes:  [slot][c < 8] one register = codes 4c .. 4c + 3 of the slot's 32 values, for
+//           each of the 16 rows (lane r = row r)
+//   scales: [slot · subs + h][16 rows] f32, the weight scale of sub-block h (Q6_K has two
+//           16-value sub-blocks per 32-value slot, the others one)
+//   mins:   [slot][16 rows] f32, Q4_K / Q5_K's -dmin·m
+// so one x row's 32 codes, broadcast four bytes at a time, meet the 16 rows in 8 vpdpbusd
+// whose lanes are already the 16 outputs: 512 products for 8 vpdpbusd and 3-4
+// instructions of scaling, and no horizontal sums (y's 16 values are one store).
+//
+// x is quantized exactly as for the GEMV (PrepareX, AVX-512 VNNI layout: int8 codes per 32
+// values with dx = amax / 127; Q4_K / Q5_K's slots in the GEMV's step order, which the
+// panels follow), so the integer sums are the GEMV's and only the order of the f32 sums
+// differs. Per (x row, slot) the kernel adds
+//   f32(sum over the slot's codes + corr) · (weight scale · dx)  [+ -dmin·m · dx·sum q]
+// where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q6_K's 32).
+//
+// Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt) and AVX512_VNNI for the code
+// below the includes (a target pragma; the dispatcher calls it only where cpuid reports
+// VNNI).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "base/aligned_buffer.h"
+#include "base/check.h"
+#include "base/parallel.h"
+#include "kernels/block_quant.h"
+#include "kernels/matmul_internal.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#endif
+
+#include "kernels/gemv_block_avx512_inl.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+// Weight rows per panel (one per f32 lane), x rows per tile.
+constexpr int kPanelRows = 16;
+constexpr int kGemmTileM = 6;
+
+template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
+
+// x as the kernel reads it: tiles of kGemmTileM rows (the last padded with zero rows, which
+// the kernel skips),
+// each tile slot by slot, so that a tile's loop walks one pointer forward:
+//   codes [kGemmTileM][32] int8 | corr [kGemmTileM][subs] int32 | dx [kGemmTileM] f32 |
+//   msum [kGemmTileM] f32 (Q4_K / Q5_K: dx · sum of the slot's codes)
+// corr = -zero point · the sum of the sub-block's codes.
+struct GemmX {
+  int64_t m = 0;
+  int64_t tiles = 0;
+  int64_t slots = 0;
+  int subs = 1;               // sub-blocks per slot
+  size_t slot_bytes = 0;      // one slot of one tile
+  std::byte* data = nullptr;  // [tiles][slots][slot_bytes]
+  std::byte* Slot(int64_t tile, int64_t s) const { return data + static_cast<size_t>(tile * slots + s) * slot_bytes; }
+};
+
+constexpr size_t kCodesBytes = static_cast<size_t>(kGemmTileM) * 32;
+
+inline size_t GemmXSlotBytes(int subs) {
+  return kCodesBytes + static_cast<size_t>(kGemmTileM) * (subs + 2) * 4;  // codes, corr, dx, msum
+}
+
+// Tiles [t0, t1) from the prepared x (its lane layout: 16 lanes per 64-value step, 8 per
+// slot; the bias lanes hold -zero point · the lane's 4 codes; the K formats' sums 16
+// floats per 256 values, natural block j in lane 8 + j).
+void FillGemmX(const PreparedX& x, const GemmX& g, int64_t t0, int64_t t1) {
+  const int lanes = 8 / g.subs;
+  for (int64_t t = t0; t < t1; ++t) {
+    for (int64_t s = 0; s < g.slots; ++s) {
+      std::byte* slot = g.Slot(t, s);
+      int8_t* codes = reinterpret_cast<int8_t*>(slot);
+      int32_t* corr = reinterpret_cast<int32_t*>(slot + kCodesBytes);
+      float* dx = reinterpret_cast<float*>(corr + kGemmTileM * g.subs);
+      float* msum = dx + kGemmTileM;
+      for (int r = 0; r < kGemmTileM; ++r) {
+        const int64_t i = t * kGemmTileM + r;
+        if (i >= g.m) {  // padding rows: zero codes and scales
+          std::memset(codes + 32 * r, 0, 32);
+          for (int h = 0; h < g.subs; ++h) corr[r * g.subs + h] = 0;
+          dx[r] = msum[r] = 0.0f;
+          continue;
+        }
+        std::memcpy(codes + 32 * r, x.q + i * x.ldq + 32 * s, 32);
+        dx[r] = x.scale[i * x.lds + 8 * s];
+        const int32_t* bias = x.bias != nullptr ? x.bias + i * x.lds + 8 * s : nullptr;
+        for (int h = 0; h < g.subs; ++h) {
+          int32_t c = 0;
+          if (bias != nullptr) {
+            for (int l = 0; l < lanes; ++l) c += bias[lanes * h + l];
+          }
+          corr[r * g.subs + h] = c;
+        }
+        msum[r] = 0.0f;
+        if (x.block_sum != nullptr) {
+          // Slot p of a 256-value unit: step p / 2 = 2h + i takes blocks 4h + i and
+          // 4h + 2 + i in its two halves.
+          const int64_t unit = s / 8, p = s % 8, step = p / 2;
+          const int64_t block = 4 * (step / 2) + step % 2 + 2 * (p % 2);
+          msum[r] = x.block_sum[i * x.ldb + 16 * unit + 8 + block];
+        }
+      }
+    }
+  }
+}
+
+// Dwords: out[j] lane r = in[r] lane j (16 x 16).
+inline void Transpose16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // s[q][e]: 128-bit lane L holds dword 4L + e of rows 4q .. 4q + 3.
+  __m512i s[4][4];
+  for (int q = 0; q < 4; ++q) {
+    s[q][0] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+    s[q][1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+    s[q][2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+    s[q][3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+  }
+  // out[4L + e] 128-bit lane q = s[q][e] lane L: a 4 x 4 transpose of 128-bit lanes.
+  for (int e = 0; e < 4; ++e) {
+    const __m512i a = _mm512_shuffle_i32x4(s[0][e], s[1][e], 0x44);
+    const __m512i b = _mm512_shuffle_i32x4(s[0][e], s[1][e], 0xEE);
+    const __m512i c = _mm512_shuffle_i32x4(s[2][e], s[3][e], 0x44);
+    const __m512i d = _mm512_shuffle_i32x4(s[2][e], s[3][e], 0xEE);
+    r[e] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[4 + e] = _mm512_shuffle_i32x4(a, c, 0xDD);
+    r[8 + e] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + e] = _mm512_shuffle_i32x4(b, d, 0xDD);
+  }
+}
+
+// One panel's packed weights (see the top): codes [slots · 8][64 bytes], scales
+// [slots · subs][16], mins [slots][16].
+struct Panel {
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+  float* mins = nullptr;
+};
+
+// Packs weight rows [n0, n0 + 16) (rows at or past n1 as zeros) of w into `panel`.
+template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, int64_t slots, const Panel& panel) {
+  constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
+  const size_t row_bytes = DTypeRowBytes(w.dtype, w.ld);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t steps = slots / 2;
+  const int64_t units = (steps + F::kSteps - 1) / F::kSteps;
+  const bool half_last = w.cols % F::kUnitValues != 0;  // Q8_0 / Q4_0: an odd number of blocks
+  alignas(64) uint8_t codes[F::kSteps][kPanelRows][64];
+  alignas(64) float lanes[16];
+  for (int64_t u = 0; u < units; ++u) {
+    const bool half = half_last && u == units - 1;
+    for (int r = 0; r < kPanelRows; ++r) {
+      const int64_t n = n0 + r;
+      if (n >= n1) {
+        for (int S = 0; S < F::kSteps; ++S) std::memset(codes[S][r], 0, 64);
+        for (int64_t t = u * F::kSteps; t < std::min(steps, (u + 1) * F::kSteps); ++t) {
+          for (int h = 0; h < 2 * kSubs; ++h) panel.scales[(2 * t * kSubs + h) * 16 + r] = 0.0f;
+          if (F::kHasMin) panel.mins[(2 * t) * 16 + r] = panel.mins[(2 * t + 1) * 16 + r] = 0.0f;
+        }
+        continue;
+      }
+      const uint8_t* p = base + n * row_bytes + u * F::kUnitBytes;
+      const typename F::Unit unit = half ? F::template Load<true, true>(p) : F::template Load<true, false>(p);
+      ForSteps(
+          [&]<int S>() {
+            const int64_t t = u * F::kSteps + S;
+            if (t >= steps) return;
+            __m512i wv;
+            __m512 ws;
+            F::template Step<S>(unit, wv, ws);
+            _mm512_store_si512(codes[S][r], wv);
+            _mm512_store_ps(lanes, ws);
+            // Lanes 8j .. 8j + 7 (Q6_K: 4j .. 4j + 3) share sub-block j's scale.
+            for (int h = 0; h < 2 * kSubs; ++h) panel.scales[(2 * t * kSubs + h) * 16 + r] = lanes[h * 8 / kSubs];
+            if constexpr (F::kHasMin) {
+              _mm512_store_ps(lanes, unit.sm);
+              constexpr int a = 4 * (S / 2) + S % 2;  // the step's blocks a and a + 2
+              panel.mins[(2 * t) * 16 + r] = lanes[8 + a];
+              panel.mins[(2 * t + 1) * 16 + r] = lanes[8 + a + 2];
+            }
+          },
+          std::make_integer_sequence<int, F::kSteps>{});
+    }
+    for (int S = 0; S < F::kSteps; ++S) {
+      const int64_t t = u * F::kSteps + S;
+      if (t >= steps) break;
+      __m512i v[16];
+      for (int r = 0; r < kPanelRows; ++r) v[r] = _mm512_load_si512(codes[S][r]);
+      Transpose16x16(v);
+      for (int j = 0; j < 16; ++j) _mm512_store_si512(panel.codes + (16 * t + j) * 64, v[j]);
+    }
+  }
+}
+
+// y[row][0 .. valid) = x row · the panel's rows for the first M rows of the tile (the
+// last tile: only its real rows, M = m % kGemmTileM; the layout keeps kGemmTileM).
+template <class F, int M>
+void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy, __mmask16 valid) {
+  constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512i* codes = reinterpret_cast<const __m512i*>(panel.codes);
+  const std::byte* slot = x.Slot(tile, 0);
+  for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
+    const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
+    const int32_t* corr = reinterpret_cast<const int32_t*>(slot + kCodesBytes);
+    const float* dx = reinterpret_cast<const float*>(corr + kGemmTileM * kSubs);
+    const float* msum = dx + kGemmTileM;
+    __m512i w[8];
+    for (int c = 0; c < 8; ++c) w[c] = _mm512_load_si512(codes + 8 * s + c);
+    if constexpr (kSubs == 2) {
+      const __m512 s0 = _mm512_load_ps(panel.scales + (2 * s) * 16);
+      const __m512 s1 = _mm512_load_ps(panel.scales + (2 * s + 1) * 16);
+      for (int i = 0; i < M; ++i) {
+        __m512i a = _mm512_set1_epi32(corr[2 * i]);
+        __m512i b = _mm512_set1_epi32(corr[2 * i + 1]);
+        for (int c = 0; c < 4; ++c) {
+          a = _mm512_dpbusd_epi32(a, w[c], _mm512_set1_epi32(q[8 * i + c]));
+          b = _mm512_dpbusd_epi32(b, w[4 + c], _mm512_set1_epi32(q[8 * i + 4 + c]));
+        }
+        const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), s1, _mm512_mul_ps(_mm512_cvtepi32_ps(a), s0));
+        acc[i] = _mm512_fmadd_ps(t, _mm512_set1_ps(dx[i]), acc[i]);
+      }
+    } else {
+      const __m512 sc = _mm512_load_ps(panel.scales + s * 16);
+      const __m512 mn = F::kHasMin ? _mm512_load_ps(panel.mins + s * 16) : _mm512_setzero_ps();
+      for (int i = 0; i < M; ++i) {
+        // Two chains of four, so the dot products' latency overlaps.
+        __m512i a = _mm512_set1_epi32(corr[i]);
+        __m512i b = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          a = _mm512_dpbusd_epi32(a, w[c], _mm512_set1_epi32(q[8 * i + c]));
+          b = _mm512_dpbusd_epi32(b, w[4 + c], _mm512_set1_epi32(q[8 * i + 4 + c]));
+        }
+        const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(a, b));
+        acc[i] = _mm512_fmadd_ps(sum, _mm512_mul_ps(sc, _mm512_set1_ps(dx[i])), acc[i]);
+        if constexpr (F::kHasMin) acc[i] = _mm512_fmadd_ps(mn, _mm512_set1_ps(msum[i]), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(y + (tile * kGemmTileM + i) * ldy, valid, acc[i]);
+}
+
+// The tile's real rows against the panel.
+template <class F>
+void PanelTileRows(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy, __mmask16 valid) {
+  switch (std::min<int64_t>(kGemmTileM, x.m - tile * kGemmTileM)) {
+    case 1: PanelTile<F, 1>(x, tile, panel, y, ldy, valid); break;
+    case 2: PanelTile<F, 2>(x, tile, panel, y, ldy, valid); break;
+    case 3: PanelTile<F, 3>(x, tile, panel, y, ldy, valid); break;
+    case 4: PanelTile<F, 4>(x, tile, panel, y, ldy, valid); break;
+    case 5: PanelTile<F, 5>(x, tile, panel, y, ldy, valid); break;
+    default: PanelTile<F, kGemmTileM>(x, tile, panel, y, ldy, valid); break;
+  }
+}
+
+// Output rows [n0, n1) (n0 a multiple of 16): kGroupPanels panels packed at a time, then
+// every x tile against each of them (a tile's codes stay in L1 across the group; the
+// group's packed weights, ~150 KiB at 2048 columns, in L2).
+constexpr int kGroupPanels = 4;
+
+template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
+  thread_local AlignedBuffer storage;  // grown once per thread
+  const size_t code_bytes = static_cast<size_t>(x.slots) * 8 * 64;
+  const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * 16 * sizeof(float);
+  const size_t min_bytes = F::kHasMin ? static_cast<size_t>(x.slots) * 16 * sizeof(float) : 0;
+  const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;
+  if (storage.size() < kGroupPanels * panel_bytes) storage = AlignedBuffer(kGroupPanels * panel_bytes);
+  Panel panels[kGroupPanels];
+  for (int g = 0; g < kGroupPanels; ++g) {
+    panels[g].codes = storage.as<uint8_t>() + g * panel_bytes;
+    panels[g].scales = reinterpret_cast<float*>(panels[g].codes + code_bytes);
+    panels[g].mins = reinterpret_cast<float*>(panels[g].codes + code_bytes + scale_bytes);
+  }
+  for (int64_t n = n0; n < n1; n += kGroupPanels * kPanelRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kGroupPanels, (n1 - n + kPanelRows - 1) / kPanelRows));
+    for (int g = 0; g < count; ++g) PackPanel<F>(w, n + g * kPanelRows, n1, x.slots, panels[g]);
+    for (int64_t t = 0; t < x.tiles; ++t) {
+      for (int g = 0; g < count; ++g) {
+        const int64_t first = n + g * kPanelRows;
+        const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, n1 - first));
+        PanelTileRows<F>(x, t, panels[g], y + first, ldy, static_cast<__mmask16>((1u << valid) - 1));
+      }
+    }
+  }
+}
+
+void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  switch (w.dtype) {
+    case DType::kQ8_0: GemmRows<FormatQ8_0>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_0: GemmRows<FormatQ4_0>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_K: GemmRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_K: GemmRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ6_K: GemmRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return;
+  LATTE_DCHECK(VnniGemmTakes(w.dtype), "GemmBlockAvx512Vnni: ", DTypeName(w.dtype));
+  const int64_t k = w.cols;
+  GemmX g;
+  g.m = p.m;
+  g.tiles = (p.m + kGemmTileM - 1) / kGemmTileM;
+  g.slots = 2 * ((k + 63) / 64);
+  g.subs = w.dtype == DType::kQ6_K ? 2 : 1;
+  g.slot_bytes = GemmXSlotBytes(g.subs);
+  // Scratch: x quantized as for the GEMV, then the tiles made from it.
+  const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx512Vnni, w.dtype, p.m, k);
+  const size_t tile_bytes = static_cast<size_t>(g.tiles * g.slots) * g.slot_bytes;
+  thread_local AlignedBuffer storage;  // grown once per calling thread
+  if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
+  const PreparedX x = PlaceX(BlockGemvIsa::kAvx512Vnni, w.dtype, p.m, k, storage.as<std::byte>());
+  g.data = storage.as<std::byte>() + prepared_bytes;
+  auto prepare = [&](RowRange tiles) {
+    FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
+    FillGemmX(x, g, tiles.begin, tiles.end);
+  };
+  auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
+  const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();
+  if (!parallel) {
+    prepare(RowRange{0, g.tiles});
+    multiply(RowRange{0, w.rows});
+    return;
+  }
+#pragma omp parallel
+  {
+    prepare(ThisThreadRows(g.tiles));
+#pragma omp barrier
+    multiply(ThisThreadRows(w.rows, kPanelRows));
+  }
+}
+
+}  // namespace latte::matmul_internal
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
