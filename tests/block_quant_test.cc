@@ -577,8 +577,6 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemm) {
     testing_util::ScopedOmpThreads one(1);
     CheckPath(kVnniGemm, w, view, 5, 19, Rounding::kIntX);
   }
-  EXPECT_FALSE(matmul_internal::VnniGemmTakes(DType::kQ5_0));
-  EXPECT_FALSE(matmul_internal::VnniGemmTakes(DType::kQ5_1));
 }
 
 // The GEMM sums the GEMV's integers on the GEMV's x codes: the two agree far closer than
@@ -586,7 +584,7 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemm) {
 TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {
   if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
   uint32_t seed = 400;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType dtype : kBlockTypes) {
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);

@@ -1,5 +1,5 @@
-// AVX512_VNNI integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): the
-// products of a prefill or of a batched step with more x rows than the GEMV takes.
+// AVX512_VNNI integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0,
+// Q5_1): the products of a prefill or of a batched step with kVnniGemmMinRows x rows or more.
 //
 // The GEMV (gemv_block_avx512_inl.h) keeps each weight row's codes along a register, so
 // every 64 products of an (x row, weight row) pair cost a vpdpbusd and then three more
@@ -22,7 +22,8 @@
 // panels follow), so the integer sums are the GEMV's and only the order of the f32 sums
 // differs. Per (x row, slot) the kernel adds
 //   f32(sum over the slot's codes + corr) · (weight scale · dx)  [+ -dmin·m · dx·sum q]
-// where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q6_K's 32).
+// where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q5_0's 16,
+// Q6_K's 32) and Q5_1's +m takes the place of -dmin·m.
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt) and AVX512_VNNI for the code
 // below the includes (a target pragma; the dispatcher calls it only where cpuid reports
@@ -62,6 +63,67 @@ constexpr int kGemmTileM = 6;
 
 template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
 
+// Q5_0 (kMin false: x = d·(q - 16)) and Q5_1 (x = d·q + m), which the GEMV runs on AVX2:
+// a unit is two 32-value blocks as for Q4_0, each nibble with its qh bit on bit 4.
+template <bool kMin> struct FormatQ5 {
+  static constexpr int kSteps = 1;
+  static constexpr int64_t kUnitValues = 64;
+  static constexpr size_t kBlockBytes = kMin ? 24 : 22;
+  static constexpr size_t kUnitBytes = 2 * kBlockBytes;
+  static constexpr bool kHasMin = kMin;
+  static constexpr int kQh = kMin ? block_layout::kQ5_1Qh : block_layout::kQ5_0Qh;
+  static constexpr int kQs = kMin ? block_layout::kQ5_1Qs : block_layout::kQ5_0Qs;
+  struct Unit {
+    __m512i w;
+    __m512 ws;
+    __m512 sm;  // Q5_1: lanes 8 and 9 the two blocks' m (as K formats keep -dmin·m in lanes 8..15)
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const uint8_t* b = p + kBlockBytes;
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQs));
+    const __m128i qb = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+    __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(qa), qb, 2), qb, 3);
+    t = _mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+    uint32_t ha, hb = 0;
+    std::memcpy(&ha, p + kQh, sizeof ha);
+    if (!kHalf) std::memcpy(&hb, b + kQh, sizeof hb);
+    const __mmask64 high = _cvtu64_mask64(uint64_t{ha} | uint64_t{hb} << 32);  // bit j: value j's fifth bit
+    const __m512i w = _mm512_or_si512(LowNibbles(t), _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
+    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(b)} << 16);
+    __m512 sm = _mm512_setzero_ps();
+    if constexpr (kMin) {
+      const uint32_t m =
+          Load16(p + block_layout::kQ5_1M) | (kHalf ? 0u : uint32_t{Load16(b + block_layout::kQ5_1M)} << 16);
+      sm = _mm512_insertf32x4(_mm512_setzero_ps(), _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(m))), 2);
+    }
+    return {w, SpreadTwoF16(d), sm};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    w = u.w;
+    ws = u.ws;
+  }
+};
+
+// The zero point the panels' codes carry (taken off through x's code sums).
+template <class F> constexpr int kZeroPoint = std::is_same_v<F, FormatQ8_0>        ? 128  // sign bit flipped
+                                              : std::is_same_v<F, FormatQ4_0>      ? 8
+                                              : std::is_same_v<F, FormatQ5<false>> ? 16
+                                              : std::is_same_v<F, FormatQ6_K>      ? 32
+                                                                                   : 0;
+
+// Step S's two 32-value blocks' mins (f32 lanes of Unit::sm): for Q4_K / Q5_K -dmin·m of
+// blocks a = 4·(S / 2) + S % 2 and a + 2, in lanes 8 + a and 10 + a; for Q5_1 lanes 8, 9.
+template <class F, int S> void StepMins(const float* sm, float* out) {
+  if constexpr (std::is_same_v<F, FormatQ5<true>>) {
+    out[0] = sm[8];
+    out[1] = sm[9];
+  } else {
+    constexpr int a = 4 * (S / 2) + S % 2;
+    out[0] = sm[8 + a];
+    out[1] = sm[8 + a + 2];
+  }
+}
+
 // x as the kernel reads it: tiles of kGemmTileM rows (the last padded with zero rows, which
 // the kernel skips),
 // each tile slot by slot, so that a tile's loop walks one pointer forward:
@@ -84,11 +146,11 @@ inline size_t GemmXSlotBytes(int subs) {
   return kCodesBytes + static_cast<size_t>(kGemmTileM) * (subs + 2) * 4;  // codes, corr, dx, msum
 }
 
-// Tiles [t0, t1) from the prepared x (its lane layout: 16 lanes per 64-value step, 8 per
-// slot; the bias lanes hold -zero point · the lane's 4 codes; the K formats' sums 16
-// floats per 256 values, natural block j in lane 8 + j).
-void FillGemmX(const PreparedX& x, const GemmX& g, int64_t t0, int64_t t1) {
-  const int lanes = 8 / g.subs;
+// Tiles [t0, t1) from the prepared x (AVX-512 layout: int8 codes per 32-value slot, dx in
+// the 8 scale lanes of each slot). corr = -zero_point · the sub-block's code sum; msum =
+// dx · the slot's code sum (formats with mins).
+void FillGemmX(const PreparedX& x, const GemmX& g, int zero_point, int64_t t0, int64_t t1) {
+  const int sub = 32 / g.subs;
   for (int64_t t = t0; t < t1; ++t) {
     for (int64_t s = 0; s < g.slots; ++s) {
       std::byte* slot = g.Slot(t, s);
@@ -104,24 +166,17 @@ void FillGemmX(const PreparedX& x, const GemmX& g, int64_t t0, int64_t t1) {
           dx[r] = msum[r] = 0.0f;
           continue;
         }
-        std::memcpy(codes + 32 * r, x.q + i * x.ldq + 32 * s, 32);
+        const int8_t* q = x.q + i * x.ldq + 32 * s;
+        std::memcpy(codes + 32 * r, q, 32);
         dx[r] = x.scale[i * x.lds + 8 * s];
-        const int32_t* bias = x.bias != nullptr ? x.bias + i * x.lds + 8 * s : nullptr;
+        int32_t total = 0;
         for (int h = 0; h < g.subs; ++h) {
-          int32_t c = 0;
-          if (bias != nullptr) {
-            for (int l = 0; l < lanes; ++l) c += bias[lanes * h + l];
-          }
-          corr[r * g.subs + h] = c;
+          int32_t sum = 0;
+          for (int c = 0; c < sub; ++c) sum += q[h * sub + c];
+          corr[r * g.subs + h] = -zero_point * sum;
+          total += sum;
         }
-        msum[r] = 0.0f;
-        if (x.block_sum != nullptr) {
-          // Slot p of a 256-value unit: step p / 2 = 2h + i takes blocks 4h + i and
-          // 4h + 2 + i in its two halves.
-          const int64_t unit = s / 8, p = s % 8, step = p / 2;
-          const int64_t block = 4 * (step / 2) + step % 2 + 2 * (p % 2);
-          msum[r] = x.block_sum[i * x.ldb + 16 * unit + 8 + block];
-        }
+        msum[r] = dx[r] * static_cast<float>(total);
       }
     }
   }
@@ -200,9 +255,10 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
             for (int h = 0; h < 2 * kSubs; ++h) panel.scales[(2 * t * kSubs + h) * 16 + r] = lanes[h * 8 / kSubs];
             if constexpr (F::kHasMin) {
               _mm512_store_ps(lanes, unit.sm);
-              constexpr int a = 4 * (S / 2) + S % 2;  // the step's blocks a and a + 2
-              panel.mins[(2 * t) * 16 + r] = lanes[8 + a];
-              panel.mins[(2 * t + 1) * 16 + r] = lanes[8 + a + 2];
+              float mins[2];
+              StepMins<F, S>(lanes, mins);
+              panel.mins[(2 * t) * 16 + r] = mins[0];
+              panel.mins[(2 * t + 1) * 16 + r] = mins[1];
             }
           },
           std::make_integer_sequence<int, F::kSteps>{});
@@ -312,6 +368,16 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
   }
 }
 
+int ZeroPointOf(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0: return kZeroPoint<FormatQ8_0>;
+    case DType::kQ4_0: return kZeroPoint<FormatQ4_0>;
+    case DType::kQ5_0: return kZeroPoint<FormatQ5<false>>;
+    case DType::kQ6_K: return kZeroPoint<FormatQ6_K>;
+    default: return 0;
+  }
+}
+
 void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   switch (w.dtype) {
     case DType::kQ8_0: GemmRows<FormatQ8_0>(x, w, n0, n1, y, ldy); break;
@@ -319,6 +385,8 @@ void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, fl
     case DType::kQ4_K: GemmRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_K: GemmRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: GemmRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_0: GemmRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_1: GemmRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }
@@ -337,15 +405,20 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
   g.subs = w.dtype == DType::kQ6_K ? 2 : 1;
   g.slot_bytes = GemmXSlotBytes(g.subs);
   // Scratch: x quantized as for the GEMV, then the tiles made from it.
-  const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx512Vnni, w.dtype, p.m, k);
+  // x's codes and scales in the AVX-512 layout: the K formats' slot order for Q4_K / Q5_K,
+  // else in order (Q8_0's layout on the BW ISA, which adds no bias lanes).
+  const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
+  const DType layout = k_order ? w.dtype : DType::kQ8_0;
+  const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx512, layout, p.m, k);
   const size_t tile_bytes = static_cast<size_t>(g.tiles * g.slots) * g.slot_bytes;
   thread_local AlignedBuffer storage;  // grown once per calling thread
   if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
-  const PreparedX x = PlaceX(BlockGemvIsa::kAvx512Vnni, w.dtype, p.m, k, storage.as<std::byte>());
+  const PreparedX x = PlaceX(BlockGemvIsa::kAvx512, layout, p.m, k, storage.as<std::byte>());
   g.data = storage.as<std::byte>() + prepared_bytes;
+  const int zero_point = ZeroPointOf(w.dtype);
   auto prepare = [&](RowRange tiles) {
     FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
-    FillGemmX(x, g, tiles.begin, tiles.end);
+    FillGemmX(x, g, zero_point, tiles.begin, tiles.end);
   };
   auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
   const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();

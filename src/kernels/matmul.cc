@@ -17,8 +17,8 @@
 //     vcvtph2ps on AVX-512; then chunks converted to f32 for sgemm); block formats by
 //     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, gemv_block_avx2.cc,
 //     or portable), then chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and
-//     sgemm without AVX-512). On CPUs with AVX512_VNNI, Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K
-//     go from kVnniGemmMinRows rows to the integer GEMM (gemm_block_avx512_vnni.cc).
+//     sgemm without AVX-512). On CPUs with AVX512_VNNI the block formats go from
+//     kVnniGemmMinRows rows to the integer GEMM (gemm_block_avx512_vnni.cc).
 #include "kernels/matmul.h"
 
 #include <omp.h>

@@ -44,7 +44,7 @@ inline constexpr int64_t kBlockGemvMaxRows = 16;
 // The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes.
 inline constexpr bool VnniGemmTakes(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
-         dtype == DType::kQ6_K;
+         dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1;
 }
 
 // On CPUs with AVX512_VNNI those formats go to the GEMM from this many rows of x: its
@@ -257,7 +257,7 @@ using GemvBlockRowsFn = void (*)(const PreparedX&, const WeightView&, int64_t, i
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 
 // The AVX512_VNNI GEMM for block formats (gemm_block_avx512_vnni.cc): x quantized as for
-// the GEMV, then 16 weight rows at a time transposed into 4-byte groups (one lane per
+// the GEMV (the same codes and scales), then 16 weight rows at a time transposed into 4-byte groups (one lane per
 // weight row) in per-thread scratch and multiplied with every x row by vpdpbusd. Meant for
 // m >= kVnniGemmMinRows; the formats of VnniGemmTakes. Same integer sums as the GEMV on
 // the same x codes; only the order of the f32 sums differs. Call only when
