@@ -63,47 +63,6 @@ constexpr int kGemmTileM = 6;
 
 template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
 
-// Q5_0 (kMin false: x = d·(q - 16)) and Q5_1 (x = d·q + m), which the GEMV runs on AVX2:
-// a unit is two 32-value blocks as for Q4_0, each nibble with its qh bit on bit 4.
-template <bool kMin> struct FormatQ5 {
-  static constexpr int kSteps = 1;
-  static constexpr int64_t kUnitValues = 64;
-  static constexpr size_t kBlockBytes = kMin ? 24 : 22;
-  static constexpr size_t kUnitBytes = 2 * kBlockBytes;
-  static constexpr bool kHasMin = kMin;
-  static constexpr int kQh = kMin ? block_layout::kQ5_1Qh : block_layout::kQ5_0Qh;
-  static constexpr int kQs = kMin ? block_layout::kQ5_1Qs : block_layout::kQ5_0Qs;
-  struct Unit {
-    __m512i w;
-    __m512 ws;
-    __m512 sm;  // Q5_1: lanes 8 and 9 the two blocks' m (as K formats keep -dmin·m in lanes 8..15)
-  };
-  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
-    const uint8_t* b = p + kBlockBytes;
-    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQs));
-    const __m128i qb = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
-    __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(qa), qb, 2), qb, 3);
-    t = _mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
-    uint32_t ha, hb = 0;
-    std::memcpy(&ha, p + kQh, sizeof ha);
-    if (!kHalf) std::memcpy(&hb, b + kQh, sizeof hb);
-    const __mmask64 high = _cvtu64_mask64(uint64_t{ha} | uint64_t{hb} << 32);  // bit j: value j's fifth bit
-    const __m512i w = _mm512_or_si512(LowNibbles(t), _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
-    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(b)} << 16);
-    __m512 sm = _mm512_setzero_ps();
-    if constexpr (kMin) {
-      const uint32_t m =
-          Load16(p + block_layout::kQ5_1M) | (kHalf ? 0u : uint32_t{Load16(b + block_layout::kQ5_1M)} << 16);
-      sm = _mm512_insertf32x4(_mm512_setzero_ps(), _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(m))), 2);
-    }
-    return {w, SpreadTwoF16(d), sm};
-  }
-  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
-    w = u.w;
-    ws = u.ws;
-  }
-};
-
 // The zero point the panels' codes carry (taken off through x's code sums).
 template <class F> constexpr int kZeroPoint = std::is_same_v<F, FormatQ8_0>        ? 128  // sign bit flipped
                                               : std::is_same_v<F, FormatQ4_0>      ? 8

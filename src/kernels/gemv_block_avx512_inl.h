@@ -27,7 +27,9 @@
 //   Q6_K: unit = 256 values (210 bytes), 4 steps of 64 values in order: step 2h + i
 //         takes ql[64h ..] nibble i and qh[32h ..] bit pairs (2i, 2i + 2) into bits 4-5;
 //         bias -32·sum x per lane.
-//   Q5_0 / Q5_1: none here; they run on the AVX2 kernel (BlockGemvIsaFor).
+//   Q5_0: unit = 2 blocks (44 bytes), 1 step: as Q4_0, qh's bit j on value j's bit 4;
+//         bias -16·sum x.
+//   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
@@ -227,6 +229,50 @@ struct FormatQ6_K {
   }
 };
 
+// Q5_0 (kMin false: x = d·(q - 16), bias -16·sum x) and Q5_1 (x = d·q + m; only the GEMM,
+// gemm_block_avx512_vnni.cc, takes it): a unit is two 32-value blocks as for Q4_0, each
+// nibble with its qh bit on bit 4.
+template <bool kMin> struct FormatQ5 {
+  static constexpr int kSteps = 1;
+  static constexpr int64_t kUnitValues = 64;
+  static constexpr size_t kBlockBytes = kMin ? 24 : 22;
+  static constexpr size_t kUnitBytes = 2 * kBlockBytes;
+  static constexpr bool kHasMin = kMin;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool Bias(bool) { return !kMin; }
+  static constexpr int kQh = kMin ? block_layout::kQ5_1Qh : block_layout::kQ5_0Qh;
+  static constexpr int kQs = kMin ? block_layout::kQ5_1Qs : block_layout::kQ5_0Qs;
+  struct Unit {
+    __m512i w;
+    __m512 ws;
+    __m512 sm;  // Q5_1: lanes 8 and 9 the two blocks' m (as K formats keep -dmin·m in lanes 8..15)
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const uint8_t* b = p + kBlockBytes;
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQs));
+    const __m128i qb = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+    __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(qa), qb, 2), qb, 3);
+    t = _mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+    uint32_t ha, hb = 0;
+    std::memcpy(&ha, p + kQh, sizeof ha);
+    if (!kHalf) std::memcpy(&hb, b + kQh, sizeof hb);
+    const __mmask64 high = _cvtu64_mask64(uint64_t{ha} | uint64_t{hb} << 32);  // bit j: value j's fifth bit
+    const __m512i w = _mm512_or_si512(LowNibbles(t), _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
+    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(b)} << 16);
+    __m512 sm = _mm512_setzero_ps();
+    if constexpr (kMin) {
+      const uint32_t m =
+          Load16(p + block_layout::kQ5_1M) | (kHalf ? 0u : uint32_t{Load16(b + block_layout::kQ5_1M)} << 16);
+      sm = _mm512_insertf32x4(_mm512_setzero_ps(), _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(m))), 2);
+    }
+    return {w, SpreadTwoF16(d), sm};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    w = u.w;
+    ws = u.ws;
+  }
+};
+
 // acc + the 16 lane sums of 64 unsigned weight codes times 64 signed x codes.
 template <bool kVnni> inline __m512i DotU8S8(__m512i acc, __m512i w, __m512i x) {
   if constexpr (kVnni) {
@@ -364,8 +410,8 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ4_K: FormatRows<FormatK4K5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_K: FormatRows<FormatK4K5<true>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: FormatRows<FormatQ6_K, kVnni>(x, w, n0, n1, y, ldy); break;
-    // No AVX-512 kernels: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
-    case DType::kQ5_0:
+    case DType::kQ5_0: FormatRows<FormatQ5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
+    // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
     case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;
   }

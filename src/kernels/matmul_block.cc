@@ -258,7 +258,7 @@ BlockGemvIsa BestBlockGemvIsa() {
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
   const bool avx512 = isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni;
-  return avx512 && (dtype == DType::kQ5_0 || dtype == DType::kQ5_1) ? BlockGemvIsa::kAvx2 : isa;
+  return avx512 && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
 }
 
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {

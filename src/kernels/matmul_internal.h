@@ -189,10 +189,9 @@ enum class BlockGemvIsa { kPortable, kAvx512, kAvx512Vnni, kAvx2 };
 BlockGemvIsa BestBlockGemvIsa();
 
 // The ISA whose kernel runs `dtype` when `isa` is asked for: `isa` itself, except that the
-// AVX-512 kernels have no Q5_0 / Q5_1 code (those formats are a few tensors of a Q4_K_M /
-// Q5_K_M file: attn_k_b, 1408-wide or 10944-wide ffn_down), so they run on AVX2 there, which
-// every AVX-512 CPU has. PreparedXBytes, PrepareX and GemvBlock apply it; PreparedX::isa
-// holds the result.
+// AVX-512 GEMV has no Q5_1 code (a few tensors of a Q5_K_M file: 1408-wide or 10944-wide
+// ffn_down), so it runs on AVX2 there, which every AVX-512 CPU has. PreparedXBytes, PrepareX and GemvBlock apply it;
+// PreparedX::isa holds the result.
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 
 // x quantized for one weight format and ISA (PrepareX). All arrays are per x row i:
