@@ -33,22 +33,27 @@ std::vector<double> SiluMulDouble(const std::vector<float>& g, const std::vector
   return out;
 }
 
+// Both paths: the dispatched one (AVX-512 where the CPU has it) and the portable one.
 TEST(SiluMul, MatchesDouble) {
-  std::mt19937 rng(31);
-  // The last count is past kMinParallelWork: the OpenMP-parallel path.
-  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, kMinParallelWork + 4464}) {
-    SCOPED_TRACE("count=" + std::to_string(count));
-    std::vector<float> g = RandomVector(count, rng, -8.0f, 8.0f);
-    const std::vector<float> u = RandomVector(count, rng, -2.0f, 2.0f);
-    if (count >= 7) {  // saturated tails: silu(g) → g for g >> 0, → 0 for g << 0
-      g[1] = 30.0f;
-      g[2] = -30.0f;
-      g[3] = -100.0f;  // exp(100) overflows f32
-      g[4] = 100.0f;
+  for (bool portable : {false, true}) {
+    testing_util::ScopedPortableKernels scoped(portable);
+    SCOPED_TRACE(portable ? "portable" : "detected");
+    std::mt19937 rng(31);
+    // The last count is past kMinParallelWork: the OpenMP-parallel path.
+    for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, kMinParallelWork + 4464}) {
+      SCOPED_TRACE("count=" + std::to_string(count));
+      std::vector<float> g = RandomVector(count, rng, -8.0f, 8.0f);
+      const std::vector<float> u = RandomVector(count, rng, -2.0f, 2.0f);
+      if (count >= 7) {  // saturated tails: silu(g) → g for g >> 0, → 0 for g << 0
+        g[1] = 30.0f;
+        g[2] = -30.0f;
+        g[3] = -100.0f;  // exp(100) overflows f32
+        g[4] = 100.0f;
+      }
+      std::vector<float> out(count, NAN);
+      SiluMul(g.data(), u.data(), count, out.data());
+      ExpectAllNear(out, SiluMulDouble(g, u), kSiluAbsTol, kSiluRelTol, "silu_mul");
     }
-    std::vector<float> out(count, NAN);
-    SiluMul(g.data(), u.data(), count, out.data());
-    ExpectAllNear(out, SiluMulDouble(g, u), kSiluAbsTol, kSiluRelTol, "silu_mul");
   }
 }
 

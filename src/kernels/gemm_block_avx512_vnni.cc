@@ -186,7 +186,7 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
   const int64_t units = (steps + F::kSteps - 1) / F::kSteps;
   const bool half_last = w.cols % F::kUnitValues != 0;  // Q8_0 / Q4_0: an odd number of blocks
   alignas(64) uint8_t codes[F::kSteps][kPanelRows][64];
-  alignas(64) float lanes[16];
+  alignas(64) float lanes[16];  // Unit::sm, for the mins
   for (int64_t u = 0; u < units; ++u) {
     const bool half = half_last && u == units - 1;
     for (int r = 0; r < kPanelRows; ++r) {
@@ -209,9 +209,17 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
             __m512 ws;
             F::template Step<S>(unit, wv, ws);
             _mm512_store_si512(codes[S][r], wv);
-            _mm512_store_ps(lanes, ws);
-            // Lanes 8j .. 8j + 7 (Q6_K: 4j .. 4j + 3) share sub-block j's scale.
-            for (int h = 0; h < 2 * kSubs; ++h) panel.scales[(2 * t * kSubs + h) * 16 + r] = lanes[h * 8 / kSubs];
+            // Lanes 8j .. 8j + 7 (Q6_K: 4j .. 4j + 3) share sub-block j's scale: the first
+            // lane of 128-bit lanes 0 and 2 (Q6_K: 0, 1, 2 and 3).
+            float* scales = panel.scales + 2 * t * kSubs * 16 + r;
+            scales[0] = _mm512_cvtss_f32(ws);
+            if constexpr (kSubs == 2) {
+              scales[16] = _mm_cvtss_f32(_mm512_extractf32x4_ps(ws, 1));
+              scales[32] = _mm_cvtss_f32(_mm512_extractf32x4_ps(ws, 2));
+              scales[48] = _mm_cvtss_f32(_mm512_extractf32x4_ps(ws, 3));
+            } else {
+              scales[16] = _mm_cvtss_f32(_mm512_extractf32x4_ps(ws, 2));
+            }
             if constexpr (F::kHasMin) {
               _mm512_store_ps(lanes, unit.sm);
               float mins[2];
@@ -314,10 +322,22 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
     panels[g].scales = reinterpret_cast<float*>(panels[g].codes + code_bytes);
     panels[g].mins = reinterpret_cast<float*>(panels[g].codes + code_bytes + scale_bytes);
   }
+  const size_t row_bytes = DTypeRowBytes(w.dtype, w.ld);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
   for (int64_t n = n0; n < n1; n += kGroupPanels * kPanelRows) {
     const int count = static_cast<int>(std::min<int64_t>(kGroupPanels, (n1 - n + kPanelRows - 1) / kPanelRows));
     for (int g = 0; g < count; ++g) PackPanel<F>(w, n + g * kPanelRows, n1, x.slots, panels[g]);
+    // The next group's rows (contiguous) are requested into L2 a share per x tile, so that
+    // reading them from memory overlaps this group's arithmetic instead of the next packing.
+    const int64_t next = n + kGroupPanels * kPanelRows;
+    const uint8_t* ahead = base + next * row_bytes;
+    const int64_t ahead_bytes = std::max<int64_t>(0, std::min<int64_t>(n1 - next, kGroupPanels * kPanelRows)) *
+                                static_cast<int64_t>(row_bytes);
+    const int64_t share = (ahead_bytes / x.tiles + 63) / 64 * 64;
     for (int64_t t = 0; t < x.tiles; ++t) {
+      for (int64_t b = t * share; b < std::min(ahead_bytes, (t + 1) * share); b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T1);
+      }
       for (int g = 0; g < count; ++g) {
         const int64_t first = n + g * kPanelRows;
         const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, n1 - first));
