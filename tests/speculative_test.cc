@@ -180,10 +180,37 @@ class SpeculativeEngine : public ::testing::TestWithParam<SpecCase> {};
 
 // On bf16 weights a step's rows depend on the batch a little (the GEMM sums in another
 // order than the GEMV, and bf16 activations round the difference), and speculation
-// batches other rows together: a sampled draw that lands within that difference of a
-// CDF boundary, or a greedy near tie, takes another token from there on. The engine's
-// own batching test allows 2 such requests of 32 (tests/engine_test.cc); so here.
+// batches other rows together: a greedy near tie takes another token from there on. The
+// engine's own batching test allows 2 such requests of 32 (tests/engine_test.cc); so here.
 constexpr int kMaxNearTieDivergences = 2;
+// A sampled draw lands on another token whenever the difference moves a CDF boundary
+// across it, and these random models' distributions are flat (a few hundred tokens of
+// ~e^-6 each: boundaries ~0.002 apart), so on fp8 weights (logits ~0.003 apart between
+// batchings on an AVX-512 CPU) most sampled requests part somewhere. Where one does, both
+// runs must still have seen the same distribution: the same most likely token, with top
+// log-probabilities within this of each other.
+constexpr double kSampledLogprobTolerance = 0.02;
+
+bool Sampled(const std::vector<GenerationRequest>& requests, size_t choice) {
+  for (const GenerationRequest& r : requests) {
+    const size_t n = static_cast<size_t>(r.n);
+    if (choice < n) return r.sampling.temperature > 0;
+    choice -= n;
+  }
+  return false;
+}
+
+// The first token where a and b differ: same top token and top log-probabilities there.
+void ExpectSameDistributionWhereTheyPart(const Tokens& a, const Tokens& b, const std::string& where) {
+  size_t k = 0;
+  while (k < a.size() && k < b.size() && a[k].id == b[k].id) ++k;
+  if (k == a.size() || k == b.size()) return;
+  ASSERT_GT(a[k].num_top, 0) << where;
+  EXPECT_EQ(a[k].top[0].id, b[k].top[0].id) << where << ", token " << k;
+  for (int t = 0; t < a[k].num_top; ++t) {
+    EXPECT_NEAR(a[k].top[t].logprob, b[k].top[t].logprob, kSampledLogprobTolerance) << where << ", token " << k;
+  }
+}
 
 TEST_P(SpeculativeEngine, OutputsEqualPlainDecoding) {
   Loaded m = Load(MtpModel(GetParam().dtype), GetParam().mode);
@@ -205,7 +232,12 @@ TEST_P(SpeculativeEngine, OutputsEqualPlainDecoding) {
         EXPECT_EQ(Ids(got[i]), Ids(plain[i])) << "choice " << i << ", " << drafts << " drafts, " << blocks << " blocks";
       } else {
         EXPECT_EQ(got[i].size(), plain[i].size());
-        differ += Ids(got[i]) != Ids(plain[i]);
+        if (Sampled(requests, i)) {
+          ExpectSameDistributionWhereTheyPart(
+              got[i], plain[i], "choice " + std::to_string(i) + ", " + std::to_string(drafts) + " drafts");
+        } else {
+          differ += Ids(got[i]) != Ids(plain[i]);
+        }
       }
     }
     EXPECT_LE(differ, kMaxNearTieDivergences) << drafts << " drafts, " << blocks << " blocks";
