@@ -17,13 +17,13 @@
 // whose lanes are already the 16 outputs: 512 products for 8 vpdpbusd and 3-4
 // instructions of scaling, and no horizontal sums (y's 16 values are one store).
 //
-// x is quantized exactly as for the GEMV (PrepareX, AVX-512 VNNI layout: int8 codes per 32
-// values with dx = amax / 127; Q4_K / Q5_K's slots in the GEMV's step order, which the
+// x is quantized exactly as for the GEMV (PrepareX's AVX-512 layout: int8 codes per 32
+// values with dx = amax / 127, Q4_K / Q5_K's slots in the GEMV's step order, which the
 // panels follow), so the integer sums are the GEMV's and only the order of the f32 sums
 // differs. Per (x row, slot) the kernel adds
-//   f32(sum over the slot's codes + corr) · (weight scale · dx)  [+ -dmin·m · dx·sum q]
+//   f32(sum over the slot's code products + corr) · (weight scale · dx)  [+ min · msum]
 // where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q5_0's 16,
-// Q6_K's 32) and Q5_1's +m takes the place of -dmin·m.
+// Q6_K's 32), min = Q4_K / Q5_K's -dmin·m or Q5_1's m, and msum = dx · the sum of the codes.
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt) and AVX512_VNNI for the code
 // below the includes (a target pragma; the dispatcher calls it only where cpuid reports
@@ -84,11 +84,11 @@ template <class F, int S> void StepMins(const float* sm, float* out) {
 }
 
 // x as the kernel reads it: tiles of kGemmTileM rows (the last padded with zero rows, which
-// the kernel skips),
-// each tile slot by slot, so that a tile's loop walks one pointer forward:
+// the kernel skips), each tile slot by slot, so that a tile's loop walks one pointer on:
 //   codes [kGemmTileM][32] int8 | corr [kGemmTileM][subs] int32 | dx [kGemmTileM] f32 |
-//   msum [kGemmTileM] f32 (Q4_K / Q5_K: dx · sum of the slot's codes)
-// corr = -zero point · the sum of the sub-block's codes.
+//   msum [kGemmTileM] f32
+// corr = -zero point · the sum of the sub-block's codes; msum = dx · the sum of the slot's
+// codes (what the mins of Q4_K / Q5_K / Q5_1 multiply).
 struct GemmX {
   int64_t m = 0;
   int64_t tiles = 0;
