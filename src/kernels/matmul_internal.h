@@ -189,9 +189,9 @@ enum class BlockGemvIsa { kPortable, kAvx512, kAvx512Vnni, kAvx2 };
 BlockGemvIsa BestBlockGemvIsa();
 
 // The ISA whose kernel runs `dtype` when `isa` is asked for: `isa` itself, except that the
-// AVX-512 GEMV has no Q5_1 code (a few tensors of a Q5_K_M file: 1408-wide or 10944-wide
-// ffn_down), so it runs on AVX2 there, which every AVX-512 CPU has. PreparedXBytes, PrepareX and GemvBlock apply it;
-// PreparedX::isa holds the result.
+// AVX-512 GEMV has no Q5_1 code (a few tensors of a Q5_K_M file: 1408-wide or
+// 10944-wide ffn_down), so it runs on AVX2 there, which every AVX-512 CPU has.
+// PreparedXBytes, PrepareX and GemvBlock apply it; PreparedX::isa holds the result.
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 
 // x quantized for one weight format and ISA (PrepareX). All arrays are per x row i:
@@ -256,11 +256,11 @@ using GemvBlockRowsFn = void (*)(const PreparedX&, const WeightView&, int64_t, i
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 
 // The AVX512_VNNI GEMM for block formats (gemm_block_avx512_vnni.cc): x quantized as for
-// the GEMV (the same codes and scales), then 16 weight rows at a time transposed into 4-byte groups (one lane per
-// weight row) in per-thread scratch and multiplied with every x row by vpdpbusd. Meant for
-// m >= kVnniGemmMinRows; the formats of VnniGemmTakes. Same integer sums as the GEMV on
-// the same x codes; only the order of the f32 sums differs. Call only when
-// GetCpuFeatures() has avx512f and avx512_vnni.
+// the GEMV (the same codes and scales), then 16 weight rows at a time transposed into
+// 4-byte groups (one lane per weight row) in per-thread scratch and multiplied with every
+// x row by vpdpbusd. Meant for m >= kVnniGemmMinRows; the formats of VnniGemmTakes. Same
+// integer sums as the GEMV on the same x codes; only the order of the f32 sums differs.
+// Call only when GetCpuFeatures() has avx512f and avx512_vnni.
 void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
 
 // The whole GEMV on one ISA: x prepared once (per-thread scratch), then the output rows
