@@ -331,8 +331,8 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
     // reading them from memory overlaps this group's arithmetic instead of the next packing.
     const int64_t next = n + kGroupPanels * kPanelRows;
     const uint8_t* ahead = base + next * row_bytes;
-    const int64_t ahead_bytes = std::max<int64_t>(0, std::min<int64_t>(n1 - next, kGroupPanels * kPanelRows)) *
-                                static_cast<int64_t>(row_bytes);
+    const int64_t ahead_bytes =
+        std::max<int64_t>(0, std::min<int64_t>(n1 - next, kGroupPanels * kPanelRows)) * static_cast<int64_t>(row_bytes);
     const int64_t share = (ahead_bytes / x.tiles + 63) / 64 * 64;
     for (int64_t t = 0; t < x.tiles; ++t) {
       for (int64_t b = t * share; b < std::min(ahead_bytes, (t + 1) * share); b += 64) {
