@@ -241,16 +241,31 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
   }
 }
 
+// Where the next panel group's rows are read ahead from: a few lines per slot of every
+// tile, so the requests trickle out beside the arithmetic (a burst of hundreds would
+// overrun the core's outstanding-miss queue, which drops software prefetches).
+struct ReadAhead {
+  const uint8_t* next = nullptr;
+  const uint8_t* end = nullptr;
+  int lines_per_slot = 0;
+  void Step() {
+    for (int l = 0; l < lines_per_slot && next < end; ++l, next += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
+    }
+  }
+};
+
 // y[row][0 .. valid) = x row · the panel's rows for the first M rows of the tile (the
 // last tile: only its real rows, M = m % kGemmTileM; the layout keeps kGemmTileM).
-template <class F, int M>
-void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy, __mmask16 valid) {
+template <class F, int M> void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy,
+                                         __mmask16 valid, ReadAhead& ahead) {
   constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
   const __m512i* codes = reinterpret_cast<const __m512i*>(panel.codes);
   const std::byte* slot = x.Slot(tile, 0);
   for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
+    ahead.Step();
     const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
     const int32_t* corr = reinterpret_cast<const int32_t*>(slot + kCodesBytes);
     const float* dx = reinterpret_cast<const float*>(corr + kGemmTileM * kSubs);
@@ -291,15 +306,15 @@ void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64
 }
 
 // The tile's real rows against the panel.
-template <class F>
-void PanelTileRows(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy, __mmask16 valid) {
+template <class F> void PanelTileRows(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy,
+                                      __mmask16 valid, ReadAhead& ahead) {
   switch (std::min<int64_t>(kGemmTileM, x.m - tile * kGemmTileM)) {
-    case 1: PanelTile<F, 1>(x, tile, panel, y, ldy, valid); break;
-    case 2: PanelTile<F, 2>(x, tile, panel, y, ldy, valid); break;
-    case 3: PanelTile<F, 3>(x, tile, panel, y, ldy, valid); break;
-    case 4: PanelTile<F, 4>(x, tile, panel, y, ldy, valid); break;
-    case 5: PanelTile<F, 5>(x, tile, panel, y, ldy, valid); break;
-    default: PanelTile<F, kGemmTileM>(x, tile, panel, y, ldy, valid); break;
+    case 1: PanelTile<F, 1>(x, tile, panel, y, ldy, valid, ahead); break;
+    case 2: PanelTile<F, 2>(x, tile, panel, y, ldy, valid, ahead); break;
+    case 3: PanelTile<F, 3>(x, tile, panel, y, ldy, valid, ahead); break;
+    case 4: PanelTile<F, 4>(x, tile, panel, y, ldy, valid, ahead); break;
+    case 5: PanelTile<F, 5>(x, tile, panel, y, ldy, valid, ahead); break;
+    default: PanelTile<F, kGemmTileM>(x, tile, panel, y, ldy, valid, ahead); break;
   }
 }
 
@@ -327,21 +342,21 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
   for (int64_t n = n0; n < n1; n += kGroupPanels * kPanelRows) {
     const int count = static_cast<int>(std::min<int64_t>(kGroupPanels, (n1 - n + kPanelRows - 1) / kPanelRows));
     for (int g = 0; g < count; ++g) PackPanel<F>(w, n + g * kPanelRows, n1, x.slots, panels[g]);
-    // The next group's rows (contiguous) are requested into L2 a share per x tile, so that
-    // reading them from memory overlaps this group's arithmetic instead of the next packing.
-    const int64_t next = n + kGroupPanels * kPanelRows;
-    const uint8_t* ahead = base + next * row_bytes;
-    const int64_t ahead_bytes =
-        std::max<int64_t>(0, std::min<int64_t>(n1 - next, kGroupPanels * kPanelRows)) * static_cast<int64_t>(row_bytes);
-    const int64_t share = (ahead_bytes / x.tiles + 63) / 64 * 64;
+    // The next group's rows (contiguous) are requested into L2 during this group's
+    // arithmetic, so that reading them from memory does not stall the next packing.
+    const int64_t next = std::min(n1, n + kGroupPanels * kPanelRows);
+    const int64_t next_rows = std::min<int64_t>(n1 - next, kGroupPanels * kPanelRows);
+    ReadAhead ahead;
+    ahead.next = base + next * row_bytes;
+    ahead.end = ahead.next + next_rows * static_cast<int64_t>(row_bytes);
+    const int64_t lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
+    const int64_t slot_visits = x.tiles * count * x.slots;
+    ahead.lines_per_slot = static_cast<int>((lines + slot_visits - 1) / slot_visits);
     for (int64_t t = 0; t < x.tiles; ++t) {
-      for (int64_t b = t * share; b < std::min(ahead_bytes, (t + 1) * share); b += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T1);
-      }
       for (int g = 0; g < count; ++g) {
         const int64_t first = n + g * kPanelRows;
         const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, n1 - first));
-        PanelTileRows<F>(x, t, panels[g], y + first, ldy, static_cast<__mmask16>((1u << valid) - 1));
+        PanelTileRows<F>(x, t, panels[g], y + first, ldy, static_cast<__mmask16>((1u << valid) - 1), ahead);
       }
     }
   }
