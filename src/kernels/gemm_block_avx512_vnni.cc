@@ -63,13 +63,6 @@ constexpr int kGemmTileM = 6;
 
 template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
 
-// The zero point the panels' codes carry (taken off through x's code sums).
-template <class F> constexpr int kZeroPoint = std::is_same_v<F, FormatQ8_0>        ? 128  // sign bit flipped
-                                              : std::is_same_v<F, FormatQ4_0>      ? 8
-                                              : std::is_same_v<F, FormatQ5<false>> ? 16
-                                              : std::is_same_v<F, FormatQ6_K>      ? 32
-                                                                                   : 0;
-
 // Step S's two 32-value blocks' mins (f32 lanes of Unit::sm): for Q4_K / Q5_K -dmin·m of
 // blocks a = 4·(S / 2) + S % 2 and a + 2, in lanes 8 + a and 10 + a; for Q5_1 lanes 8, 9.
 template <class F, int S> void StepMins(const float* sm, float* out) {
@@ -362,16 +355,6 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
   }
 }
 
-int ZeroPointOf(DType dtype) {
-  switch (dtype) {
-    case DType::kQ8_0: return kZeroPoint<FormatQ8_0>;
-    case DType::kQ4_0: return kZeroPoint<FormatQ4_0>;
-    case DType::kQ5_0: return kZeroPoint<FormatQ5<false>>;
-    case DType::kQ6_K: return kZeroPoint<FormatQ6_K>;
-    default: return 0;
-  }
-}
-
 void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   switch (w.dtype) {
     case DType::kQ8_0: GemmRows<FormatQ8_0>(x, w, n0, n1, y, ldy); break;
@@ -409,7 +392,9 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
   if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
   const PreparedX x = PlaceX(BlockGemvIsa::kAvx512, layout, p.m, k, storage.as<std::byte>());
   g.data = storage.as<std::byte>() + prepared_bytes;
-  const int zero_point = ZeroPointOf(w.dtype);
+  // The panels' codes carry the VNNI GEMV's zero points (FormatX::Load<true, ...>: Q8_0's
+  // sign bit flipped, Q4_0's 8, Q5_0's 16, Q6_K's 32).
+  const int zero_point = BlockZeroPoint(BlockGemvIsa::kAvx512Vnni, w.dtype);
   auto prepare = [&](RowRange tiles) {
     FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
     FillGemmX(x, g, zero_point, tiles.begin, tiles.end);
