@@ -3,14 +3,16 @@
 // first token (TTFT) while a long prompt prefills, against its TTFT on an idle server,
 // and what sharing the steps costs the long prompt's own TTFT. Two servers on the same
 // model and flags, alternating A B A B:
-//   shared:  the default --long-prefill-token-threshold (half the step's token budget
-//            while other prompts wait);
+//   shared:  the defaults (--long-prefill-token-threshold: half the step's token budget
+//            while other prompts wait, a short prompt in a step of its own; deep chunks
+//            cut by their attention pairs, the cap derived from the model);
 // and, with --against whole (the default):
-//   whole:   --long-prefill-token-threshold = --max-num-batched-tokens: the long prompt
-//            takes every step's budget, as before the threshold existed;
-// or with --against pairs:
-//   pairs:   deep chunks also cut by their attention, --max-prefill-attention-pairs
-//            8 × --max-num-batched-tokens²;
+//   whole:   --long-prefill-token-threshold = --max-num-batched-tokens and
+//            --max-prefill-attention-pairs -1: the long prompt takes every step's
+//            budget, as before the threshold and the cap existed;
+// or with --against nocap:
+//   nocap:   the default sharing with chunks sized by tokens only
+//            (--max-prefill-attention-pairs -1);
 // or with --against-flags "FLAGS":
 //   flags:   the same server with FLAGS added (a latency setting to weigh, e.g.
 //            "--max-num-batched-tokens 256 --max-prefill-attention-pairs 1000000").
@@ -19,7 +21,7 @@
 // token) until the long prompt's first token. Prompts are random token ids, distinct in
 // every run (no prefix cache hits); max_tokens 1 for all.
 // Usage: node bench/long-prefill-ttft.js --model DIR [--long-len 16384] [--short-len 40]
-//          [--rounds 2] [--against whole|pairs | --against-flags "FLAGS"]
+//          [--rounds 2] [--against whole|nocap | --against-flags "FLAGS"]
 //          [-- extra serve flags for both, e.g. --huge-pages --memory-gb 10]
 'use strict';
 const { spawn } = require('node:child_process');
@@ -44,7 +46,7 @@ function parseArgs(argv) {
   }
   if (o.againstFlags !== null) o.against = 'flags';
   if (!o.model) throw new Error('--model DIR is required');
-  if (!['whole', 'pairs', 'flags'].includes(o.against)) throw new Error('--against must be whole or pairs');
+  if (!['whole', 'nocap', 'flags'].includes(o.against)) throw new Error('--against must be whole or nocap');
   return o;
 }
 
@@ -117,8 +119,8 @@ async function main() {
   const budget = budgetFlag >= 0 ? Number(o.extra[budgetFlag + 1]) : 512;
   const configs = {
     shared: o.extra,
-    whole: [...o.extra, '--long-prefill-token-threshold', String(budget)],
-    pairs: [...o.extra, '--max-prefill-attention-pairs', String(8 * budget * budget)],
+    whole: [...o.extra, '--long-prefill-token-threshold', String(budget), '--max-prefill-attention-pairs', '-1'],
+    nocap: [...o.extra, '--max-prefill-attention-pairs', '-1'],
     flags: [...o.extra, ...(o.againstFlags ?? '').split(/\s+/).filter(Boolean)],
   };
   const names = ['shared', o.against];

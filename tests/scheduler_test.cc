@@ -7,6 +7,7 @@
 // tokens, and sits out only steps that prompts fill.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -388,6 +389,140 @@ TEST(Scheduler, AWaitingPromptCutsADeepChunkToTheContendedPairs) {
   scheduler.Remove(&long_prompt);
   scheduler.Remove(&short_prompt);
   EXPECT_EQ(pool.NumAvailable(), 256);
+}
+
+// A 1000-token prompt prefilling in steps of 64 (threshold 32), and from step 3 on a
+// `short_len`-token prompt arriving before every step in `arrivals`: which steps ran a
+// chunk of the long prompt, and each short prompt's first step and the step it sampled in.
+struct SitOutRun {
+  std::vector<int> long_steps;
+  std::vector<std::pair<int, int>> short_steps;  // (first scheduled, sampled)
+  int steps = 0;
+};
+
+SitOutRun RunShortPromptsBesideALongOne(int64_t short_len, const std::vector<int>& arrivals, int64_t threshold = 0) {
+  BlockPool pool(512, 16, false);
+  KvCacheManager kv(pool);
+  Scheduler scheduler({64, 64, 2048, threshold}, kv);
+  Sequence long_prompt;
+  long_prompt.tokens.assign(1000, 5);
+  long_prompt.prompt_len = 1000;
+  scheduler.Add(&long_prompt);
+  std::vector<std::unique_ptr<Sequence>> shorts;
+  SitOutRun run;
+  for (int step = 0; step < 400 && !long_prompt.prompt_computed(); ++step) {
+    if (std::find(arrivals.begin(), arrivals.end(), step) != arrivals.end()) {
+      auto s = std::make_unique<Sequence>();
+      s->id = static_cast<int64_t>(shorts.size()) + 1;
+      s->tokens.assign(static_cast<size_t>(short_len), static_cast<int32_t>(6 + shorts.size() % 7));
+      s->prompt_len = short_len;
+      scheduler.Add(s.get());
+      shorts.push_back(std::move(s));
+      run.short_steps.emplace_back(-1, -1);
+    }
+    int64_t budget = 0;
+    for (const ScheduledChunk& c : scheduler.Schedule()) {
+      budget += c.count;
+      if (c.seq == &long_prompt) {
+        run.long_steps.push_back(step);
+        continue;
+      }
+      auto& [first, sampled] = run.short_steps[static_cast<size_t>(c.seq->id - 1)];
+      if (first < 0) first = step;
+      if (c.samples) sampled = step;
+    }
+    EXPECT_LE(budget, 64);
+    scheduler.Completed();
+    // A short request asks for one token: it finishes when it samples.
+    for (auto& s : shorts) {
+      if (s->state == SequenceState::kRunning && s->prompt_computed()) scheduler.Remove(s.get());
+    }
+    run.steps = step + 1;
+  }
+  EXPECT_TRUE(long_prompt.prompt_computed());
+  scheduler.Remove(&long_prompt);
+  for (auto& s : shorts) scheduler.Remove(s.get());
+  EXPECT_EQ(pool.NumAvailable(), 512);
+  return run;
+}
+
+TEST(Scheduler, AShortPromptRunsInAStepTheLongOneSitsOut) {
+  // 20 tokens, under the threshold (32): it runs whole in the step after it arrives, and
+  // the long prompt, mid-prefill, takes no chunk of that step.
+  const SitOutRun run = RunShortPromptsBesideALongOne(20, {3});
+  ASSERT_EQ(run.short_steps.size(), 1u);
+  EXPECT_EQ(run.short_steps[0], std::make_pair(3, 3));
+  for (int step = 0; step < run.steps; ++step) {
+    const bool long_ran = std::find(run.long_steps.begin(), run.long_steps.end(), step) != run.long_steps.end();
+    EXPECT_EQ(long_ran, step != 3) << "step " << step;
+  }
+  // 40 tokens, over the threshold: it shares step 3 with the long prompt's capped chunk
+  // and samples in step 4; the long prompt sits out nothing.
+  const SitOutRun shared = RunShortPromptsBesideALongOne(40, {3});
+  EXPECT_EQ(shared.short_steps[0], std::make_pair(3, 4));
+  EXPECT_EQ(shared.long_steps.size(), static_cast<size_t>(shared.steps));
+  // A threshold of the whole step turns sharing off, and sitting out with it: the short
+  // prompt waits for the long one's whole prefill (16 steps of 64): it gets the last
+  // step's leftover tokens.
+  const SitOutRun whole = RunShortPromptsBesideALongOne(20, {3}, /*threshold=*/64);
+  EXPECT_EQ(whole.steps, 16);
+  EXPECT_EQ(whole.short_steps[0].first, 15);
+  EXPECT_EQ(whole.long_steps.size(), static_cast<size_t>(whole.steps));
+}
+
+TEST(Scheduler, ALongPromptNeverSitsOutTwoStepsInARow) {
+  // A short prompt before every step from 3 to 60: the long one sits out every other
+  // step at most, so it still finishes, running in at least half the steps.
+  std::vector<int> every_step;
+  for (int step = 3; step <= 60; ++step) every_step.push_back(step);
+  const SitOutRun run = RunShortPromptsBesideALongOne(20, every_step);
+  ASSERT_FALSE(run.long_steps.empty());
+  for (size_t i = 1; i < run.long_steps.size(); ++i) {
+    EXPECT_LE(run.long_steps[i] - run.long_steps[i - 1], 2) << "after step " << run.long_steps[i - 1];
+  }
+  EXPECT_GE(2 * static_cast<int>(run.long_steps.size()), run.steps - 1);
+  EXPECT_LT(run.long_steps.size(), static_cast<size_t>(run.steps)) << "it sat some steps out";
+  // Every short prompt that arrived before the long prompt's end ran in a step or two.
+  for (size_t i = 0; i < run.short_steps.size(); ++i) {
+    const auto [first, sampled] = run.short_steps[i];
+    const int arrived = every_step[i];
+    if (arrived >= run.steps) break;
+    EXPECT_GE(first, arrived);
+    EXPECT_LE(sampled - arrived, 1) << "short prompt " << i;
+  }
+}
+
+TEST(Scheduler, TheEnginesPairCapAppliesUnlessSetOrTurnedOff) {
+  // The engine's derived cap binds when the flag is 0 (its default), the flag's own
+  // value when set, and -1 leaves chunks sized by tokens.
+  auto chunks_with = [](int64_t flag, int64_t derived) {
+    BlockPool pool(256, 16, false);
+    KvCacheManager kv(pool);
+    SchedulerConfig config{8, 64, 2048, 0};
+    config.max_prefill_attention_pairs = flag;
+    config.auto_prefill_attention_pairs = derived;
+    config.kept_prefix_positions = 1000;
+    EXPECT_TRUE(config.Validate().ok());
+    Scheduler scheduler(config, kv);
+    Sequence prompt;
+    prompt.tokens.assign(1000, 5);
+    prompt.prompt_len = 1000;
+    scheduler.Add(&prompt);
+    std::vector<std::pair<int64_t, int64_t>> chunks;
+    while (!prompt.prompt_computed() && chunks.size() < 2000) {
+      for (const ScheduledChunk& c : scheduler.Schedule()) chunks.emplace_back(c.start, c.count);
+      scheduler.Completed();
+    }
+    scheduler.Remove(&prompt);
+    return chunks;
+  };
+  EXPECT_EQ(chunks_with(0, 8 * 64 * 64), LongPromptChunks(1000, 8 * 64 * 64));
+  EXPECT_EQ(chunks_with(4 * 64 * 64, 8 * 64 * 64), LongPromptChunks(1000, 4 * 64 * 64));
+  EXPECT_EQ(chunks_with(-1, 8 * 64 * 64), LongPromptChunks(0, 0));
+  EXPECT_EQ(chunks_with(0, 0), LongPromptChunks(0, 0));
+  SchedulerConfig bad;
+  bad.max_prefill_attention_pairs = -2;
+  EXPECT_FALSE(bad.Validate().ok());
 }
 
 TEST(Scheduler, FollowersWaitForTheirLeadersPrompt) {

@@ -84,11 +84,14 @@ void AddEngineFlags(CLI::App& cmd, EngineConfig& c) {
       ->capture_default_str();
   cmd.add_option("--long-prefill-token-threshold", c.scheduler.long_prefill_token_threshold,
                  "While other prompts wait for tokens, one prompt chunk takes at most this many tokens of a step "
-                 "(0: half of --max-num-batched-tokens), so a short request is not queued behind a long prefill")
+                 "(0: half of --max-num-batched-tokens), so a short request is not queued behind a long prefill; "
+                 "a waiting prompt this short runs in a step of its own, the long ones sitting it out (never two "
+                 "steps in a row). --max-num-batched-tokens' value turns both off")
       ->capture_default_str();
   cmd.add_option("--max-prefill-attention-pairs", c.scheduler.max_prefill_attention_pairs,
                  "The most query-key pairs one prompt chunk attends over in a step, c x (L + c) for c tokens "
-                 "after L (0: no cap; while other prompts wait, at most --long-prefill-token-threshold x "
+                 "after L (0: derived from the model, the pairs whose attention costs about twice a step's weight "
+                 "reads; -1: no cap; while other prompts wait, at most --long-prefill-token-threshold x "
                  "--max-num-batched-tokens), so a step beside a deep prefill stays short; only within the "
                  "positions --decompressed-prefix-gb keeps")
       ->capture_default_str();

@@ -47,6 +47,24 @@ struct RequestState {
 
 namespace {
 
+// The attention pairs whose arithmetic takes about twice as long as reading the weights
+// a prefill step streams (every expert: a chunk of more than a few tokens touches
+// them all). A pair costs 2 (d_qk + d_v) FLOP per head and layer; the CPUs measured
+// run the prefill attention at ~8 FLOP per byte of their read bandwidth (bf16:
+// ~470-840 GFLOP/s peak, about half of it reached, against 35-55 GB/s). The 4-layer
+// v2-lite model gets ~1.8M pairs: 512-token chunks up to ~1.6k deep, 110 at 16k.
+int64_t PrefillAttentionPairsFor(const DeepSeekModel& model) {
+  constexpr double kFlopPerByte = 8, kAttentionToReads = 2;
+  const ModelConfig& local = model.weights().shard_config();
+  const WeightMemory& held = model.weights().memory();
+  const double step_bytes =
+      static_cast<double>(held.attention + held.attention_prepared + held.dense_mlp + held.experts);
+  const double flop_per_pair = 2.0 * static_cast<double>(local.num_hidden_layers * local.num_attention_heads *
+                                                         (local.QkHeadDim() + local.v_head_dim));
+  if (flop_per_pair <= 0) return 0;
+  return static_cast<int64_t>(kAttentionToReads * kFlopPerByte * step_bytes / flop_per_pair);
+}
+
 // The scheduler's config, told how deep a prompt's decompressed K/V is kept.
 SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& model) {
   SchedulerConfig config = options.scheduler;
@@ -55,6 +73,7 @@ SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& 
       local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
   config.kept_prefix_positions = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
   config.min_pair_capped_tokens = kPrefillAttentionMinQueries;
+  config.auto_prefill_attention_pairs = PrefillAttentionPairsFor(model);
   return config;
 }
 

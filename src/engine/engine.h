@@ -149,6 +149,8 @@ class Engine {
   // Tokens the pool holds: num_blocks · block_size.
   int64_t pool_tokens() const { return options_.num_blocks * options_.block_size; }
   const EngineOptions& options() const { return options_; }
+  // The scheduler's config as the engine completed it (the model-derived pair cap).
+  const SchedulerConfig& scheduler_config() const { return scheduler_.config(); }
   const KvCache& kv_cache() const { return cache_; }
 
  private:

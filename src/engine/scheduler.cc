@@ -26,21 +26,24 @@ Status SchedulerConfig::Validate() const {
                                        std::to_string(long_prefill_token_threshold),
                                    "long_prefill_token_threshold");
   }
-  if (max_prefill_attention_pairs < 0) {
-    return Status::InvalidArgument(
-        "max_prefill_attention_pairs must be >= 0 (0: the default), got " + std::to_string(max_prefill_attention_pairs),
-        "max_prefill_attention_pairs");
+  if (max_prefill_attention_pairs < -1) {
+    return Status::InvalidArgument("max_prefill_attention_pairs must be >= -1 (0: derived from the model, -1: no cap), "
+                                   "got " +
+                                       std::to_string(max_prefill_attention_pairs),
+                                   "max_prefill_attention_pairs");
   }
   return Status::Ok();
 }
 
 int64_t SchedulerConfig::MaxPrefillAttentionPairs() const {
-  return max_prefill_attention_pairs > 0 ? max_prefill_attention_pairs : std::numeric_limits<int64_t>::max();
+  const int64_t cap = max_prefill_attention_pairs == 0 ? auto_prefill_attention_pairs : max_prefill_attention_pairs;
+  return cap > 0 ? cap : std::numeric_limits<int64_t>::max();
 }
 
 int64_t SchedulerConfig::ContendedPrefillAttentionPairs() const {
-  if (max_prefill_attention_pairs == 0) return MaxPrefillAttentionPairs();
-  return std::min(max_prefill_attention_pairs, LongPrefillThreshold() * max_num_batched_tokens);
+  const int64_t cap = MaxPrefillAttentionPairs();
+  if (cap == std::numeric_limits<int64_t>::max()) return cap;
+  return std::min(cap, LongPrefillThreshold() * max_num_batched_tokens);
 }
 
 int64_t SchedulerConfig::LongPrefillThreshold() const {
@@ -77,6 +80,11 @@ namespace {
 
 bool IsPromptChunk(const ScheduledChunk& c) { return c.start < c.seq->prompt_len; }
 
+// An n > 1 choice waits for its leader's prompt blocks before it is admitted.
+bool WaitsForLeader(const Sequence& s) {
+  return s.leader != nullptr && s.leader->state != SequenceState::kFinished && !s.leader->prompt_computed();
+}
+
 }  // namespace
 
 int64_t Scheduler::PendingPromptTokens(int64_t enough) const {
@@ -109,6 +117,11 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   // More than one prompt wants tokens: each chunk of them is capped, so a long one
   // leaves the rest of the step to the others.
   const bool prompts_contend = prefilling.size() + AdmittableWaiting() > 1;
+  const Sequence* next_waiting = prompts_contend ? FirstAdmittableWaiting() : nullptr;
+  // A threshold of the whole step turns sharing off, and this with it.
+  const bool long_prompts_sit_out = next_waiting != nullptr && IsShortPrompt(*next_waiting) &&
+                                    !long_prompts_sat_out_ && config_.LongPrefillThreshold() < step_tokens;
+  bool sat_out = false;
   StepBudget budget{step_tokens, prompt_tokens, prompts_contend ? config_.LongPrefillThreshold() : step_tokens,
                     prompts_contend ? config_.ContendedPrefillAttentionPairs() : config_.MaxPrefillAttentionPairs()};
   const auto schedule_decodes = [&] {
@@ -121,14 +134,18 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   if (!decodes_wait) schedule_decodes();
   for (Sequence* seq : prefilling) {
     if (budget.tokens == 0 || budget.prompt == 0) break;
+    if (long_prompts_sit_out && !IsShortPrompt(*seq)) {
+      sat_out = true;
+      continue;
+    }
     if (seq->state == SequenceState::kRunning) ScheduleRunning(seq, budget);
   }
   if (!preempted_) {
     for (auto it = waiting_.begin(); it != waiting_.end() && budget.tokens > 0 && budget.prompt > 0;) {
       if (num_running() >= config_.max_num_seqs) break;
       Sequence* seq = *it;
-      if (seq->leader != nullptr && seq->leader->state != SequenceState::kFinished && !seq->leader->prompt_computed()) {
-        ++it;  // waits for its leader's prompt blocks
+      if (WaitsForLeader(*seq)) {
+        ++it;
         continue;
       }
       if (!TryAdmit(seq, budget)) break;  // first come, first served: no overtaking
@@ -154,6 +171,7 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
     decoded = true;
   }
   burst_tokens_ = decoding.empty() || decoded ? 0 : burst_tokens_ + prompt_run;
+  long_prompts_sat_out_ = sat_out;
   return chunks_;
 }
 
@@ -161,11 +179,21 @@ int64_t Scheduler::AdmittableWaiting() const {
   if (num_running() >= config_.max_num_seqs) return 0;
   int64_t admittable = 0;
   for (const Sequence* s : waiting_) {
-    const bool waits_for_leader =
-        s->leader != nullptr && s->leader->state != SequenceState::kFinished && !s->leader->prompt_computed();
-    if (!waits_for_leader && ++admittable > 1) break;  // more than one is all Schedule asks
+    if (!WaitsForLeader(*s) && ++admittable > 1) break;  // more than one is all Schedule asks
   }
   return admittable;
+}
+
+const Sequence* Scheduler::FirstAdmittableWaiting() const {
+  if (num_running() >= config_.max_num_seqs) return nullptr;
+  for (const Sequence* s : waiting_) {
+    if (!WaitsForLeader(*s)) return s;
+  }
+  return nullptr;
+}
+
+bool Scheduler::IsShortPrompt(const Sequence& seq) const {
+  return seq.num_tokens() - seq.num_computed <= config_.LongPrefillThreshold();
 }
 
 void Scheduler::TopUpPromptChunks(StepBudget& budget) {

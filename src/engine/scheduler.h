@@ -22,16 +22,22 @@
 // long_prefill_token_threshold tokens, so a short request that arrives behind a long
 // prompt is admitted in the next step instead of after the whole prefill (vLLM's
 // --long-prefill-token-threshold). A prompt alone still takes whole steps.
-// With max_prefill_attention_pairs, deep prompts' chunks are sized by their attention
-// too: a chunk of c tokens after L
+// Short prompts first: in a step where the first waiting prompt that can be admitted
+// is short (its tokens fit one chunk under long_prefill_token_threshold), the long
+// prompts mid-prefill sit the step out, so the short one's first token costs one step
+// of its own rather than one shared with a deep chunk; never two steps in a row, so a
+// stream of short requests slows a long prompt at most twofold and never starves it.
+// Deep prompts' chunks are sized by their attention too: a chunk of c tokens after L
 // computed ones attends over c × (L + c) query-key pairs, a cost that grows with the
-// depth whatever the chunk's token count, so it is kept under max_prefill_attention_pairs
-// (and, while other prompts want tokens, under long_prefill_token_threshold ×
-// max_num_batched_tokens): a step beside a 16k-deep prefill then lasts about as long as
-// one at the start of it, and a request that arrives meanwhile waits for a short step.
-// Only within the positions whose decompressed K/V the engine keeps across a prompt's
-// chunks (kept_prefix_positions): beyond them each chunk decompresses its whole prefix
-// again, and smaller chunks would only multiply that.
+// depth whatever the chunk's token count, so it is kept under a cap (by default one the
+// engine derives from the model: a step's attention at most about twice the time of its
+// weight reads; and, while other prompts want tokens, under
+// long_prefill_token_threshold × max_num_batched_tokens): a step beside a 16k-deep
+// prefill then lasts about as long as one at the start of it, and a request that
+// arrives meanwhile waits for a short step. Only within the positions whose
+// decompressed K/V the engine keeps across a prompt's chunks (kept_prefix_positions):
+// beyond them each chunk decompresses its whole prefix again, and smaller chunks would
+// only multiply that.
 // A sequence is only ever admitted when it can fit alone (Engine refuses the rest),
 // so preemption always makes progress.
 #pragma once
@@ -56,11 +62,13 @@ struct SchedulerConfig {
   int64_t long_prefill_token_threshold = 0;
   // long_prefill_token_threshold, resolved.
   int64_t LongPrefillThreshold() const;
-  // The most query-key pairs, c × (L + c), one prompt chunk attends over in a step; 0:
-  // no such cap (chunks sized by tokens only). Off by default: at 8 × 512² it cut the
-  // wait of a short request beside a 16k prefill by a third but made the long prompt's
-  // own TTFT 1.5-1.9× (docs/benchmarks.md).
+  // The most query-key pairs, c × (L + c), one prompt chunk attends over in a step;
+  // 0: auto_prefill_attention_pairs; -1: no such cap (chunks sized by tokens only).
   int64_t max_prefill_attention_pairs = 0;
+  // Set by the engine from the model (0: none): the pairs whose attention takes about
+  // twice as long as reading the weights a prefill step streams, so a capped step
+  // costs at most ~1.5× its attention and a step beside a deep prompt stays short.
+  int64_t auto_prefill_attention_pairs = 0;
   // Resolved: alone, and while other prompts want tokens too.
   int64_t MaxPrefillAttentionPairs() const;
   int64_t ContendedPrefillAttentionPairs() const;
@@ -129,6 +137,10 @@ class Scheduler {
   // Waiting sequences that could be admitted now (not waiting for a leader's prompt),
   // counted up to 2.
   int64_t AdmittableWaiting() const;
+  // The first waiting sequence that could be admitted now, or nullptr.
+  const Sequence* FirstAdmittableWaiting() const;
+  // Its prompt fits one chunk under the long-prompt threshold (short prompts first).
+  bool IsShortPrompt(const Sequence& seq) const;
   // After admission: the step's tokens the prompt chunk cap kept and nothing else took
   // go back to the capped prompt chunks, in order, so prompts still fill the step.
   void TopUpPromptChunks(StepBudget& budget);
@@ -139,6 +151,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<ScheduledChunk> chunks_;
   bool preempted_ = false;    // in this step
+  bool long_prompts_sat_out_ = false;  // in the last step, for a short prompt
   int64_t burst_tokens_ = 0;  // prompt tokens run since decoding sequences last took a token
   int64_t preemptions_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <vector>
 
 #include "dist/runtime.h"
@@ -64,6 +65,22 @@ void CommitKvPool(Engine& engine, const MemoryPlan& plan, bool log) {
                static_cast<double>(plan.pool_bytes()) / 1e9, seconds);
 }
 
+// How deep prompts are chunked: the cap, and where it starts to bind.
+void LogPrefillPairCap(const SchedulerConfig& config) {
+  const int64_t pairs = config.MaxPrefillAttentionPairs();
+  if (pairs == std::numeric_limits<int64_t>::max()) {
+    std::fprintf(stderr, "%sprefill chunks: sized by tokens only\n", RankPrefix().c_str());
+    return;
+  }
+  const int64_t step = config.max_num_batched_tokens;
+  std::fprintf(stderr,
+               "%sprefill chunks: at most %lld query-key pairs each (%s): a %lld-token chunk up to %lld "
+               "tokens deep\n",
+               RankPrefix().c_str(), static_cast<long long>(pairs),
+               config.max_prefill_attention_pairs == 0 ? "derived from the model" : "--max-prefill-attention-pairs",
+               static_cast<long long>(step), static_cast<long long>(std::max<int64_t>(0, pairs / step - step)));
+}
+
 }  // namespace
 
 Result<ModelPreview> PreviewModel(const std::string& dir) {
@@ -116,6 +133,7 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
                                            split ? &world : nullptr, load.parallel.dp);
   if (config.memory.commit_kv_pool) CommitKvPool(*stack->engine, stack->plan, log);
+  if (log) LogPrefillPairCap(stack->engine->scheduler_config());
   stack->engine->Start();
   return stack;
 }
