@@ -27,10 +27,11 @@ Status SchedulerConfig::Validate() const {
                                    "long_prefill_token_threshold");
   }
   if (max_prefill_attention_pairs < -1) {
-    return Status::InvalidArgument("max_prefill_attention_pairs must be >= -1 (0: derived from the model, -1: no cap), "
-                                   "got " +
-                                       std::to_string(max_prefill_attention_pairs),
-                                   "max_prefill_attention_pairs");
+    return Status::InvalidArgument(
+        "max_prefill_attention_pairs must be >= -1 (0: derived from the model, -1: no cap), "
+        "got " +
+            std::to_string(max_prefill_attention_pairs),
+        "max_prefill_attention_pairs");
   }
   return Status::Ok();
 }
@@ -119,8 +120,8 @@ const std::vector<ScheduledChunk>& Scheduler::Schedule() {
   const bool prompts_contend = prefilling.size() + AdmittableWaiting() > 1;
   const Sequence* next_waiting = prompts_contend ? FirstAdmittableWaiting() : nullptr;
   // A threshold of the whole step turns sharing off, and this with it.
-  const bool long_prompts_sit_out = next_waiting != nullptr && IsShortPrompt(*next_waiting) &&
-                                    !long_prompts_sat_out_ && config_.LongPrefillThreshold() < step_tokens;
+  const bool long_prompts_sit_out = next_waiting != nullptr && IsShortPrompt(*next_waiting) && !long_prompts_sat_out_ &&
+                                    config_.LongPrefillThreshold() < step_tokens;
   bool sat_out = false;
   StepBudget budget{step_tokens, prompt_tokens, prompts_contend ? config_.LongPrefillThreshold() : step_tokens,
                     prompts_contend ? config_.ContendedPrefillAttentionPairs() : config_.MaxPrefillAttentionPairs()};

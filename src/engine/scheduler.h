@@ -150,9 +150,9 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> waiting_;
   std::vector<ScheduledChunk> chunks_;
-  bool preempted_ = false;    // in this step
+  bool preempted_ = false;             // in this step
   bool long_prompts_sat_out_ = false;  // in the last step, for a short prompt
-  int64_t burst_tokens_ = 0;  // prompt tokens run since decoding sequences last took a token
+  int64_t burst_tokens_ = 0;           // prompt tokens run since decoding sequences last took a token
   int64_t preemptions_ = 0;
 };
 
