@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "model/decompressed_prefix.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
 #include "test_models.h"
@@ -320,6 +321,83 @@ TEST(Engine, RefusesWhatCanNeverFitAndKeepsServing) {
   EXPECT_EQ(*outputs.back().finish, FinishReason::kLength);
   engine.Stop();
   EXPECT_EQ(engine.Submit(fine).status().code(), StatusCode::kUnavailable);
+}
+
+// A long prompt prefilling while short ones arrive: each short one runs in a step the
+// long one sits out, and the long one keeps its decompressed prefix across those steps
+// (one prompt took the store over, not one per step it resumed) and gives, on an f32
+// model, exactly the logits it gives alone.
+TEST(Engine, ShortPromptsBesideALongOneLeaveItsDecompressedPrefix) {
+  Loaded m = Load(TinyModel(DType::kF32), MlaMode::kAbsorbed);
+  const ModelConfig& c = m.model->config();
+  EngineOptions options = Options(64);
+  options.scheduler.max_num_batched_tokens = 64;  // a 290-token prompt takes 5 steps alone
+  options.decompressed_prefix_bytes =
+      400 *
+      DecompressedPrefix::BytesPerPosition(c.num_hidden_layers, c.num_attention_heads, c.QkHeadDim(), c.v_head_dim);
+  std::mt19937 rng(3);
+  auto random_prompt = [&](int64_t len) {
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (auto& t : p) t = static_cast<int32_t>(rng() % c.vocab_size);
+    return p;
+  };
+  GenerationRequest long_request;
+  long_request.prompt = random_prompt(290);
+  long_request.max_tokens = 4;
+  long_request.ignore_eos = true;
+  long_request.sampling.temperature = 0;
+  long_request.return_logits = true;
+
+  Engine alone(*m.model, nullptr, options);
+  auto alone_stream = alone.Submit(long_request);
+  ASSERT_TRUE(alone_stream.ok());
+  while (alone.Step()) {
+  }
+  const Output expected = Collect(alone_stream.value()->Drain());
+
+  Engine engine(*m.model, nullptr, options);
+  auto long_stream = engine.Submit(long_request);
+  ASSERT_TRUE(long_stream.ok());
+  std::vector<std::shared_ptr<RequestStream>> shorts;
+  int sat_out = 0;
+  for (int step = 0; engine.Step(); ++step) {
+    ASSERT_LT(step, 200);
+    const int64_t before = engine.Stats().prompt_tokens;
+    if (step % 2 == 1 && shorts.size() < 3) {
+      GenerationRequest short_request;
+      short_request.prompt = random_prompt(20);
+      short_request.max_tokens = 1;
+      auto s = engine.Submit(short_request);
+      ASSERT_TRUE(s.ok());
+      shorts.push_back(s.value());
+      // While the long prompt still prefills, the next step is the short one's alone.
+      const bool long_prefilling = engine.Stats().prompt_tokens < 290;
+      ASSERT_TRUE(engine.Step());
+      if (long_prefilling) {
+        EXPECT_EQ(engine.Stats().prompt_tokens - before, 20) << "step " << step;
+        ++sat_out;
+      }
+    }
+  }
+  EXPECT_GE(sat_out, 2);
+  EXPECT_EQ(engine.Stats().decompressed_prefix_starts, 1);
+  const Output got = Collect(long_stream.value()->Drain());
+  EXPECT_EQ(got.tokens, expected.tokens);
+  // Other chunk boundaries sum the attention in another order: equal to f32 rounding.
+  ASSERT_EQ(got.logits.size(), expected.logits.size());
+  ASSERT_FALSE(expected.logits.empty());
+  float largest = 0, diff = 0;
+  for (size_t i = 0; i < got.logits.size(); ++i) {
+    largest = std::max(largest, std::abs(expected.logits[i]));
+    diff = std::max(diff, std::abs(got.logits[i] - expected.logits[i]));
+  }
+  EXPECT_LE(diff, 1e-5f * largest);
+  for (auto& s : shorts) {
+    const auto outputs = s->Drain();
+    ASSERT_FALSE(outputs.empty());
+    EXPECT_EQ(Tokens(outputs).size(), 1u);
+  }
+  EXPECT_EQ(engine.Stats().kv_blocks_used, 0);
 }
 
 TEST(Engine, AbortFreesTheBlocksWithinAStep) {

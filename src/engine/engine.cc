@@ -606,8 +606,9 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
 int64_t Engine::DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunks) {
   if (decompressed_prefix_.capacity_bytes() == 0) return -1;
   // Only a prompt that runs over several chunks gains: the owner keeps the store while
-  // each step carries its next chunk; otherwise it passes, cleared, to the first such
-  // prompt of this step (a prompt that was preempted restarts elsewhere and loses it).
+  // each step carries its next chunk, or no other such prompt's (a step it sits out for
+  // a short prompt); otherwise it passes, cleared, to the first such prompt of this
+  // step (a prompt that was preempted restarts elsewhere and loses it).
   int64_t owner = -1, first = -1;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ScheduledChunk& ch = chunks[i];
@@ -618,11 +619,11 @@ int64_t Engine::DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunk
     if (s.id == decompressed_owner_ && ch.start == decompressed_next_) owner = static_cast<int64_t>(i);
   }
   if (owner < 0) {
-    decompressed_prefix_.Clear();
-    decompressed_owner_ = -1;
     if (first < 0) return -1;
+    decompressed_prefix_.Clear();
     owner = first;
     decompressed_owner_ = chunks[owner].seq->id;
+    ++counters_.decompressed_prefix_starts;
   }
   decompressed_next_ = chunks[owner].start + chunks[owner].count;
   return owner;

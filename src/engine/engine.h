@@ -81,6 +81,8 @@ struct EngineStats {
   int64_t prefix_queries = 0;  // prompt tokens looked up
   int64_t prefix_hits = 0;     // of those, taken from the cache
   int64_t preemptions = 0;
+  // Prompts that took the decompressed-prefix store over (it was cleared for them).
+  int64_t decompressed_prefix_starts = 0;
   int64_t prompt_tokens = 0;  // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;
   int64_t steps = 0;
