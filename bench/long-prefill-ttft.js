@@ -13,6 +13,7 @@
 // or with --against nocap:
 //   nocap:   the default sharing with chunks sized by tokens only
 //            (--max-prefill-attention-pairs -1);
+// or with --against none: the defaults alone (a long prompt too long to run twice);
 // or with --against-flags "FLAGS":
 //   flags:   the same server with FLAGS added (a latency setting to weigh, e.g.
 //            "--max-num-batched-tokens 256 --max-prefill-attention-pairs 1000000").
@@ -21,7 +22,7 @@
 // token) until the long prompt's first token. Prompts are random token ids, distinct in
 // every run (no prefix cache hits); max_tokens 1 for all.
 // Usage: node bench/long-prefill-ttft.js --model DIR [--long-len 16384] [--short-len 40]
-//          [--rounds 2] [--against whole|nocap | --against-flags "FLAGS"]
+//          [--rounds 2] [--against whole|nocap|none | --against-flags "FLAGS"]
 //          [-- extra serve flags for both, e.g. --huge-pages --memory-gb 10]
 'use strict';
 const { spawn } = require('node:child_process');
@@ -46,7 +47,7 @@ function parseArgs(argv) {
   }
   if (o.againstFlags !== null) o.against = 'flags';
   if (!o.model) throw new Error('--model DIR is required');
-  if (!['whole', 'nocap', 'flags'].includes(o.against)) throw new Error('--against must be whole or nocap');
+  if (!['whole', 'nocap', 'none', 'flags'].includes(o.against)) throw new Error('--against must be whole, nocap or none');
   return o;
 }
 
@@ -123,9 +124,9 @@ async function main() {
     nocap: [...o.extra, '--max-prefill-attention-pairs', '-1'],
     flags: [...o.extra, ...(o.againstFlags ?? '').split(/\s+/).filter(Boolean)],
   };
-  const names = ['shared', o.against];
+  const names = o.against === 'none' ? ['shared'] : ['shared', o.against];
   if (o.against === 'flags') console.log(JSON.stringify({ config: 'flags', flags: configs.flags }));
-  const results = { shared: [], [o.against]: [] };
+  const results = Object.fromEntries(names.map((n) => [n, []]));
   let seed = 1;
   for (let round = 0; round < o.rounds; ++round) {
     for (const name of names) {

@@ -52,7 +52,7 @@ namespace {
 // them all). A pair costs 2 (d_qk + d_v) FLOP per head and layer; the CPUs measured
 // run the prefill attention at ~8 FLOP per byte of their read bandwidth (bf16:
 // ~470-840 GFLOP/s peak, about half of it reached, against 35-55 GB/s). The 4-layer
-// v2-lite model gets ~1.8M pairs: 512-token chunks up to ~1.6k deep, 110 at 16k.
+// v2-lite model gets 1.44M pairs: 512-token chunks up to ~2.3k deep, 86 at 16k.
 int64_t PrefillAttentionPairsFor(const DeepSeekModel& model) {
   constexpr double kFlopPerByte = 8, kAttentionToReads = 2;
   const ModelConfig& local = model.weights().shard_config();
