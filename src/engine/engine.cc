@@ -45,8 +45,6 @@ struct RequestState {
   int open = 0;
 };
 
-namespace {
-
 // The attention pairs whose arithmetic takes about twice as long as reading the weights
 // a prefill step streams (every expert: a chunk of more than a few tokens touches
 // them all). A pair costs 2 (d_qk + d_v) FLOP per head and layer; the CPUs measured
@@ -65,6 +63,8 @@ int64_t PrefillAttentionPairsFor(const DeepSeekModel& model) {
   return static_cast<int64_t>(kAttentionToReads * kFlopPerByte * step_bytes / flop_per_pair);
 }
 
+namespace {
+
 // The scheduler's config, told how deep a prompt's decompressed K/V is kept.
 SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& model) {
   SchedulerConfig config = options.scheduler;
@@ -73,7 +73,7 @@ SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& 
       local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
   config.kept_prefix_positions = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
   config.min_pair_capped_tokens = kPrefillAttentionMinQueries;
-  config.auto_prefill_attention_pairs = PrefillAttentionPairsFor(model);
+  if (config.auto_prefill_attention_pairs == 0) config.auto_prefill_attention_pairs = PrefillAttentionPairsFor(model);
   return config;
 }
 

@@ -101,6 +101,11 @@ struct EngineStats {
   std::vector<RankLoad> ranks;
 };
 
+// The attention pairs a prompt chunk is capped at by default (SchedulerConfig::
+// auto_prefill_attention_pairs): those whose arithmetic takes about twice as long as
+// reading the weights a prefill step streams.
+int64_t PrefillAttentionPairsFor(const DeepSeekModel& model);
+
 class Engine {
  public:
   // `model` and `tokenizer` must outlive the engine; tokenizer may be null (then no

@@ -21,7 +21,7 @@
 // one waiting that could be admitted), no prompt chunk takes more than
 // long_prefill_token_threshold tokens, so a short request that arrives behind a long
 // prompt is admitted in the next step instead of after the whole prefill (vLLM's
-// --long-prefill-token-threshold). A prompt alone still takes whole steps.
+// --long-prefill-token-threshold). A prompt alone takes whole steps of tokens.
 // Short prompts first: in a step where the first waiting prompt that can be admitted
 // is short (its tokens fit one chunk under long_prefill_token_threshold), the long
 // prompts mid-prefill sit the step out, so the short one's first token costs one step
@@ -65,9 +65,11 @@ struct SchedulerConfig {
   // The most query-key pairs, c × (L + c), one prompt chunk attends over in a step;
   // 0: auto_prefill_attention_pairs; -1: no such cap (chunks sized by tokens only).
   int64_t max_prefill_attention_pairs = 0;
-  // Set by the engine from the model (0: none): the pairs whose attention takes about
-  // twice as long as reading the weights a prefill step streams, so a capped step
-  // costs at most ~1.5× its attention and a step beside a deep prompt stays short.
+  // Set by the engine from the model unless given (PrefillAttentionPairsFor; 0 after
+  // that: none): the pairs whose attention takes about twice as long as reading the
+  // weights a prefill step streams, so a capped step costs at most ~1.5× its attention
+  // and a step beside a deep prompt stays short. Ranks that schedule in lockstep are
+  // given the same value.
   int64_t auto_prefill_attention_pairs = 0;
   // Resolved: alone, and while other prompts want tokens too.
   int64_t MaxPrefillAttentionPairs() const;

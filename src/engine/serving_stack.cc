@@ -130,8 +130,16 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
   // size): each takes the smallest any rank's budget gave.
   if (split) stack->plan.num_blocks = SmallestAcrossRanks(world, stack->plan.num_blocks);
   if (log) LogMemoryPlan(stack->plan, *stack->weights, load.parallel);
-  stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), EngineOptionsFor(config, stack->plan),
-                                           split ? &world : nullptr, load.parallel.dp);
+  EngineOptions options = EngineOptionsFor(config, stack->plan);
+  if (split) {
+    // Ranks schedule in lockstep: how deep prompt chunks are capped by their pairs has
+    // to agree too (the decompressed prefix is part of each rank's own budget).
+    options.decompressed_prefix_bytes = SmallestAcrossRanks(world, options.decompressed_prefix_bytes);
+    options.scheduler.auto_prefill_attention_pairs =
+        SmallestAcrossRanks(world, PrefillAttentionPairsFor(*stack->model));
+  }
+  stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), options, split ? &world : nullptr,
+                                           load.parallel.dp);
   if (config.memory.commit_kv_pool) CommitKvPool(*stack->engine, stack->plan, log);
   if (log) LogPrefillPairCap(stack->engine->scheduler_config());
   stack->engine->Start();
