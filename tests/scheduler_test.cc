@@ -287,15 +287,11 @@ TEST(Scheduler, LongPromptSharesTheStepWithAWaitingOne) {
   EXPECT_EQ(capped, 64);
 }
 
-// A 1000-token prompt alone in steps of 64, its decompressed prefix kept to
-// `kept` positions, pair-capped chunks no thinner than `floor`: each chunk's (start, count).
-std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t pairs, int64_t floor = 1) {
+// A 1000-token prompt alone under `config` (steps of 64): each chunk's (start, count).
+std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(const SchedulerConfig& config) {
   BlockPool pool(256, 16, false);
   KvCacheManager kv(pool);
-  SchedulerConfig config{8, 64, 2048, 0};
-  config.max_prefill_attention_pairs = pairs;
-  config.kept_prefix_positions = kept;
-  config.min_pair_capped_tokens = floor;
+  EXPECT_TRUE(config.Validate().ok());
   Scheduler scheduler(config, kv);
   Sequence prompt;
   prompt.tokens.assign(1000, 5);
@@ -308,6 +304,16 @@ std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t 
   }
   scheduler.Remove(&prompt);
   return chunks;
+}
+
+// The same, its decompressed prefix kept to `kept` positions, pair-capped chunks no
+// thinner than `floor`.
+std::vector<std::pair<int64_t, int64_t>> LongPromptChunks(int64_t kept, int64_t pairs, int64_t floor = 1) {
+  SchedulerConfig config{8, 64, 2048, 0};
+  config.max_prefill_attention_pairs = pairs;
+  config.kept_prefix_positions = kept;
+  config.min_pair_capped_tokens = floor;
+  return LongPromptChunks(config);
 }
 
 // The largest chunk from `start` of LongPromptChunks' prompt under `pairs`, by a plain
@@ -496,25 +502,11 @@ TEST(Scheduler, TheEnginesPairCapAppliesUnlessSetOrTurnedOff) {
   // The engine's derived cap binds when the flag is 0 (its default), the flag's own
   // value when set, and -1 leaves chunks sized by tokens.
   auto chunks_with = [](int64_t flag, int64_t derived) {
-    BlockPool pool(256, 16, false);
-    KvCacheManager kv(pool);
     SchedulerConfig config{8, 64, 2048, 0};
     config.max_prefill_attention_pairs = flag;
     config.auto_prefill_attention_pairs = derived;
     config.kept_prefix_positions = 1000;
-    EXPECT_TRUE(config.Validate().ok());
-    Scheduler scheduler(config, kv);
-    Sequence prompt;
-    prompt.tokens.assign(1000, 5);
-    prompt.prompt_len = 1000;
-    scheduler.Add(&prompt);
-    std::vector<std::pair<int64_t, int64_t>> chunks;
-    while (!prompt.prompt_computed() && chunks.size() < 2000) {
-      for (const ScheduledChunk& c : scheduler.Schedule()) chunks.emplace_back(c.start, c.count);
-      scheduler.Completed();
-    }
-    scheduler.Remove(&prompt);
-    return chunks;
+    return LongPromptChunks(config);
   };
   EXPECT_EQ(chunks_with(0, 8 * 64 * 64), LongPromptChunks(1000, 8 * 64 * 64));
   EXPECT_EQ(chunks_with(4 * 64 * 64, 8 * 64 * 64), LongPromptChunks(1000, 4 * 64 * 64));
