@@ -65,20 +65,22 @@ void CommitKvPool(Engine& engine, const MemoryPlan& plan, bool log) {
                static_cast<double>(plan.pool_bytes()) / 1e9, seconds);
 }
 
-// How deep prompts are chunked: the cap, and where it starts to bind.
+// How deep prompts are chunked: the cap, where it starts to bind, and where it stops
+// (the scheduler caps only chunks within the positions the decompressed prefix keeps).
 void LogPrefillPairCap(const SchedulerConfig& config) {
   const int64_t pairs = config.MaxPrefillAttentionPairs();
-  if (pairs == std::numeric_limits<int64_t>::max()) {
+  if (pairs == std::numeric_limits<int64_t>::max() || config.kept_prefix_positions == 0) {
     std::fprintf(stderr, "%sprefill chunks: sized by tokens only\n", RankPrefix().c_str());
     return;
   }
   const int64_t step = config.max_num_batched_tokens;
   std::fprintf(stderr,
                "%sprefill chunks: at most %lld query-key pairs each (%s): a %lld-token chunk up to %lld "
-               "tokens deep\n",
+               "tokens deep; not past the %lld positions --decompressed-prefix-gb keeps\n",
                RankPrefix().c_str(), static_cast<long long>(pairs),
                config.max_prefill_attention_pairs == 0 ? "derived from the model" : "--max-prefill-attention-pairs",
-               static_cast<long long>(step), static_cast<long long>(std::max<int64_t>(0, pairs / step - step)));
+               static_cast<long long>(step), static_cast<long long>(std::max<int64_t>(0, pairs / step - step)),
+               static_cast<long long>(config.kept_prefix_positions));
 }
 
 }  // namespace
