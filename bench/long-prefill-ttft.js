@@ -16,13 +16,17 @@
 // or with --against none: the defaults alone (a long prompt too long to run twice);
 // or with --against-flags "FLAGS":
 //   flags:   the same server with FLAGS added (a latency setting to weigh, e.g.
-//            "--max-num-batched-tokens 256 --max-prefill-attention-pairs 1000000").
+//            "--max-num-batched-tokens 256 --max-prefill-attention-pairs 1000000");
+// or with --against-binary PATH:
+//   binary:  the same flags on another latte build (an earlier commit's, to measure a
+//            change of the defaults themselves).
 // Each run: 3 short requests alone (idle TTFT), then the long prompt, and from 2 s after
 // it short requests one after another (each sent 0.5 s after the last one's first
 // token) until the long prompt's first token. Prompts are random token ids, distinct in
 // every run (no prefix cache hits); max_tokens 1 for all.
 // Usage: node bench/long-prefill-ttft.js --model DIR [--long-len 16384] [--short-len 40]
-//          [--rounds 2] [--against whole|nocap|none | --against-flags "FLAGS"]
+//          [--rounds 2] [--against whole|nocap|none | --against-flags "FLAGS" |
+//          --against-binary PATH]
 //          [-- extra serve flags for both, e.g. --huge-pages --memory-gb 10]
 'use strict';
 const { spawn } = require('node:child_process');
@@ -33,9 +37,10 @@ const { splitmix } = require('./splitmix64');
 const LATTE = process.env.LATTE_BINARY || path.resolve(__dirname, '../build/latte');
 
 function parseArgs(argv) {
-  const o = { model: null, longLen: 16384, shortLen: 40, rounds: 2, against: 'whole', againstFlags: null, extra: [] };
+  const o = { model: null, longLen: 16384, shortLen: 40, rounds: 2, against: 'whole', againstFlags: null,
+              againstBinary: null, extra: [] };
   const keys = { '--model': 'model', '--long-len': 'longLen', '--short-len': 'shortLen', '--rounds': 'rounds',
-                 '--against': 'against', '--against-flags': 'againstFlags' };
+                 '--against': 'against', '--against-flags': 'againstFlags', '--against-binary': 'againstBinary' };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--') {
       o.extra = argv.slice(i + 1);
@@ -43,17 +48,20 @@ function parseArgs(argv) {
     }
     const k = keys[argv[i]];
     if (!k) throw new Error('unknown flag ' + argv[i]);
-    o[k] = ['model', 'against', 'againstFlags'].includes(k) ? argv[++i] : Number(argv[++i]);
+    o[k] = ['model', 'against', 'againstFlags', 'againstBinary'].includes(k) ? argv[++i] : Number(argv[++i]);
   }
   if (o.againstFlags !== null) o.against = 'flags';
+  if (o.againstBinary !== null) o.against = 'binary';
   if (!o.model) throw new Error('--model DIR is required');
-  if (!['whole', 'nocap', 'none', 'flags'].includes(o.against)) throw new Error('--against must be whole, nocap or none');
+  if (!['whole', 'nocap', 'none', 'flags', 'binary'].includes(o.against)) {
+    throw new Error('--against must be whole, nocap or none');
+  }
   return o;
 }
 
-function startServer(model, flags) {
+function startServer(binary, model, flags) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(LATTE, ['serve', '--model', model, '--port', '0', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(binary, ['serve', '--model', model, '--port', '0', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     proc.stderr.on('data', (d) => {
       log += d;
@@ -91,8 +99,8 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function runOnce(o, flags, seed) {
-  const server = await startServer(o.model, flags);
+async function runOnce(o, binary, flags, seed) {
+  const server = await startServer(binary, o.model, flags);
   const next = splitmix(seed);
   const vocab = 1000n;  // ids in [1, 1000]: valid for every latte model
   const prompt = (n) => Array.from({ length: n }, () => Number(next() % vocab) + 1);
@@ -123,14 +131,17 @@ async function main() {
     whole: [...o.extra, '--long-prefill-token-threshold', String(budget), '--max-prefill-attention-pairs', '-1'],
     nocap: [...o.extra, '--max-prefill-attention-pairs', '-1'],
     flags: [...o.extra, ...(o.againstFlags ?? '').split(/\s+/).filter(Boolean)],
+    binary: o.extra,
   };
+  const binaries = { binary: o.againstBinary };
   const names = o.against === 'none' ? ['shared'] : ['shared', o.against];
   if (o.against === 'flags') console.log(JSON.stringify({ config: 'flags', flags: configs.flags }));
+  if (o.against === 'binary') console.log(JSON.stringify({ config: 'binary', binary: o.againstBinary }));
   const results = Object.fromEntries(names.map((n) => [n, []]));
   let seed = 1;
   for (let round = 0; round < o.rounds; ++round) {
     for (const name of names) {
-      const r = await runOnce(o, configs[name], seed++);
+      const r = await runOnce(o, binaries[name] ?? LATTE, configs[name], seed++);
       results[name].push(r);
       console.log(JSON.stringify({ round, config: name, idle_ttft_s: +r.idle.toFixed(3),
         beside_ttft_s: r.beside.map((x) => +x.toFixed(2)), long_ttft_s: +r.long.toFixed(1) }));

@@ -400,6 +400,73 @@ TEST(Engine, ShortPromptsBesideALongOneLeaveItsDecompressedPrefix) {
   EXPECT_EQ(engine.Stats().kv_blocks_used, 0);
 }
 
+// A prompt deeper than the kept decompressed prefix: its chunks past it attend to the
+// keys beyond in latent form, so they are cut by their pairs there too (at the latent
+// cost) and a short prompt beside it waits for a short step; on an f32 model its logits
+// equal, within f32 rounding, those of a store that keeps the whole prompt.
+TEST(Engine, ChunksPastTheKeptPrefixAreCutByTheirLatentPairs) {
+  Loaded m = Load(TinyModel(DType::kF32), MlaMode::kAbsorbed);
+  const ModelConfig& c = m.model->config();
+  const int64_t per_position =
+      DecompressedPrefix::BytesPerPosition(c.num_hidden_layers, c.num_attention_heads, c.QkHeadDim(), c.v_head_dim);
+  EngineOptions options = Options(64);
+  options.scheduler.max_num_batched_tokens = 64;
+  options.scheduler.max_prefill_attention_pairs = 64 * 100;  // whole chunks up to 36 deep
+  options.decompressed_prefix_bytes = 101 * per_position;    // 96 positions: whole 16-row blocks
+  EngineOptions keeps_all = options;
+  keeps_all.decompressed_prefix_bytes = 400 * per_position;
+  keeps_all.scheduler.max_prefill_attention_pairs = -1;
+  std::mt19937 rng(5);
+  GenerationRequest long_request;
+  long_request.prompt.resize(290);
+  for (auto& t : long_request.prompt) t = static_cast<int32_t>(rng() % c.vocab_size);
+  long_request.max_tokens = 3;
+  long_request.ignore_eos = true;
+  long_request.sampling.temperature = 0;
+  long_request.return_logits = true;
+
+  Engine reference(*m.model, nullptr, keeps_all);
+  auto reference_stream = reference.Submit(long_request);
+  ASSERT_TRUE(reference_stream.ok());
+  while (reference.Step()) {
+  }
+  const Output expected = Collect(reference_stream.value()->Drain());
+
+  Engine engine(*m.model, nullptr, options);
+  ASSERT_EQ(engine.scheduler_config().kept_prefix_positions, 96);
+  const double latent_cost = engine.scheduler_config().latent_key_pair_cost;
+  EXPECT_DOUBLE_EQ(latent_cost, double(c.LatentDim() + c.kv_lora_rank) / (c.QkHeadDim() + c.v_head_dim));
+  auto long_stream = engine.Submit(long_request);
+  ASSERT_TRUE(long_stream.ok());
+  int64_t depth = 0, steps_past_kept = 0;
+  while (depth < 290) {
+    ASSERT_TRUE(engine.Step());
+    const int64_t chunk = engine.Stats().prompt_tokens - depth;
+    ASSERT_GT(chunk, 0);
+    const int64_t keys = depth + chunk, kept_keys = std::min<int64_t>(keys, 96);
+    // Within the cap, or the floor of a pair-capped chunk, or what was left.
+    if (chunk > engine.scheduler_config().min_pair_capped_tokens && keys < 290) {
+      EXPECT_LE(chunk * (kept_keys + latent_cost * (keys - kept_keys)), 64 * 100) << "at " << depth;
+    }
+    if (depth >= 96) ++steps_past_kept;
+    depth = keys;
+  }
+  EXPECT_GE(steps_past_kept, 8);  // 194 tokens past the kept prefix, 16-23 at a time
+  while (engine.Step()) {
+  }
+  const Output got = Collect(long_stream.value()->Drain());
+  EXPECT_EQ(got.tokens, expected.tokens);
+  ASSERT_EQ(got.logits.size(), expected.logits.size());
+  ASSERT_FALSE(expected.logits.empty());
+  float largest = 0, diff = 0;
+  for (size_t i = 0; i < got.logits.size(); ++i) {
+    largest = std::max(largest, std::abs(expected.logits[i]));
+    diff = std::max(diff, std::abs(got.logits[i] - expected.logits[i]));
+  }
+  EXPECT_LE(diff, 1e-5f * largest);
+  EXPECT_EQ(engine.Stats().kv_blocks_used, 0);
+}
+
 TEST(Engine, AbortFreesTheBlocksWithinAStep) {
   Loaded m = Load(TinyModel(DType::kBF16), MlaMode::kAbsorbed);
   Engine engine(*m.model, nullptr, Options(64));

@@ -234,6 +234,67 @@ TEST(ModelChunkedPrefillDeathTest, KeptDecompressedPrefixGivesTheSameLogits) {
   EXPECT_DEATH(chunked(&whole), "decompressed rows kept for a span that starts at 0");
 }
 
+// Prefill rows that attend to the keys past a position in latent form: the logits of
+// decompressing every key (within the f32 tolerance: another path, another order), the
+// same in any chunking and with or without a kept prefix, in both modes that have the
+// latent form; the naive mode decompresses them all whatever the span says.
+TEST(ModelChunkedPrefillDeathTest, LatentKeysPastAPositionGiveTheDecompressedLogits) {
+  MakeModelOverrides o;
+  o.dtype = CheckpointDType::kF32;
+  const std::string dir = MakeModel("tiny", o);
+  const int64_t P = 61, block_size = 4;
+  for (MlaMode mode : {MlaMode::kAbsorbed, MlaMode::kMaterialized, MlaMode::kNaive}) {
+    SCOPED_TRACE(std::string(MlaModeName(mode)));
+    auto w = Load(dir, mode);
+    DeepSeekModel model(*w, MlaSettings{.decompress_block = 8});
+    const ModelConfig& c = w->config();
+    const std::vector<int32_t> tokens = RandomTokens(P, c.vocab_size, 9);
+    const int64_t per_position =
+        DecompressedPrefix::BytesPerPosition(c.num_hidden_layers, c.num_attention_heads, c.QkHeadDim(), c.v_head_dim);
+    // Every row's logits, the prompt run in chunks of `chunk`.
+    const auto chunked = [&](int64_t chunk, int64_t latent_keys_from, DecompressedPrefix* kept) {
+      SequenceCaches caches = model.NewCaches(1, P, KvCacheDtype::kAuto, block_size);
+      std::vector<float> all, logits;
+      for (int64_t start = 0; start < P; start += chunk) {
+        const int64_t count = std::min(chunk, P - start);
+        SequenceSpan span{caches.table(0), start, count, SpanLogits::kAll};
+        span.latent_keys_from = latent_keys_from;
+        span.decompressed = kept;
+        EXPECT_TRUE(
+            model.Forward(std::span(tokens).subspan(start, count), std::span(&span, 1), caches.cache(), logits).ok());
+        all.insert(all.end(), logits.begin(), logits.end());
+      }
+      return all;
+    };
+    const std::vector<float> decompressed = chunked(P, kAllKeysDecompressed, nullptr);
+    ExpectNonTrivial(decompressed, c.vocab_size);
+    for (int64_t from : {0, 20, 36}) {
+      SCOPED_TRACE("latent keys from " + std::to_string(from));
+      const std::vector<float> in_sevens = chunked(7, from, nullptr);
+      if (mode == MlaMode::kNaive) {
+        EXPECT_EQ(in_sevens, chunked(7, kAllKeysDecompressed, nullptr));
+        continue;
+      }
+      EXPECT_LE(RelativeError(in_sevens, decompressed), kF32Tolerance);
+      EXPECT_LE(RelativeError(chunked(P, from, nullptr), in_sevens), 1e-6);
+      EXPECT_LE(RelativeError(chunked(16, from, nullptr), in_sevens), 1e-6);
+      DecompressedPrefix kept(from * per_position);
+      EXPECT_LE(RelativeError(chunked(7, from, &kept), in_sevens), 1e-6);
+    }
+  }
+  // The latent keys are read from the cache a block at a time.
+  auto w = Load(dir, MlaMode::kAbsorbed);
+  DeepSeekModel model(*w);
+  SequenceCaches caches = model.NewCaches(1, P, KvCacheDtype::kAuto, block_size);
+  const std::vector<int32_t> tokens = RandomTokens(P, w->config().vocab_size, 9);
+  SequenceSpan span{caches.table(0), 0, P};
+  span.latent_keys_from = 21;
+  std::vector<float> logits;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH((void)model.Forward(tokens, std::span(&span, 1), caches.cache(), logits),
+               "latent keys from 21, inside a block of 4");
+}
+
 TEST(ModelErrors, ForwardRejectsBadTokensAndSpans) {
   const std::string dir = MakeModel("tiny", MakeModelOverrides{});
   auto w = Load(dir, MlaMode::kAbsorbed);

@@ -364,6 +364,45 @@ TEST(Scheduler, PairCappedChunksKeepTheirFloor) {
   EXPECT_LT(floored.size(), thin.size());
 }
 
+TEST(Scheduler, ChunksPastTheKeptPrefixCountTheirLatentPairs) {
+  // Kept to 400 positions, a pair with its key past them costing 3.4: each chunk the
+  // largest whose weighted pairs fit (a plain loop sums them key by key), so past 400 the
+  // chunks thin faster than within.
+  const int64_t pairs = 8 * 64 * 64, kept = 400;
+  const double latent_cost = 3.4;
+  SchedulerConfig config{8, 64, 2048, 0};
+  config.max_prefill_attention_pairs = pairs;
+  config.kept_prefix_positions = kept;
+  config.latent_key_pair_cost = latent_cost;
+  const auto weighted = [&](int64_t start, int64_t c) {
+    double cost = 0;
+    for (int64_t key = 0; key < start + c; ++key) cost += c * (key < kept ? 1.0 : latent_cost);
+    return cost;
+  };
+  int64_t expect_start = 0, past_kept = 0;
+  for (const auto& [start, count] : LongPromptChunks(config)) {
+    EXPECT_EQ(start, expect_start);
+    int64_t largest = 1;
+    while (largest < 64 && largest < 1000 - start && weighted(start, largest + 1) <= pairs) ++largest;
+    EXPECT_EQ(count, largest) << "at " << start;
+    if (start >= kept && start + count < 1000) {  // not the prompt's last tokens
+      EXPECT_LT(count, LargestChunkUnder(start, pairs)) << "at " << start;
+      ++past_kept;
+    }
+    expect_start += count;
+  }
+  EXPECT_EQ(expect_start, 1000);
+  EXPECT_GT(past_kept, 10);
+  // With no latent form, a chunk past the kept positions decompresses its prefix again:
+  // whole chunks there.
+  config.latent_key_pair_cost = 0;
+  for (const auto& [start, count] : LongPromptChunks(config)) {
+    if (start + 64 > kept) {
+      EXPECT_EQ(count, std::min<int64_t>(64, 1000 - start)) << "at " << start;
+    }
+  }
+}
+
 TEST(Scheduler, AWaitingPromptCutsADeepChunkToTheContendedPairs) {
   BlockPool pool(256, 16, false);
   KvCacheManager kv(pool);

@@ -65,13 +65,22 @@ int64_t PrefillAttentionPairsFor(const DeepSeekModel& model) {
 
 namespace {
 
-// The scheduler's config, told how deep a prompt's decompressed K/V is kept.
+// The scheduler's config, told how deep a prompt's decompressed K/V is kept and what a
+// query-key pair past that costs.
 SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& model) {
   SchedulerConfig config = options.scheduler;
   const ModelConfig& local = model.weights().shard_config();
   const int64_t position_bytes = DecompressedPrefix::BytesPerPosition(
       local.num_hidden_layers, local.num_attention_heads, local.QkHeadDim(), local.v_head_dim);
-  config.kept_prefix_positions = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
+  // Whole KV blocks: the keys past them are read from the cache a block at a time.
+  const int64_t kept = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
+  config.kept_prefix_positions = kept / options.block_size * options.block_size;
+  // Past them a prefill row attends in latent form: scores over the d_l values of a
+  // latent row and values over its d_c, where a decompressed pair takes d_qk + d_v.
+  if (config.kept_prefix_positions > 0 && model.weights().mode() != MlaMode::kNaive) {
+    config.latent_key_pair_cost = static_cast<double>(local.LatentDim() + local.kv_lora_rank) /
+                                  static_cast<double>(local.QkHeadDim() + local.v_head_dim);
+  }
   config.min_pair_capped_tokens = kPrefillAttentionMinQueries;
   if (config.auto_prefill_attention_pairs == 0) config.auto_prefill_attention_pairs = PrefillAttentionPairsFor(model);
   return config;
@@ -592,6 +601,7 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
     span.start = ch.start;
     span.count = ch.count;
     span.decode_from = s.prompt_len;
+    span.latent_keys_from = LatentKeysFrom();
     if (static_cast<int64_t>(batch_spans_.size()) == keeps_prefix) span.decompressed = &decompressed_prefix_;
     const bool prompt_rows =
         s.needs_prompt_logits && (ch.start < s.prompt_len || s.choice->request->params.return_logits);
@@ -601,6 +611,11 @@ void Engine::BuildBatch(const std::vector<ScheduledChunk>& chunks) {
     batch_spans_.push_back(span);
     if (ch.start < s.prompt_len) counters_.prompt_tokens += std::min(ch.start + ch.count, s.prompt_len) - ch.start;
   }
+}
+
+int64_t Engine::LatentKeysFrom() const {
+  const SchedulerConfig& c = scheduler_.config();
+  return c.latent_key_pair_cost > 0 ? c.kept_prefix_positions : kAllKeysDecompressed;
 }
 
 int64_t Engine::DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunks) {
@@ -782,6 +797,7 @@ void Engine::AddDraftRows(Sequence& s, int64_t start, std::span<const float> hid
   span.start = start;
   span.count = count;
   span.decode_from = s.prompt_len;
+  span.latent_keys_from = LatentKeysFrom();
   span.logits = SpanLogits::kNone;
   draft_spans_.push_back(span);
 }

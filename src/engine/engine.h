@@ -186,6 +186,9 @@ class Engine {
   void BuildBatch(const std::vector<ScheduledChunk>& chunks);
   // The chunk of `chunks` that gets the decompressed prefix this step, or -1.
   int64_t DecompressedPrefixChunk(const std::vector<ScheduledChunk>& chunks);
+  // Every span's SequenceSpan::latent_keys_from: the kept prefix's end, where the
+  // scheduler counts the pairs past it as latent ones.
+  int64_t LatentKeysFrom() const;
   Status RunForward();
   // Ends every request in a batch whose forward pass failed.
   void FailBatch(const std::vector<ScheduledChunk>& chunks, const Status& status);

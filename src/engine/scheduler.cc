@@ -222,14 +222,22 @@ int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) co
 }
 
 int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs) const {
-  if (tokens <= 1 || pairs == std::numeric_limits<int64_t>::max() || start + tokens > config_.kept_prefix_positions) {
+  const int64_t kept = config_.kept_prefix_positions;
+  const double latent_cost = config_.latent_key_pair_cost;
+  if (tokens <= 1 || pairs == std::numeric_limits<int64_t>::max() || (latent_cost <= 0 && start + tokens > kept)) {
     return tokens;
   }
-  // The largest c with c × (start + c) <= pairs, at least the floor so the prompt moves.
+  // A chunk of c tokens: c × (start + c) pairs, those with keys past `kept` weighted.
+  const auto cost = [&](int64_t c) {
+    const int64_t keys = start + c, kept_keys = std::min(keys, kept);
+    return static_cast<double>(c) *
+           (static_cast<double>(kept_keys) + latent_cost * static_cast<double>(keys - kept_keys));
+  };
+  // The largest c that costs at most `pairs`, at least the floor so the prompt moves.
   int64_t lo = std::clamp<int64_t>(config_.min_pair_capped_tokens, 1, tokens), hi = tokens;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (mid * (start + mid) <= pairs) {
+    if (cost(mid) <= static_cast<double>(pairs)) {
       lo = mid;
     } else {
       hi = mid - 1;

@@ -34,10 +34,12 @@
 // weight reads; and, while other prompts want tokens, under
 // long_prefill_token_threshold × max_num_batched_tokens): a step beside a 16k-deep
 // prefill then lasts about as long as one at the start of it, and a request that
-// arrives meanwhile waits for a short step. Only within the positions whose
-// decompressed K/V the engine keeps across a prompt's chunks (kept_prefix_positions):
-// beyond them each chunk decompresses its whole prefix again, and smaller chunks would
-// only multiply that.
+// arrives meanwhile waits for a short step. Past the positions whose decompressed K/V
+// the engine keeps across a prompt's chunks (kept_prefix_positions), a chunk attends to
+// the keys beyond them in latent form, at latent_key_pair_cost the arithmetic of a pair
+// within them, and is capped counting them so; where nothing is kept, or the model has
+// no latent form (naive mode), a chunk past them decompresses its whole prefix again,
+// smaller chunks would only multiply that, and they are not capped.
 // A sequence is only ever admitted when it can fit alone (Engine refuses the rest),
 // so preemption always makes progress.
 #pragma once
@@ -75,8 +77,13 @@ struct SchedulerConfig {
   int64_t MaxPrefillAttentionPairs() const;
   int64_t ContendedPrefillAttentionPairs() const;
   // Set by the engine: a prompt's positions whose decompressed K/V it keeps across the
-  // prompt's chunks (0: none); chunks that end beyond them are not capped by pairs.
+  // prompt's chunks (0: none).
   int64_t kept_prefix_positions = 0;
+  // Set by the engine: what a query-key pair with its key past kept_prefix_positions
+  // costs against one within them, its keys attended in latent form
+  // (SequenceSpan::latent_keys_from); 0: decompressed again in every chunk, and chunks
+  // that end past kept_prefix_positions are not capped by pairs.
+  double latent_key_pair_cost = 0;
   // Set by the engine: the fewest tokens a chunk cut by its pairs keeps (while the prompt
   // has them). Attention over fewer queries than the kernels' tiled form takes costs more
   // per pair, and every step streams the weights again, so thinner chunks only lose.

@@ -65,8 +65,9 @@ void CommitKvPool(Engine& engine, const MemoryPlan& plan, bool log) {
                static_cast<double>(plan.pool_bytes()) / 1e9, seconds);
 }
 
-// How deep prompts are chunked: the cap, where it starts to bind, and where it stops
-// (the scheduler caps only chunks within the positions the decompressed prefix keeps).
+// How deep prompts are chunked: the cap, where it starts to bind, and what happens past
+// the positions the decompressed prefix keeps (latent keys, capped at their cost; or, with
+// no latent form, whole chunks that decompress their prefix again).
 void LogPrefillPairCap(const SchedulerConfig& config) {
   const int64_t pairs = config.MaxPrefillAttentionPairs();
   if (pairs == std::numeric_limits<int64_t>::max() || config.kept_prefix_positions == 0) {
@@ -74,13 +75,20 @@ void LogPrefillPairCap(const SchedulerConfig& config) {
     return;
   }
   const int64_t step = config.max_num_batched_tokens;
+  char past_kept[160];
+  if (config.latent_key_pair_cost > 0) {
+    std::snprintf(past_kept, sizeof(past_kept), "past them keys are latent, a pair counted %.2f",
+                  config.latent_key_pair_cost);
+  } else {
+    std::snprintf(past_kept, sizeof(past_kept), "not capped past them");
+  }
   std::fprintf(stderr,
                "%sprefill chunks: at most %lld query-key pairs each (%s): a %lld-token chunk up to %lld "
-               "tokens deep; not past the %lld positions --decompressed-prefix-gb keeps\n",
+               "tokens deep; --decompressed-prefix-gb keeps %lld positions, %s\n",
                RankPrefix().c_str(), static_cast<long long>(pairs),
                config.max_prefill_attention_pairs == 0 ? "derived from the model" : "--max-prefill-attention-pairs",
                static_cast<long long>(step), static_cast<long long>(std::max<int64_t>(0, pairs / step - step)),
-               static_cast<long long>(config.kept_prefix_positions));
+               static_cast<long long>(config.kept_prefix_positions), past_kept);
 }
 
 }  // namespace

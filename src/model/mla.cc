@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "base/check.h"
 #include "base/scratch.h"
@@ -207,8 +208,15 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
   float* lse = Grow(s.lse, n * H);
   float* part = Grow(s.o_part, n * H * d_v);
   float* part_lse = Grow(s.lse_part, n * H);
-  for (int64_t k0 = 0; k0 < S; k0 += block) {
-    const int64_t count = std::min(block, S - k0);
+  // Keys [0, decompressed_end) are decompressed, the rest attended in latent form.
+  const int64_t latent_from = mode_ == MlaMode::kNaive ? kAllKeysDecompressed : span.latent_keys_from;
+  const int64_t decompressed_end = std::min(S, latent_from);
+  if (decompressed_end == 0) {  // no decompressed keys: the latent ones are all there is
+    std::fill(o, o + n * H * d_v, 0.0f);
+    std::fill(lse, lse + n * H, -std::numeric_limits<float>::infinity());
+  }
+  for (int64_t k0 = 0; k0 < decompressed_end; k0 += block) {
+    const int64_t count = std::min(block, decompressed_end - k0);
     const float* block_k = k;
     const float* block_v = v;
     if (kept != nullptr && k0 + count <= kept->capacity) {
@@ -243,7 +251,59 @@ void MlaLayer::DecompressPath(const MlaWeights& w, int64_t layer, const float* c
       MergeAttentionPartials(outs, lses, 2, n * H, d_v, o, lse);
     }
   }
+  if (decompressed_end < S) LatentKeys(w, layer, q, span, decompressed_end, cache, o, lse, s);
   Matmul(o, n, w.o_proj, out);
+}
+
+void MlaLayer::LatentKeys(const MlaWeights& w, int64_t layer, const float* q, const SequenceSpan& span, int64_t from,
+                          const KvCache& cache, float* o, float* lse, MlaScratch& s) const {
+  const int64_t H = c_.num_attention_heads, d_n = c_.qk_nope_head_dim, d_r = c_.qk_rope_head_dim;
+  const int64_t d_c = c_.kv_lora_rank, d_v = c_.v_head_dim, qk = c_.QkHeadDim(), d_l = c_.LatentDim();
+  // Rows before `from` see none of these keys.
+  const int64_t first = std::max<int64_t>(0, from - span.start), R = span.count - first;
+  if (R <= 0) return;
+  PagedRows rows = cache.Rows(layer, span.block_table);
+  LATTE_CHECK(from % rows.block_rows == 0, "MlaLayer: latent keys from ", from, ", inside a block of ",
+              rows.block_rows);
+  rows.block_table += from / rows.block_rows;
+
+  // query: [R, H, d_l] = W_UK,hᵀ · q_n,h | q_r,h (q_r already rotated at its position).
+  const float* q_rows = q + first * H * qk;
+  float* query = Grow(s.query, R * H * d_l);
+  MatmulBatched(
+      {.x = q_rows, .x_stride = qk, .ldx = H * qk, .m = R, .w = w.w_uk_t, .y = query, .y_stride = d_l, .ldy = H * d_l});
+  for (int64_t rh = 0; rh < R * H; ++rh) {
+    std::memcpy(query + rh * d_l + d_c, q_rows + rh * qk + d_n, d_r * sizeof(float));
+  }
+  // o_lat: [R, H, d_c], lse_lat: [R, H]; row r sees the keys [from, its position].
+  float* o_lat = Grow(s.o_lat, R * H * d_c);
+  float* lse_lat = Grow(s.lse_lat, R * H);
+  for (int64_t r = 0; r < R; ++r) {
+    SharedKeyAttentionParams p;
+    p.q = query + r * H * d_l;
+    p.rows = rows;
+    p.out = o_lat + r * H * d_c;
+    p.lse = lse_lat + r * H;
+    p.num_rows = span.start + first + r - from + 1;
+    p.heads = H;
+    p.row_dim = d_l;
+    p.value_dim = d_c;
+    p.scale = scale_;
+    SharedKeyAttention(p);
+  }
+  // o_h = W_UV,h · o_lat,h: [R, H, d_v], merged with the decompressed keys' result.
+  float* o_latent = Grow(s.o_part, R * H * d_v);
+  MatmulBatched({.x = o_lat,
+                 .x_stride = d_c,
+                 .ldx = H * d_c,
+                 .m = R,
+                 .w = w.w_uv,
+                 .y = o_latent,
+                 .y_stride = d_v,
+                 .ldy = H * d_v});
+  const float* outs[2] = {o + first * H * d_v, o_latent};
+  const float* lses[2] = {lse + first * H, lse_lat};
+  MergeAttentionPartials(outs, lses, 2, R * H, d_v, o + first * H * d_v, lse + first * H);
 }
 
 void MlaLayer::DecompressRows(const MlaWeights& w, int64_t layer, const SequenceSpan& span, int64_t from, int64_t count,

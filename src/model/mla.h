@@ -79,6 +79,7 @@ struct MlaScratch {
   std::vector<float> lse;                         // lse: [n, H], of o over the blocks so far
   std::vector<float> o_part;                      // o_part: [n, H, d_v], one block's attention output
   std::vector<float> lse_part;                    // lse_part: [n, H], its log-sum-exp
+  std::vector<float> lse_lat;                     // lse_lat: [n, H], of o_lat over the latent keys
 };
 
 class MlaLayer {
@@ -100,6 +101,11 @@ class MlaLayer {
                   MlaScratch& s) const;
   void DecompressPath(const MlaWeights& w, int64_t layer, const float* c_q, const SequenceSpan& span,
                       const KvCache& cache, float* out, MlaScratch& s) const;
+  // The span's prefill rows at positions >= from attend to the cached rows [from,
+  // position] in latent form; the results merge into o: [n, H, d_v] and lse: [n, H],
+  // which hold their attention over the keys before `from`.
+  void LatentKeys(const MlaWeights& w, int64_t layer, const float* q, const SequenceSpan& span, int64_t from,
+                  const KvCache& cache, float* o, float* lse, MlaScratch& s) const;
   // K/V of the span's cached positions [from, from + count), count <= decompress_block:
   // k: [count, H, d_n + d_r] (k_r repeated for every head), v: [count, H, d_v].
   void DecompressRows(const MlaWeights& w, int64_t layer, const SequenceSpan& span, int64_t from, int64_t count,

@@ -26,6 +26,17 @@ enum class SpanLogits {
 // longer one prefills.
 inline constexpr int64_t kDecodeBySpanLength = -1;
 
+// latent_keys_from: the prefill rows attend to the cached rows at positions >= it in
+// latent form, as a decode row does (q_lat,h = W_UK,hᵀ · q_n,h over the latent rows,
+// then W_UV,h), and to those before it decompressed. The engine passes the positions
+// whose decompressed K/V it keeps across a prompt's chunks (model/decompressed_prefix.h):
+// past them a chunk would otherwise decompress its whole prefix again, so a short chunk
+// deep in a long prompt costs attention over its own keys rather than the prefix's
+// decompression. The same value for every chunk gives each token the same numerics in
+// any chunking. kAllKeysDecompressed: every key of a prefill row is decompressed (the
+// naive mode always does that).
+inline constexpr int64_t kAllKeysDecompressed = INT64_MAX;
+
 class DecompressedPrefix;
 
 struct SequenceSpan {
@@ -34,6 +45,7 @@ struct SequenceSpan {
   int64_t count = 0;
   SpanLogits logits = SpanLogits::kLast;
   int64_t decode_from = kDecodeBySpanLength;
+  int64_t latent_keys_from = kAllKeysDecompressed;
   // The decompressed K/V of this sequence's rows kept from its earlier chunks, and
   // where this chunk's are kept for the next (model/decompressed_prefix.h); null:
   // every cached row is decompressed again.
