@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "engine/step_control.h"
+#include "kernels/attention.h"
 #include "kernels/prefill_attention.h"
 #include "model/decompressed_prefix.h"
 
@@ -63,6 +64,14 @@ int64_t PrefillAttentionPairsFor(const DeepSeekModel& model) {
   return static_cast<int64_t>(kAttentionToReads * kFlopPerByte * step_bytes / flop_per_pair);
 }
 
+double LatentKeyPairCostFor(const DeepSeekModel& model, DType rows) {
+  if (model.weights().mode() == MlaMode::kNaive) return 0;
+  const ModelConfig& local = model.weights().shard_config();
+  const double arithmetic = static_cast<double>(local.LatentDim() + local.kv_lora_rank) /
+                            static_cast<double>(local.QkHeadDim() + local.v_head_dim);
+  return arithmetic / SharedKeyAttentionRelativeRate(rows);
+}
+
 namespace {
 
 // The scheduler's config, told how deep a prompt's decompressed K/V is kept and what a
@@ -75,11 +84,12 @@ SchedulerConfig SchedulerFor(const EngineOptions& options, const DeepSeekModel& 
   // Whole KV blocks: the keys past them are read from the cache a block at a time.
   const int64_t kept = position_bytes > 0 ? options.decompressed_prefix_bytes / position_bytes : 0;
   config.kept_prefix_positions = kept / options.block_size * options.block_size;
-  // Past them a prefill row attends in latent form: scores over the d_l values of a
-  // latent row and values over its d_c, where a decompressed pair takes d_qk + d_v.
-  if (config.kept_prefix_positions > 0 && model.weights().mode() != MlaMode::kNaive) {
-    config.latent_key_pair_cost = static_cast<double>(local.LatentDim() + local.kv_lora_rank) /
-                                  static_cast<double>(local.QkHeadDim() + local.v_head_dim);
+  // Past them a prefill row attends in latent form (none: nothing to attend past).
+  if (config.kept_prefix_positions == 0 || model.weights().mode() == MlaMode::kNaive) {
+    config.latent_key_pair_cost = 0;
+  } else if (config.latent_key_pair_cost == 0) {
+    config.latent_key_pair_cost =
+        LatentKeyPairCostFor(model, ResolveKvCacheDtype(options.kv_cache_dtype, model.weights().compute_dtype()));
   }
   config.min_pair_capped_tokens = kPrefillAttentionMinQueries;
   if (config.auto_prefill_attention_pairs == 0) config.auto_prefill_attention_pairs = PrefillAttentionPairsFor(model);

@@ -106,6 +106,12 @@ struct EngineStats {
 // reading the weights a prefill step streams.
 int64_t PrefillAttentionPairsFor(const DeepSeekModel& model);
 
+// What a prefill query-key pair with its key in latent form costs against a
+// decompressed one (SchedulerConfig::latent_key_pair_cost), for KV rows of `rows`: the
+// arithmetic of each, (d_l + d_c) against d_qk + d_v per head, over the rates of the
+// kernels that run them on this CPU. 0 for the naive mode, which has no latent form.
+double LatentKeyPairCostFor(const DeepSeekModel& model, DType rows);
+
 class Engine {
  public:
   // `model` and `tokenizer` must outlive the engine; tokenizer may be null (then no

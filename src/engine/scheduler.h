@@ -79,10 +79,11 @@ struct SchedulerConfig {
   // Set by the engine: a prompt's positions whose decompressed K/V it keeps across the
   // prompt's chunks (0: none).
   int64_t kept_prefix_positions = 0;
-  // Set by the engine: what a query-key pair with its key past kept_prefix_positions
-  // costs against one within them, its keys attended in latent form
-  // (SequenceSpan::latent_keys_from); 0: decompressed again in every chunk, and chunks
-  // that end past kept_prefix_positions are not capped by pairs.
+  // What a query-key pair with its key past kept_prefix_positions costs against one
+  // within them, its key attended in latent form (SequenceSpan::latent_keys_from): set by
+  // the engine (LatentKeyPairCostFor) unless given; ranks that schedule in lockstep are
+  // given the same value. 0 after that: the keys are decompressed again in every chunk,
+  // and chunks that end past kept_prefix_positions are not capped by pairs.
   double latent_key_pair_cost = 0;
   // Set by the engine: the fewest tokens a chunk cut by its pairs keeps (while the prompt
   // has them). Attention over fewer queries than the kernels' tiled form takes costs more

@@ -36,6 +36,12 @@ int64_t SmallestAcrossRanks(Comm& comm, int64_t value) {
   return *std::min_element(every.begin(), every.end());
 }
 
+double LargestAcrossRanks(Comm& comm, double value) {
+  std::vector<double> every(comm.size());
+  comm.AllGatherBytes(&value, sizeof value, every.data());
+  return *std::max_element(every.begin(), every.end());
+}
+
 // Each rank's plan, prefixed with its rank when there are several.
 void LogMemoryPlan(const MemoryPlan& plan, const ModelWeights& weights, const ParallelLayout& layout) {
   std::string text = DescribeMemoryPlan(plan, weights);
@@ -147,6 +153,10 @@ Result<std::unique_ptr<ServingStack>> BuildServingStack(const EngineConfig& conf
     options.decompressed_prefix_bytes = SmallestAcrossRanks(world, options.decompressed_prefix_bytes);
     options.scheduler.auto_prefill_attention_pairs =
         SmallestAcrossRanks(world, PrefillAttentionPairsFor(*stack->model));
+    // The slowest rank's latent attention sets how deep chunks past the kept prefix go.
+    options.scheduler.latent_key_pair_cost = LargestAcrossRanks(
+        world, LatentKeyPairCostFor(*stack->model, ResolveKvCacheDtype(options.kv_cache_dtype,
+                                                                       stack->model->weights().compute_dtype())));
   }
   stack->engine = std::make_unique<Engine>(*stack->model, stack->tokenizer.get(), options, split ? &world : nullptr,
                                            load.parallel.dp);

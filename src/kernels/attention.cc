@@ -251,6 +251,19 @@ SharedKeyPath ChoosePath(DType rows_dtype) {
   return cpu.avx512f ? SharedKeyPath::kAvx512 : SharedKeyPath::kPortable;
 }
 
+}  // namespace
+
+double SharedKeyAttentionRelativeRate(DType rows_dtype) {
+  switch (ChoosePath(rows_dtype)) {
+    case SharedKeyPath::kAvx512Bf16: return 3.5;
+    case SharedKeyPath::kAvx512: return 1.6;
+    case SharedKeyPath::kPortable: return 0.2;
+  }
+  return 0.2;
+}
+
+namespace {
+
 // Online-softmax state of all heads over one split of the rows.
 struct SharedKeySplit {
   std::vector<float> acc;       // acc: [heads, value_dim], unnormalised

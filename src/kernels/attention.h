@@ -59,6 +59,14 @@ struct SharedKeyAttentionParams {
 };
 void SharedKeyAttention(const SharedKeyAttentionParams& p);
 
+// SharedKeyAttention's arithmetic rate over rows of `rows_dtype` on this CPU's path,
+// relative to CausalAttention's (tiled, f32) with a full tile of queries, as
+// bench/attention_bench.cc measures them on 2 Zen 4 cores with AVX-512 and AVX512_BF16:
+// CausalAttention ~93 GFLOP/s; SharedKeyAttention ~330 over bf16 (and fp8) rows with
+// vdpbf16ps, ~150 over f32 rows with AVX-512, ~18 on the portable path. A caller that
+// chooses between the two kernels weighs their arithmetic with it.
+double SharedKeyAttentionRelativeRate(DType rows_dtype);
+
 // Merges `parts` partial results for the same queries over disjoint key sets:
 // out_i: [n, dim] with lse_i: [n] → out: [n, dim], lse: [n] (out, lse may alias
 // outs[0], lses[0]; lse may be null). Parts with lse = -inf (no keys) contribute
