@@ -79,7 +79,7 @@ struct MlaScratch {
   std::vector<float> lse;                         // lse: [n, H], of o over the blocks so far
   std::vector<float> o_part;                      // o_part: [n, H, d_v], one block's attention output
   std::vector<float> lse_part;                    // lse_part: [n, H], its log-sum-exp
-  std::vector<float> lse_lat;                     // lse_lat: [n, H], of o_lat over the latent keys
+  std::vector<float> lse_lat;                     // lse_lat: [R, H], of o_lat over the latent keys
 };
 
 class MlaLayer {
