@@ -323,6 +323,41 @@ TEST(Engine, RefusesWhatCanNeverFitAndKeepsServing) {
   EXPECT_EQ(engine.Submit(fine).status().code(), StatusCode::kUnavailable);
 }
 
+// A greedy request for `prompt` that returns its logits.
+GenerationRequest GreedyWithLogits(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  r.return_logits = true;
+  return r;
+}
+
+// What `request` gives on an engine of its own.
+Output RunAlone(DeepSeekModel& model, const EngineOptions& options, const GenerationRequest& request) {
+  Engine engine(model, nullptr, options);
+  auto stream = engine.Submit(request);
+  EXPECT_TRUE(stream.ok());
+  if (!stream.ok()) return {};
+  while (engine.Step()) {
+  }
+  return Collect(stream.value()->Drain());
+}
+
+// The same tokens, and logits equal to `tolerance` of the largest |logit|.
+void ExpectSameOutput(const Output& got, const Output& expected, float tolerance) {
+  EXPECT_EQ(got.tokens, expected.tokens);
+  ASSERT_EQ(got.logits.size(), expected.logits.size());
+  ASSERT_FALSE(expected.logits.empty());
+  float largest = 0, diff = 0;
+  for (size_t i = 0; i < got.logits.size(); ++i) {
+    largest = std::max(largest, std::abs(expected.logits[i]));
+    diff = std::max(diff, std::abs(got.logits[i] - expected.logits[i]));
+  }
+  EXPECT_LE(diff, tolerance * largest);
+}
+
 // A long prompt prefilling while short ones arrive: each short one runs in a step the
 // long one sits out, and the long one keeps its decompressed prefix across those steps
 // (one prompt took the store over, not one per step it resumed) and gives, on an f32
@@ -341,19 +376,8 @@ TEST(Engine, ShortPromptsBesideALongOneLeaveItsDecompressedPrefix) {
     for (auto& t : p) t = static_cast<int32_t>(rng() % c.vocab_size);
     return p;
   };
-  GenerationRequest long_request;
-  long_request.prompt = random_prompt(290);
-  long_request.max_tokens = 4;
-  long_request.ignore_eos = true;
-  long_request.sampling.temperature = 0;
-  long_request.return_logits = true;
-
-  Engine alone(*m.model, nullptr, options);
-  auto alone_stream = alone.Submit(long_request);
-  ASSERT_TRUE(alone_stream.ok());
-  while (alone.Step()) {
-  }
-  const Output expected = Collect(alone_stream.value()->Drain());
+  const GenerationRequest long_request = GreedyWithLogits(random_prompt(290), 4);
+  const Output expected = RunAlone(*m.model, options, long_request);
 
   Engine engine(*m.model, nullptr, options);
   auto long_stream = engine.Submit(long_request);
@@ -381,17 +405,8 @@ TEST(Engine, ShortPromptsBesideALongOneLeaveItsDecompressedPrefix) {
   }
   EXPECT_GE(sat_out, 2);
   EXPECT_EQ(engine.Stats().decompressed_prefix_starts, 1);
-  const Output got = Collect(long_stream.value()->Drain());
-  EXPECT_EQ(got.tokens, expected.tokens);
   // Other chunk boundaries sum the attention in another order: equal to f32 rounding.
-  ASSERT_EQ(got.logits.size(), expected.logits.size());
-  ASSERT_FALSE(expected.logits.empty());
-  float largest = 0, diff = 0;
-  for (size_t i = 0; i < got.logits.size(); ++i) {
-    largest = std::max(largest, std::abs(expected.logits[i]));
-    diff = std::max(diff, std::abs(got.logits[i] - expected.logits[i]));
-  }
-  EXPECT_LE(diff, 1e-5f * largest);
+  ExpectSameOutput(Collect(long_stream.value()->Drain()), expected, 1e-5f);
   for (auto& s : shorts) {
     const auto outputs = s->Drain();
     ASSERT_FALSE(outputs.empty());
@@ -417,20 +432,10 @@ TEST(Engine, ChunksPastTheKeptPrefixAreCutByTheirLatentPairs) {
   keeps_all.decompressed_prefix_bytes = 400 * per_position;
   keeps_all.scheduler.max_prefill_attention_pairs = -1;
   std::mt19937 rng(5);
-  GenerationRequest long_request;
-  long_request.prompt.resize(290);
-  for (auto& t : long_request.prompt) t = static_cast<int32_t>(rng() % c.vocab_size);
-  long_request.max_tokens = 3;
-  long_request.ignore_eos = true;
-  long_request.sampling.temperature = 0;
-  long_request.return_logits = true;
-
-  Engine reference(*m.model, nullptr, keeps_all);
-  auto reference_stream = reference.Submit(long_request);
-  ASSERT_TRUE(reference_stream.ok());
-  while (reference.Step()) {
-  }
-  const Output expected = Collect(reference_stream.value()->Drain());
+  std::vector<int32_t> prompt(290);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.vocab_size);
+  const GenerationRequest long_request = GreedyWithLogits(prompt, 3);
+  const Output expected = RunAlone(*m.model, keeps_all, long_request);
 
   Engine engine(*m.model, nullptr, options);
   ASSERT_EQ(engine.scheduler_config().kept_prefix_positions, 96);
@@ -460,16 +465,8 @@ TEST(Engine, ChunksPastTheKeptPrefixAreCutByTheirLatentPairs) {
   EXPECT_GE(steps_past_kept, 4);  // 194 tokens past the kept prefix
   while (engine.Step()) {
   }
-  const Output got = Collect(long_stream.value()->Drain());
-  EXPECT_EQ(got.tokens, expected.tokens);
-  ASSERT_EQ(got.logits.size(), expected.logits.size());
-  ASSERT_FALSE(expected.logits.empty());
-  float largest = 0, diff = 0;
-  for (size_t i = 0; i < got.logits.size(); ++i) {
-    largest = std::max(largest, std::abs(expected.logits[i]));
-    diff = std::max(diff, std::abs(got.logits[i] - expected.logits[i]));
-  }
-  EXPECT_LE(diff, 1e-5f * largest);
+  // Another attention path for the keys past the store: equal to f32 rounding.
+  ExpectSameOutput(Collect(long_stream.value()->Drain()), expected, 1e-5f);
   EXPECT_EQ(engine.Stats().kv_blocks_used, 0);
 }
 
