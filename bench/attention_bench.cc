@@ -27,6 +27,16 @@ void Fill(std::vector<float>& v, uint64_t seed) {
   }
 }
 
+// GFLOP/s and ns per query-key pair of `queries` rows at the end of `keys` positions
+// (query i sees keys - queries + i + 1 keys), each pair 2 · (score + value widths) FLOP a head.
+void SetPairCounters(benchmark::State& state, int64_t queries, int64_t keys, int64_t widths) {
+  const double visible = static_cast<double>(queries) * (keys - queries) + queries * (queries + 1) / 2.0;
+  const double flops = visible * kHeads * widths * 2;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ns/pair"] =
+      benchmark::Counter(visible * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void BM_PrefillAttention(benchmark::State& state) {
   const int64_t queries = state.range(0), keys = state.range(1);
   std::vector<float> q(queries * kHeads * kKeyDim), k(keys * kHeads * kKeyDim), v(keys * kHeads * kValueDim);
@@ -50,12 +60,7 @@ void BM_PrefillAttention(benchmark::State& state) {
     CausalAttention(p);
     benchmark::DoNotOptimize(out.data());
   }
-  // Query i sees keys - queries + i + 1 keys.
-  const double visible = static_cast<double>(queries) * (keys - queries) + queries * (queries + 1) / 2.0;
-  const double flops = visible * kHeads * (kKeyDim + kValueDim) * 2;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["ns/pair"] =
-      benchmark::Counter(visible * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  SetPairCounters(state, queries, keys, kKeyDim + kValueDim);
 }
 
 constexpr int64_t kLatentDim = 576, kLatentValueDim = 512;
@@ -87,11 +92,7 @@ void BM_LatentKeyAttention(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out.data());
   }
-  const double visible = static_cast<double>(queries) * (keys - queries) + queries * (queries + 1) / 2.0;
-  const double flops = visible * kHeads * (kLatentDim + kLatentValueDim) * 2;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["ns/pair"] =
-      benchmark::Counter(visible * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  SetPairCounters(state, queries, keys, kLatentDim + kLatentValueDim);
 }
 
 BENCHMARK(BM_PrefillAttention)
