@@ -29,6 +29,11 @@ CpuFeatures Detect() {
   f.fma = __builtin_cpu_supports("fma");
   const char* isa = std::getenv("LATTE_ISA");
   if (isa != nullptr && std::strcmp(isa, "portable") == 0) f = CpuFeatures{};
+  // A CPU with AVX-512 runs the kernels of one without it: the AVX2 path, where the CPU
+  // has AVX2, else the portable one.
+  if (isa != nullptr && std::strcmp(isa, "avx2") == 0) {
+    f.avx512f = f.avx512_bf16 = f.avx512_vnni = false;
+  }
   return f;
 }
 

@@ -12,8 +12,9 @@ struct CpuFeatures {
   bool fma = false;          // vfmadd (implied by avx2 here, which requires it)
 };
 
-// The detected features, unless LATTE_ISA=portable forced the portable path
-// (read once at start-up, so tests and users can exercise the fallback).
+// The detected features, read once at start-up, less what LATTE_ISA turns off so tests,
+// benchmarks and users can run a CPU's fallbacks: "portable" (every SIMD path off) or
+// "avx2" (AVX-512 off: what a CPU with AVX2 but no AVX-512 runs).
 const CpuFeatures& GetCpuFeatures();
 
 // Forces the portable (no AVX-512, no AVX2) kernels on or off; for tests and benchmarks.
