@@ -92,6 +92,13 @@ TEST(AttentionBf16Blocks, WidenMatchesScalarConversion) {
         ASSERT_EQ(avx[i], Bf16ToF32(rows[i])) << "avx512, count " << count << ", element " << i;
       }
     }
+    if (GetCpuFeatures().avx2) {
+      std::vector<float> avx2(count, NAN);
+      ai::Bf16ToF32Avx2(rows.data(), count, avx2.data());
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(avx2[i], Bf16ToF32(rows[i])) << "avx2, count " << count << ", element " << i;
+      }
+    }
   }
 }
 
@@ -339,6 +346,7 @@ TEST(AttentionBf16, EveryPathMatchesReference) {
   ScopedOmpThreads scoped(2);
   std::vector<std::pair<ai::SharedKeyPath, double>> paths = {{ai::SharedKeyPath::kPortable, kF32OutTol}};
   if (GetCpuFeatures().avx512f) paths.push_back({ai::SharedKeyPath::kAvx512, kF32OutTol});
+  if (GetCpuFeatures().avx2) paths.push_back({ai::SharedKeyPath::kAvx2, kF32OutTol});
   if (HasBf16Dp()) paths.push_back({ai::SharedKeyPath::kAvx512Bf16, kBf16OutTol});
   for (int64_t num_rows : {3, 100, 1100}) {
     for (int64_t heads : {1, 16}) {

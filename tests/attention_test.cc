@@ -312,6 +312,9 @@ std::vector<SharedKeyKernels> SharedKeyKernelVariants() {
   if (GetCpuFeatures().avx512f) {
     v.push_back({"avx512", ai::SharedKeyScoresAvx512, ai::SharedKeySoftmaxAvx512, ai::SharedKeyAccumulateAvx512});
   }
+  if (GetCpuFeatures().avx2) {
+    v.push_back({"avx2", ai::SharedKeyScoresAvx2, ai::SharedKeySoftmaxAvx2, ai::SharedKeyAccumulateAvx2});
+  }
   return v;
 }
 

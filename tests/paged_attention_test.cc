@@ -47,6 +47,7 @@ TEST(PagedAttention, ShuffledBlocksEqualContiguousRows) {
   const int64_t row_dim = 576, value_dim = 512, heads = 16;
   std::vector<ai::SharedKeyPath> paths = {ai::SharedKeyPath::kPortable};
   if (GetCpuFeatures().avx512f) paths.push_back(ai::SharedKeyPath::kAvx512);
+  if (GetCpuFeatures().avx2) paths.push_back(ai::SharedKeyPath::kAvx2);
   if (GetCpuFeatures().avx512_bf16) paths.push_back(ai::SharedKeyPath::kAvx512Bf16);
   ScopedOmpThreads threads(2);
   for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {

@@ -248,7 +248,8 @@ SharedKeyPath ChoosePath(DType rows_dtype) {
   if ((rows_dtype == DType::kBF16 || rows_dtype == DType::kF8E4M3) && cpu.avx512_bf16) {
     return SharedKeyPath::kAvx512Bf16;
   }
-  return cpu.avx512f ? SharedKeyPath::kAvx512 : SharedKeyPath::kPortable;
+  if (cpu.avx512f) return SharedKeyPath::kAvx512;
+  return cpu.avx2 ? SharedKeyPath::kAvx2 : SharedKeyPath::kPortable;
 }
 
 }  // namespace
@@ -257,6 +258,7 @@ double SharedKeyAttentionRelativeRate(DType rows_dtype) {
   switch (ChoosePath(rows_dtype)) {
     case SharedKeyPath::kAvx512Bf16: return 3.5;
     case SharedKeyPath::kAvx512: return 1.6;
+    case SharedKeyPath::kAvx2: return 1.7;
     case SharedKeyPath::kPortable: return 0.2;
   }
   return 0.2;
@@ -333,6 +335,8 @@ const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, Sha
     case DType::kBF16:
       if (path == SharedKeyPath::kAvx512) {
         ai::Bf16ToF32Avx512(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
+      } else if (path == SharedKeyPath::kAvx2) {
+        ai::Bf16ToF32Avx2(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
       } else {
         ai::Bf16ToF32Portable(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
       }
@@ -393,6 +397,12 @@ void RunSplit(const SharedKeyAttentionParams& p, const bf16* q_bf16, int64_t beg
                                  s.rescale.data());
       ai::SharedKeyAccumulateAvx512(s.scores.data(), kSharedKeyBlock, p.heads, rows, n, p.row_dim, p.value_dim,
                                     s.rescale.data(), s.acc.data());
+    } else if (path == SharedKeyPath::kAvx2) {
+      ai::SharedKeyScoresAvx2(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(), kSharedKeyBlock);
+      ai::SharedKeySoftmaxAvx2(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(), s.sum.data(),
+                               s.rescale.data());
+      ai::SharedKeyAccumulateAvx2(s.scores.data(), kSharedKeyBlock, p.heads, rows, n, p.row_dim, p.value_dim,
+                                  s.rescale.data(), s.acc.data());
     } else {
       ai::SharedKeyScoresPortable(p.q, p.heads, rows, n, p.row_dim, p.scale, s.scores.data(), kSharedKeyBlock);
       ai::SharedKeySoftmaxPortable(s.scores.data(), kSharedKeyBlock, p.heads, n, s.max.data(), s.sum.data(),

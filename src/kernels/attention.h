@@ -63,8 +63,9 @@ void SharedKeyAttention(const SharedKeyAttentionParams& p);
 // relative to CausalAttention's (tiled, f32) with a full tile of queries, as
 // bench/attention_bench.cc measures them on 2 Zen 4 cores with AVX-512 and AVX512_BF16:
 // CausalAttention ~93 GFLOP/s; SharedKeyAttention ~330 over bf16 (and fp8) rows with
-// vdpbf16ps, ~150 over f32 rows with AVX-512, ~18 on the portable path. A caller that
-// chooses between the two kernels weighs their arithmetic with it.
+// vdpbf16ps, ~150 over f32 rows with AVX-512, ~18 on the portable path; with AVX-512 off
+// (LATTE_ISA=avx2, one thread) 78 over bf16 rows against CausalAttention's 46. A caller
+// that chooses between the two kernels weighs their arithmetic with it.
 double SharedKeyAttentionRelativeRate(DType rows_dtype);
 
 // Merges `parts` partial results for the same queries over disjoint key sets:

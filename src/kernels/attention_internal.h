@@ -19,6 +19,7 @@ inline constexpr int64_t kSharedKeyBlock = 64;
 enum class SharedKeyPath {
   kPortable,    // plain loops; bf16 rows widened to f32 per block
   kAvx512,      // f32 FMA; bf16 rows widened to f32 per block (AVX-512 without BF16)
+  kAvx2,        // the same on 8-float AVX2 + FMA registers (CPUs without AVX-512)
   kAvx512Bf16,  // bf16 rows only: vdpbf16ps, q and the weights rounded to bf16
 };
 
@@ -29,7 +30,7 @@ void CheckParams(const CausalAttentionParams& p, const char* caller);
 void CheckParams(const SharedKeyAttentionParams& p, const char* caller);
 
 // SharedKeyAttention on a given path (for tests: every path the CPU can run, whatever
-// the dispatch would pick). kAvx512* need the CPU features they name.
+// the dispatch would pick). kAvx512* and kAvx2 need the CPU features they name.
 void SharedKeyAttentionOnPath(const SharedKeyAttentionParams& p, SharedKeyPath path);
 
 // scores[h * ld + t] = scale · q[h] · rows[t] over row_dim values, h < heads, t < n.
@@ -38,6 +39,8 @@ void SharedKeyScoresPortable(const float* q, int64_t heads, const float* rows, i
                              float* scores, int64_t ld);
 void SharedKeyScoresAvx512(const float* q, int64_t heads, const float* rows, int64_t n, int64_t row_dim, float scale,
                            float* scores, int64_t ld);
+void SharedKeyScoresAvx2(const float* q, int64_t heads, const float* rows, int64_t n, int64_t row_dim, float scale,
+                         float* scores, int64_t ld);
 
 // Online-softmax step of each head over one block of scores: with m = max(max[h],
 // max_t scores[h, t]), scores[h, t] <- e^{scores[h, t] - m}, rescale[h] <- e^{max[h] - m}
@@ -46,6 +49,7 @@ void SharedKeySoftmaxPortable(float* scores, int64_t ld, int64_t heads, int64_t 
                               float* rescale);
 void SharedKeySoftmaxAvx512(float* scores, int64_t ld, int64_t heads, int64_t n, float* max, float* sum,
                             float* rescale);
+void SharedKeySoftmaxAvx2(float* scores, int64_t ld, int64_t heads, int64_t n, float* max, float* sum, float* rescale);
 
 // acc[h, j] = acc[h, j] · rescale[h] + Σ_{t<n} p[h * ld + t] · rows[t * row_dim + j] for
 // h < heads, j < value_dim (value_dim <= row_dim); acc: [heads, value_dim]. rescale may be
@@ -54,12 +58,15 @@ void SharedKeyAccumulatePortable(const float* p, int64_t ld, int64_t heads, cons
                                  int64_t row_dim, int64_t value_dim, const float* rescale, float* acc);
 void SharedKeyAccumulateAvx512(const float* p, int64_t ld, int64_t heads, const float* rows, int64_t n, int64_t row_dim,
                                int64_t value_dim, const float* rescale, float* acc);
+void SharedKeyAccumulateAvx2(const float* p, int64_t ld, int64_t heads, const float* rows, int64_t n, int64_t row_dim,
+                             int64_t value_dim, const float* rescale, float* acc);
 
 // ---- bf16 rows ----
 
 // out[i] = rows[i] widened to f32, i < count (bf16 rows on the f32 kernels' paths).
 void Bf16ToF32Portable(const bf16* rows, int64_t count, float* out);
 void Bf16ToF32Avx512(const bf16* rows, int64_t count, float* out);
+void Bf16ToF32Avx2(const bf16* rows, int64_t count, float* out);
 
 // The vdpbf16ps path (AVX512_BF16), per block of n <= kSharedKeyBlock bf16 rows.
 //
