@@ -102,6 +102,28 @@ TEST(AttentionBf16Blocks, WidenMatchesScalarConversion) {
   }
 }
 
+// fp8 cache rows on the AVX2 path: every e4m3 code but the NaNs (0x7F, 0xFF), in a
+// random order, times row scales of several magnitudes, equal to the scalar conversion.
+TEST(AttentionBf16Blocks, Fp8WidenMatchesScalarConversion) {
+  if (!GetCpuFeatures().avx2) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(82);
+  std::vector<uint8_t> codes;
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) != 0x7F) codes.push_back(static_cast<uint8_t>(c));
+  }
+  std::shuffle(codes.begin(), codes.end(), rng);
+  for (float scale : {1.0f, 0.0123f, 3.7e-5f, 91.5f}) {
+    for (int64_t count : {1, 7, 8, 9, 254}) {
+      std::vector<float> got(count, NAN);
+      ai::Fp8ToF32Avx2(codes.data(), count, scale, got.data());
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(got[i], Fp8E4M3ToF32(codes[i]) * scale)
+            << "code 0x" << std::hex << int{codes[i]} << std::dec << ", scale " << scale << ", count " << count;
+      }
+    }
+  }
+}
+
 TEST(AttentionBf16Blocks, ScoresMatchDouble) {
   if (!HasBf16Dp()) GTEST_SKIP() << "no AVX512_BF16";
   std::mt19937 rng(83);

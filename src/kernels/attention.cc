@@ -341,7 +341,16 @@ const void* RunRows(const SharedKeyAttentionParams& p, int64_t t, int64_t n, Sha
         ai::Bf16ToF32Portable(static_cast<const bf16*>(rows.Row(t)), n * p.row_dim, s.rows_f32.data());
       }
       return s.rows_f32.data();
-    case DType::kF8E4M3: WidenFp8Rows(rows, t, n, s.rows_f32.data()); return s.rows_f32.data();
+    case DType::kF8E4M3:
+      if (path == SharedKeyPath::kAvx2) {
+        const uint8_t* codes = static_cast<const uint8_t*>(rows.Row(t));
+        for (int64_t r = 0; r < n; ++r) {
+          ai::Fp8ToF32Avx2(codes + r * p.row_dim, p.row_dim, rows.Scale(t + r), s.rows_f32.data() + r * p.row_dim);
+        }
+      } else {
+        WidenFp8Rows(rows, t, n, s.rows_f32.data());
+      }
+      return s.rows_f32.data();
     default: return rows.Row(t);
   }
 }

@@ -261,6 +261,18 @@ void SharedKeyAccumulateAvx2(const float* p, int64_t ld, int64_t heads, const fl
   }
 }
 
+void Fp8ToF32Avx2(const uint8_t* codes, int64_t count, float scale, float* out) {
+  // The f16 route gives value × 2^-8; scale × 2^8 takes it back (powers of two: the
+  // product rounds once, as value × scale does).
+  const __m256 s = _mm256_set1_ps(scale * 256.0f);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(Fp8E4M3x8ViaF16(bytes), s));
+  }
+  for (; i < count; ++i) out[i] = Fp8E4M3ToF32(codes[i]) * scale;
+}
+
 void Bf16ToF32Avx2(const bf16* rows, int64_t count, float* out) {
   int64_t i = 0;
   for (; i + 8 <= count; i += 8) {

@@ -68,6 +68,10 @@ void Bf16ToF32Portable(const bf16* rows, int64_t count, float* out);
 void Bf16ToF32Avx512(const bf16* rows, int64_t count, float* out);
 void Bf16ToF32Avx2(const bf16* rows, int64_t count, float* out);
 
+// out[i] = e4m3(codes[i]) · scale, i < count, the same f32 values as Fp8E4M3ToF32(c) · scale
+// (fp8 rows on the AVX2 path; the portable path converts value by value).
+void Fp8ToF32Avx2(const uint8_t* codes, int64_t count, float scale, float* out);
+
 // The vdpbf16ps path (AVX512_BF16), per block of n <= kSharedKeyBlock bf16 rows.
 //
 // scores[h * ld + t] = scale · q[h] · rows[t] over row_dim values, h < heads, t < n,

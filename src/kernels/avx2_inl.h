@@ -22,4 +22,13 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// 8 e4m3 bytes (the low 8 of `bytes`) -> 8 f32 values × 2^-8, exactly: the byte's
+// exponent and mantissa shifted into an f16's (bias 15 against e4m3's 7), sign kept,
+// then F16C's conversion (e4m3 subnormals land on f16 subnormals).
+inline __m256 Fp8E4M3x8ViaF16(__m128i bytes) {
+  const __m128i w = _mm_cvtepi8_epi16(bytes);
+  const __m128i h = _mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
+  return _mm256_cvtph_ps(h);
+}
+
 }  // namespace latte

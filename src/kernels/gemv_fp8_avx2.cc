@@ -34,13 +34,6 @@ constexpr float kFp8ViaF16 = 256.0f;
 // Weight rows per tile for M x rows: 2·M·R accumulators + R weights + 1 x <= 16.
 template <int M> constexpr int TileRows() { return M == 1 ? 4 : 2; }
 
-// 8 e4m3 bytes (the low 8 of `bytes`) -> 8 f32 values × 2^-8 (exact).
-inline __m256 Fp8x8(__m128i bytes) {
-  const __m128i w = _mm_cvtepi8_epi16(bytes);
-  const __m128i h = _mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
-  return _mm256_cvtph_ps(h);
-}
-
 // y[i][r] = x[i] · w[r] for i < M, r < R. w: row 0 of the tile (row stride ld);
 // scale_rows[r]: the scale row (one f32 per column block) of tile row r; prefetch:
 // the kRows rows to prefetch (null: none).
@@ -63,7 +56,8 @@ template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w,
         for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(prefetch[r] + kk), _MM_HINT_T0);
       }
       __m256 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = Fp8x8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ld + kk)));
+      for (int r = 0; r < R; ++r)
+        wv[r] = Fp8E4M3x8ViaF16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ld + kk)));
       for (int i = 0; i < M; ++i) {
         const __m256 xv = _mm256_loadu_ps(x + i * ldx + kk);
         for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
@@ -75,7 +69,7 @@ template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w,
       for (int r = 0; r < R; ++r) {
         alignas(16) uint8_t buf[16] = {};
         std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k1 - kk));
-        wv[r] = Fp8x8(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+        wv[r] = Fp8E4M3x8ViaF16(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
       }
       for (int i = 0; i < M; ++i) {
         const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, mask);
