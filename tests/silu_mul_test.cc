@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/parallel.h"
 #include "test_util.h"
 
@@ -33,11 +34,14 @@ std::vector<double> SiluMulDouble(const std::vector<float>& g, const std::vector
   return out;
 }
 
-// Both paths: the dispatched one (AVX-512 where the CPU has it) and the portable one.
+// Every path: the dispatched one (AVX-512 where the CPU has it), the AVX2 one where the
+// CPU has AVX2, and the portable one.
 TEST(SiluMul, MatchesDouble) {
-  for (bool portable : {false, true}) {
-    testing_util::ScopedPortableKernels scoped(portable);
-    SCOPED_TRACE(portable ? "portable" : "detected");
+  enum class Path { kDetected, kAvx2, kPortable };
+  for (Path path : {Path::kDetected, Path::kAvx2, Path::kPortable}) {
+    if (path == Path::kAvx2 && !GetCpuFeatures().avx2) continue;
+    testing_util::ScopedPortableKernels scoped(path == Path::kPortable);
+    SCOPED_TRACE(path == Path::kPortable ? "portable" : path == Path::kAvx2 ? "avx2" : "detected");
     std::mt19937 rng(31);
     // The last count is past kMinParallelWork: the OpenMP-parallel path.
     for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, kMinParallelWork + 4464}) {
@@ -51,7 +55,11 @@ TEST(SiluMul, MatchesDouble) {
         g[4] = 100.0f;
       }
       std::vector<float> out(count, NAN);
-      SiluMul(g.data(), u.data(), count, out.data());
+      if (path == Path::kAvx2) {
+        silu_internal::SiluMulAvx2(g.data(), u.data(), count, out.data());
+      } else {
+        SiluMul(g.data(), u.data(), count, out.data());
+      }
       ExpectAllNear(out, SiluMulDouble(g, u), kSiluAbsTol, kSiluRelTol, "silu_mul");
     }
   }

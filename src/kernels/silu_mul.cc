@@ -16,6 +16,10 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
     silu_internal::SiluMulAvx512(gate, up, count, out);
     return;
   }
+  if (GetCpuFeatures().avx2) {
+    silu_internal::SiluMulAvx2(gate, up, count, out);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (WorthParallel(count))
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
