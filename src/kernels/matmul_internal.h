@@ -57,11 +57,20 @@ inline constexpr bool VnniGemmTakes(DType dtype) {
 // 212, 281 vs 214.
 inline constexpr int64_t kVnniGemmMinRows = 6;
 
-// The first m that goes to the GEMM side (oneDNN, or the VNNI block GEMM) for this dtype
-// on a CPU with (or without) AVX512_BF16 and AVX512_VNNI (block formats: from
-// kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI).
-inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false) {
+// The block formats the AVX2 GEMM (GemmBlockAvx2) takes: the same.
+inline constexpr bool Avx2GemmTakes(DType dtype) { return VnniGemmTakes(dtype); }
+
+// On CPUs with AVX2 but not AVX-512 those formats go to the AVX2 GEMM from this many rows
+// of x (see GemmBlockAvx2 and bench/matmul_bench.cc BM_BlockLargeM).
+inline constexpr int64_t kAvx2GemmMinRows = 6;
+
+// The first m that goes to the GEMM side (oneDNN, or a block GEMM) for this dtype on a CPU
+// with (or without) AVX512_BF16 and AVX512_VNNI, or with AVX2 but not AVX-512 (block
+// formats: from kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI, kAvx2GemmMinRows on
+// AVX2 alone).
+inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
   if (avx512_vnni && VnniGemmTakes(dtype)) return kVnniGemmMinRows;
+  if (avx2_only && Avx2GemmTakes(dtype)) return kAvx2GemmMinRows;
   if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
       dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1) {
     return kBlockGemvMaxRows + 1;
@@ -262,6 +271,15 @@ GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 // integer sums as the GEMV on the same x codes; only the order of the f32 sums differs.
 // Call only when GetCpuFeatures() has avx512f and avx512_vnni.
 void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
+
+// The AVX2 GEMM for block formats (gemm_block_avx2.cc), for CPUs without AVX-512: x
+// quantized as for the AVX2 GEMV (the same codes and scales), then 8 weight rows at a time
+// transposed into 4-byte groups (one 32-bit lane per weight row) in per-thread scratch and
+// multiplied with every x row by vpmaddubsw, added in int16 as far as stays exact, then
+// vpmaddwd. Meant for m >= kAvx2GemmMinRows; the formats of Avx2GemmTakes. Same integer
+// sums as the AVX2 GEMV on the same x codes; only the f32 arithmetic differs.
+// Call only when GetCpuFeatures().avx2.
+void GemmBlockAvx2(const MatmulProblem& p, bool threaded = true);
 
 // The whole GEMV on one ISA: x prepared once (per-thread scratch), then the output rows
 // split over the OpenMP team as the other GEMVs split them (`threaded`).
