@@ -61,7 +61,13 @@ inline constexpr int64_t kVnniGemmMinRows = 6;
 inline constexpr bool Avx2GemmTakes(DType dtype) { return VnniGemmTakes(dtype); }
 
 // On CPUs with AVX2 but not AVX-512 those formats go to the AVX2 GEMM from this many rows
-// of x (see GemmBlockAvx2 and bench/matmul_bench.cc BM_BlockLargeM).
+// of x, where its panels' transposition has paid off against the GEMV (whose 4-row tiles
+// run m = 6 as 4 + 2). Measured (bench/matmul_bench.cc BM_BlockLargeM, 1408 x 2048,
+// 1 thread of a 2-vCPU AVX-512 EPYC VM shared with another
+// job's builds, oneDNN limited to AVX2 by ONEDNN_MAX_CPU_ISA=AVX2, so rough; GMAC/s, GEMM
+// vs GEMV): m = 4 Q8_0 35 vs 38, Q4_K 44 vs 55, Q6_K 31 vs 45; m = 6 38 vs 35, 52 vs 47,
+// 39 vs 36; m = 16 44 vs 37, 71 vs 52, 57 vs 43; m = 512 against the f32 chunks for
+// oneDNN's sgemm 46 vs 44, 91 vs 50, 77 vs 49.
 inline constexpr int64_t kAvx2GemmMinRows = 6;
 
 // The first m that goes to the GEMM side (oneDNN, or a block GEMM) for this dtype on a CPU
