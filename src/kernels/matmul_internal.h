@@ -189,7 +189,9 @@ bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
 // amax / 254 · sum |w| over the block, plus f32 rounding.
 // From kBlockGemvMaxRows + 1 rows: a bounded chunk of weight rows at a time dequantized
 // to bf16 for oneDNN's bf16 GEMM (AVX-512 CPUs; x rounded to bf16), or to f32 for its
-// sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there).
+// sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there); except that CPUs with
+// AVX512_VNNI, or with AVX2 but not AVX-512, run an integer GEMM on the GEMV's x codes
+// from kVnniGemmMinRows / kAvx2GemmMinRows rows.
 //
 // f16 weights keep f32 x: GEMV up to kGemmMinRows - 1 rows (vcvtph2ps in registers, or
 // F16ToF32Row per row), then chunks converted to f32 for oneDNN's sgemm (f16 -> bf16
