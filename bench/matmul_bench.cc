@@ -324,11 +324,15 @@ LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kFast, DType::kQ6_K>));
 LATTE_BLOCK_MATMUL_SHAPES(BENCHMARK(BM_BlockMatmul<Path::kPortable, DType::kQ6_K>));
 // The large-m kernels for block weights side by side, each called directly: the VNNI
 // integer GEMM (16-row panels transposed in scratch), the chunks dequantized to bf16 for
-// oneDNN (what AVX-512 CPUs without VNNI run), and the integer GEMV (the m <= 16 path).
-enum class BlockLargeM { kVnniGemm, kOneDnnBf16, kVnniGemv };
+// oneDNN (what AVX-512 CPUs without VNNI run), and the integer GEMV (the m <= 16 path);
+// and their counterparts on CPUs without AVX-512: the AVX2 integer GEMM (8-row panels),
+// the chunks dequantized to f32 for oneDNN's sgemm, and the AVX2 GEMV.
+enum class BlockLargeM { kVnniGemm, kOneDnnBf16, kVnniGemv, kAvx2Gemm, kOneDnnF32, kAvx2Gemv };
 template <BlockLargeM kPath, DType kDType> void BM_BlockLargeM(benchmark::State& state) {
-  if (!GetCpuFeatures().avx512_vnni) {
-    state.SkipWithError("CPU lacks AVX512_VNNI");
+  const bool avx2_path =
+      kPath == BlockLargeM::kAvx2Gemm || kPath == BlockLargeM::kOneDnnF32 || kPath == BlockLargeM::kAvx2Gemv;
+  if (avx2_path ? !GetCpuFeatures().avx2 : !GetCpuFeatures().avx512_vnni) {
+    state.SkipWithError(avx2_path ? "CPU lacks AVX2" : "CPU lacks AVX512_VNNI");
     return;
   }
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
@@ -338,6 +342,9 @@ template <BlockLargeM kPath, DType kDType> void BM_BlockLargeM(benchmark::State&
     if (kPath == BlockLargeM::kVnniGemm) matmul_internal::GemmBlockAvx512Vnni(p);
     if (kPath == BlockLargeM::kOneDnnBf16) matmul_internal::MatmulBlockOneDnn(p, /*bf16_gemm=*/true);
     if (kPath == BlockLargeM::kVnniGemv) matmul_internal::GemvBlock(p, matmul_internal::BlockGemvIsa::kAvx512Vnni);
+    if (kPath == BlockLargeM::kAvx2Gemm) matmul_internal::GemmBlockAvx2(p);
+    if (kPath == BlockLargeM::kOneDnnF32) matmul_internal::MatmulBlockOneDnn(p, /*bf16_gemm=*/false);
+    if (kPath == BlockLargeM::kAvx2Gemv) matmul_internal::GemvBlock(p, matmul_internal::BlockGemvIsa::kAvx2);
     benchmark::ClobberMemory();
   }
   state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -354,6 +361,14 @@ template <BlockLargeM kPath, DType kDType> void BM_BlockLargeM(benchmark::State&
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ8_0);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ4_K);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ6_K);
+#define LATTE_BLOCK_LARGE_M_AVX2_PATHS(dtype)                                            \
+  LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kAvx2Gemm, dtype>));  \
+  LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kOneDnnF32, dtype>)); \
+  LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kAvx2Gemv, dtype>))
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ8_0);
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ4_K);
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ6_K);
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ5_0);
 
 // The AVX2 GEMV (CPUs without AVX-512) against the portable loop it replaces there:
 // bf16 at an expert's 2048 x 1408 (in L3) and the V2 lm_head (from memory), m = 1 (decode)

@@ -600,6 +600,109 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {
   }
 }
 
+const Path kAvx2Gemm = [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); };
+
+// The AVX2 GEMM against the reference on every format it takes: rows that leave partial
+// 8-row panels (1, 7, 33, 301 rows), m covering every x tile (4 rows) and its 1..3-row
+// tails from below the dispatch's threshold to past 64, and a view of rows starting
+// mid-matrix, split over the threads and not.
+TEST(BlockQuantMatmulTest, Avx2Gemm) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  uint32_t seed = 500;
+  for (DType dtype : kBlockTypes) {
+    if (!matmul_internal::Avx2GemmTakes(dtype)) continue;
+    for (const Shape& s : ShapesFor(dtype)) {
+      const Weights w = MakeWeights(dtype, s.rows, s.cols, s.ld, seed++);
+      for (int64_t m : {1, 2, 3, 5, 6, 7, 13, 17, 40, 67}) {
+        if (s.rows > 100 && m > 17) continue;  // the reference's cost
+        CheckPath(kAvx2Gemm, w, m, Rounding::kIntX);
+      }
+    }
+    const int64_t b = DTypeBlockElements(dtype);
+    const Weights w = MakeWeights(dtype, 83, 4 * std::max<int64_t>(b, 64), 5 * std::max<int64_t>(b, 64), seed++);
+    const WeightView view = w.View().RowBlock(5, 71);
+    CheckPath(kAvx2Gemm, w, view, 5, 23, Rounding::kIntX);
+    CheckPath(kAvx2Gemm, w, view, 5, 65, Rounding::kIntX);
+    testing_util::ScopedOmpThreads one(1);
+    CheckPath(kAvx2Gemm, w, view, 5, 19, Rounding::kIntX);
+    CheckPath(kAvx2Gemm, w, view, 5, 6, Rounding::kIntX);
+  }
+}
+
+// The GEMM sums the AVX2 GEMV's integers on the GEMV's x codes: the two agree far closer
+// than either does to the exact product (only the f32 arithmetic differs).
+TEST(BlockQuantMatmulTest, Avx2GemmMatchesTheGemv) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  uint32_t seed = 600;
+  for (DType dtype : kBlockTypes) {
+    SCOPED_TRACE(Name(dtype));
+    const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
+    const Operands o = MakeX(9, w.cols, w.rows, seed++);
+    std::vector<float> gemm(9 * o.ldy), gemv(9 * o.ldy);
+    matmul_internal::GemmBlockAvx2({o.x.data(), 9, o.ldx, w.View(), gemm.data(), o.ldy});
+    matmul_internal::GemvBlock({o.x.data(), 9, o.ldx, w.View(), gemv.data(), o.ldy}, BlockGemvIsa::kAvx2);
+    for (int64_t i = 0; i < 9; ++i) {
+      for (int64_t n = 0; n < w.rows; ++n) {
+        const double tol = Tolerance(Rounding::kF32, o.x.data() + i * o.ldx, w, n);
+        ASSERT_NEAR(gemm[i * o.ldy + n], gemv[i * o.ldy + n], tol) << "y[" << i << "][" << n << "]";
+      }
+    }
+  }
+}
+
+// The byte ranges of one block that hold codes, which MaxCodes fills with the pattern of
+// the largest code vpmaddubsw sees (Q8_0: -128, whose |w| is 128; the others all ones).
+struct CodeBytes {
+  int begin, end;
+};
+std::vector<CodeBytes> CodeRanges(DType dtype) {
+  namespace bl = block_layout;
+  switch (dtype) {
+    case DType::kQ8_0: return {{bl::kQ8_0Qs, 34}};
+    case DType::kQ4_0: return {{bl::kQ4_0Qs, 18}};
+    case DType::kQ4_K: return {{bl::kQ4KQs, 144}};
+    case DType::kQ5_K: return {{bl::kQ5KQh, 176}};
+    case DType::kQ6_K: return {{0, bl::kQ6KScales}};
+    case DType::kQ5_0: return {{bl::kQ5_0Qh, 22}};
+    case DType::kQ5_1: return {{bl::kQ5_1Qh, 24}};
+    default: return {};
+  }
+}
+
+// Every weight code at its largest against x codes of +-127 (x = +-1): the int16 sums the
+// GEMM adds before widening are at their bound, where one more term would saturate.
+TEST(BlockQuantMatmulTest, Avx2GemmMaxCodesStayExact) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
+  for (DType dtype : kBlockTypes) {
+    SCOPED_TRACE(Name(dtype));
+    Weights w = MakeWeights(dtype, 19, 2 * 256, 2 * 256, 700);
+    const int64_t block_bytes = static_cast<int64_t>(DTypeRowBytes(dtype, DTypeBlockElements(dtype)));
+    const uint8_t fill = dtype == DType::kQ8_0 ? 0x80 : 0xFF;
+    for (int64_t b = 0; b < static_cast<int64_t>(w.data.size()) / block_bytes; ++b) {
+      for (const CodeBytes& r : CodeRanges(dtype))
+        std::memset(w.data.data() + b * block_bytes + r.begin, fill, r.end - r.begin);
+    }
+    const size_t row_bytes = DTypeRowBytes(dtype, w.ld);
+    for (int64_t r = 0; r < w.rows; ++r)
+      DequantizeToF32(dtype, w.data.data() + r * row_bytes, w.cols, w.values.data() + r * w.cols);
+    const int64_t m = 7;
+    std::vector<float> x(m * w.cols);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < w.cols; ++c)
+        x[i * w.cols + c] = i % 3 == 0 ? 1.0f : i % 3 == 1 ? -1.0f : (c % 2 ? 1.0f : -1.0f);
+    }
+    std::vector<float> y(m * w.rows), ref(m * w.rows);
+    matmul_internal::GemmBlockAvx2({x.data(), m, w.cols, w.View(), y.data(), w.rows});
+    MatmulReference({x.data(), m, w.cols, w.View(), ref.data(), w.rows});
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t n = 0; n < w.rows; ++n) {
+        const double tol = Tolerance(Rounding::kF32, x.data() + i * w.cols, w, n);
+        ASSERT_NEAR(y[i * w.rows + n], ref[i * w.rows + n], tol) << "y[" << i << "][" << n << "]";
+      }
+    }
+  }
+}
+
 // Q5_1 asked of the AVX-512 ISAs runs on the AVX2 kernel (BlockGemvIsaFor), with x in its
 // layout: testable on any AVX2 CPU. (Q5_0 has its AVX-512 kernel: Avx512Gemv and
 // Avx512VnniGemv test it.)
@@ -777,6 +880,9 @@ Rounding DispatchRounding(DType dtype, int64_t m) {
   if (dtype == DType::kF16) return Rounding::kF32;
   if (m <= matmul_internal::kBlockGemvMaxRows) return Rounding::kIntX;
   if (HasVnniGemm() && matmul_internal::VnniGemmTakes(dtype)) return Rounding::kIntX;  // from kVnniGemmMinRows
+  if (!GetCpuFeatures().avx512f && GetCpuFeatures().avx2 && matmul_internal::Avx2GemmTakes(dtype)) {
+    return Rounding::kIntX;  // from kAvx2GemmMinRows
+  }
   return GetCpuFeatures().avx512f ? Rounding::kBf16 : Rounding::kF32;
 }
 

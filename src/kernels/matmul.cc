@@ -18,7 +18,8 @@
 //     the integer GEMV up to kBlockGemvMaxRows (gemv_block_avx512*.cc, gemv_block_avx2.cc,
 //     or portable), then chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and
 //     sgemm without AVX-512). On CPUs with AVX512_VNNI the block formats go from
-//     kVnniGemmMinRows rows to the integer GEMM (gemm_block_avx512_vnni.cc).
+//     kVnniGemmMinRows rows to the integer GEMM (gemm_block_avx512_vnni.cc), on CPUs with
+//     AVX2 but not AVX-512 from kAvx2GemmMinRows rows to its AVX2 twin (gemm_block_avx2.cc).
 #include "kernels/matmul.h"
 
 #include <omp.h>
@@ -189,7 +190,8 @@ bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
   if (dtype == DType::kBF16 && !cpu.avx512f) {
     return m > (cpu.avx2 && cpu.fma ? kBf16Avx2GemvMaxRows : kGemmMinRows - 1);
   }
-  return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16, cpu.avx512f && cpu.avx512_vnni) &&
+  return m >= GemmMinRows(dtype, cpu.avx512f && cpu.avx512_bf16, cpu.avx512f && cpu.avx512_vnni,
+                          !cpu.avx512f && cpu.avx2) &&
          (cpu.avx512f || dtype == DType::kF32 || dtype == DType::kF16 || IsBlockQuantized(dtype));
 }
 
@@ -270,6 +272,9 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
       done = MatmulFp8OneDnn(p);
     } else if (cpu.avx512f && cpu.avx512_vnni && VnniGemmTakes(p.w.dtype)) {
       GemmBlockAvx512Vnni(p, threaded);
+      done = true;
+    } else if (!cpu.avx512f && cpu.avx2 && Avx2GemmTakes(p.w.dtype)) {
+      GemmBlockAvx2(p, threaded);
       done = true;
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {
       done = MatmulBlockOneDnn(p, /*bf16_gemm=*/cpu.avx512f);

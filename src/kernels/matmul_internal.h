@@ -57,11 +57,26 @@ inline constexpr bool VnniGemmTakes(DType dtype) {
 // 212, 281 vs 214.
 inline constexpr int64_t kVnniGemmMinRows = 6;
 
-// The first m that goes to the GEMM side (oneDNN, or the VNNI block GEMM) for this dtype
-// on a CPU with (or without) AVX512_BF16 and AVX512_VNNI (block formats: from
-// kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI).
-inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false) {
+// The block formats the AVX2 GEMM (GemmBlockAvx2) takes: the same.
+inline constexpr bool Avx2GemmTakes(DType dtype) { return VnniGemmTakes(dtype); }
+
+// On CPUs with AVX2 but not AVX-512 those formats go to the AVX2 GEMM from this many rows
+// of x, where its panels' transposition has paid off against the GEMV (whose 4-row tiles
+// run m = 6 as 4 + 2). Measured (bench/matmul_bench.cc BM_BlockLargeM, 1408 x 2048,
+// 1 thread of a 2-vCPU AVX-512 EPYC VM shared with another
+// job's builds, oneDNN limited to AVX2 by ONEDNN_MAX_CPU_ISA=AVX2, so rough; GMAC/s, GEMM
+// vs GEMV): m = 4 Q8_0 35 vs 38, Q4_K 44 vs 55, Q6_K 31 vs 45; m = 6 38 vs 35, 52 vs 47,
+// 39 vs 36; m = 16 44 vs 37, 71 vs 52, 57 vs 43; m = 512 against the f32 chunks for
+// oneDNN's sgemm 46 vs 44, 91 vs 50, 77 vs 49.
+inline constexpr int64_t kAvx2GemmMinRows = 6;
+
+// The first m that goes to the GEMM side (oneDNN, or a block GEMM) for this dtype on a CPU
+// with (or without) AVX512_BF16 and AVX512_VNNI, or with AVX2 but not AVX-512 (block
+// formats: from kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI, kAvx2GemmMinRows on
+// AVX2 alone).
+inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
   if (avx512_vnni && VnniGemmTakes(dtype)) return kVnniGemmMinRows;
+  if (avx2_only && Avx2GemmTakes(dtype)) return kAvx2GemmMinRows;
   if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
       dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1) {
     return kBlockGemvMaxRows + 1;
@@ -174,7 +189,9 @@ bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
 // amax / 254 · sum |w| over the block, plus f32 rounding.
 // From kBlockGemvMaxRows + 1 rows: a bounded chunk of weight rows at a time dequantized
 // to bf16 for oneDNN's bf16 GEMM (AVX-512 CPUs; x rounded to bf16), or to f32 for its
-// sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there).
+// sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there); except that CPUs with
+// AVX512_VNNI, or with AVX2 but not AVX-512, run an integer GEMM on the GEMV's x codes
+// from kVnniGemmMinRows / kAvx2GemmMinRows rows.
 //
 // f16 weights keep f32 x: GEMV up to kGemmMinRows - 1 rows (vcvtph2ps in registers, or
 // F16ToF32Row per row), then chunks converted to f32 for oneDNN's sgemm (f16 -> bf16
@@ -262,6 +279,15 @@ GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 // integer sums as the GEMV on the same x codes; only the order of the f32 sums differs.
 // Call only when GetCpuFeatures() has avx512f and avx512_vnni.
 void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
+
+// The AVX2 GEMM for block formats (gemm_block_avx2.cc), for CPUs without AVX-512: x
+// quantized as for the AVX2 GEMV (the same codes and scales), then 8 weight rows at a time
+// transposed into 4-byte groups (one 32-bit lane per weight row) in per-thread scratch and
+// multiplied with every x row by vpmaddubsw, added in int16 as far as stays exact, then
+// vpmaddwd. Meant for m >= kAvx2GemmMinRows; the formats of Avx2GemmTakes. Same integer
+// sums as the AVX2 GEMV on the same x codes; only the f32 arithmetic differs.
+// Call only when GetCpuFeatures().avx2.
+void GemmBlockAvx2(const MatmulProblem& p, bool threaded = true);
 
 // The whole GEMV on one ISA: x prepared once (per-thread scratch), then the output rows
 // split over the OpenMP team as the other GEMVs split them (`threaded`).

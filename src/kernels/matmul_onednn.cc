@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "base/aligned_buffer.h"
+#include "base/cpu_features.h"
 #include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
@@ -58,7 +59,25 @@ struct Context {
   AlignedBuffer x_bf16;  // [m, k] bf16 scratch for the bf16 path
 };
 
+// LATTE_ISA=avx2 turns AVX-512 off for latte's kernels; oneDNN's JIT is held to AVX2 as
+// well, so its GEMMs run as on a CPU without AVX-512 (on such a CPU this changes nothing).
+// set_max_cpu_isa takes effect only before oneDNN's first primitive: once, here.
+void CapOneDnnIsa() {
+  static const bool capped = [] {
+    const CpuFeatures& cpu = GetCpuFeatures();
+    if (cpu.avx512f || !cpu.avx2) return false;
+    try {
+      dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+    } catch (const dnnl::error&) {
+      return false;  // a primitive ran first (not in latte); oneDNN keeps its own choice
+    }
+    return true;
+  }();
+  (void)capped;
+}
+
 Context& ThreadContext() {
+  CapOneDnnIsa();
   thread_local Context context;
   return context;
 }

@@ -1,0 +1,400 @@
+// AVX2 integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) on
+// CPUs without AVX-512: the products of a prefill or of a batched step with
+// kAvx2GemmMinRows x rows or more. The scheme of gemm_block_avx512_vnni.cc on 256-bit
+// registers, with vpmaddubsw + vpmaddwd in place of vpdpbusd.
+//
+// The GEMV (gemv_block_avx2.cc) keeps each weight row's codes along a register, so every
+// 32 products of an (x row, weight row) pair cost vpmaddubsw, the bias add, vpmaddwd,
+// a conversion and an FMA, and the 8 lane sums are added at the end. Here a panel of 8
+// weight rows is first transposed into 4-byte groups, one 32-bit lane per weight row, in
+// per-thread scratch (the file stays as stored):
+//   codes:  [slot][c < 8] one register = codes 4c .. 4c + 3 of the slot's 32 values, for
+//           each of the 8 rows (lane r = row r); unsigned, except Q8_0's (signed, as stored)
+//   scales: [slot · subs + h][8 rows] f32, the weight scale of sub-block h (Q6_K has two
+//           16-value sub-blocks per 32-value slot, the others one; K formats: d · sc)
+//   mins:   [slot][8 rows] f32, Q4_K / Q5_K's -dmin·m, Q5_1's m
+// so one x row's 32 codes, broadcast four bytes at a time, meet the 8 rows in 8 vpmaddubsw
+// whose lanes are already the 8 outputs. vpmaddubsw's int16 pair sums saturate, so each
+// format adds as many of them in int16 as stay exact before one vpmaddwd (by ones) widens
+// them: a pair is at most 2 · kMaxCode · 127, and kGroup of them fit in 32767 (Q4_0 / Q4_K:
+// 8 registers per vpmaddwd, Q5_*: 4, Q6_K: 2, Q8_0: 1). Q8_0 multiplies |w| by x with w's
+// sign (vpsignb), as the GEMV does: its codes + 128 would make pairs of 2 · 255 · 127.
+// Per slot a 4-row tile then spends, for each x row, 8 vpmaddubsw, the int16 adds, 1-8
+// vpmaddwd and 3-4 f32 instructions on 256 products (the GEMV: ~40).
+//
+// x is quantized exactly as for the AVX2 GEMV (PrepareX for BlockGemvIsa::kAvx2: int8 codes
+// per 32 values with dx = amax / 127, Q4_K / Q5_K's slots in the GEMV's order, which the
+// panels follow), so the integer sums are the GEMV's and a row's result does not depend on
+// which of the two ran beyond the f32 arithmetic. Per (x row, slot) the kernel adds
+//   f32(sum over the slot's code products + corr) · (weight scale · dx)  [+ min · msum]
+// where corr = -zero point · the sum of the sub-block's x codes (Q4_0's 8, Q5_0's 16,
+// Q6_K's 32), taken off in int32 (it does not fit the int16 pairs), and msum = dx · the sum
+// of the slot's x codes.
+//
+// Compiled with -mavx2 -mfma -mf16c -mbmi2 (CMakeLists.txt); reached only through the
+// dispatch after GetCpuFeatures().avx2.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "base/aligned_buffer.h"
+#include "base/check.h"
+#include "base/parallel.h"
+#include "kernels/avx2_inl.h"
+#include "kernels/block_quant.h"
+#include "kernels/gemv_block_avx2_inl.h"
+#include "kernels/matmul_internal.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+// Weight rows per panel (one per 32-bit lane), x rows per tile: the tile's 4 accumulators,
+// a slot's 8 weight registers and the temporaries fill the 16 registers.
+constexpr int kPanelRows = 8;
+constexpr int kGemmTileM = 4;
+
+template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
+
+// vpmaddubsw results added in int16 before vpmaddwd widens them: the most (a power of two,
+// dividing 4) whose sum stays within int16 with pairs of at most 2 · kMaxCode · 127.
+template <class F> constexpr int Group() {
+  int g = 8;
+  while (g > 1 && g * 2 * F::kMaxCode * 127 > 32767) g /= 2;
+  return g;
+}
+static_assert(Group<FormatQ4_0>() == 8 && Group<FormatQ5<false>>() == 4 && Group<FormatQ6_K>() == 2 &&
+              Group<FormatQ8_0>() == 1);
+
+// x as the kernel reads it: tiles of kGemmTileM rows (the last padded with zero rows, which
+// the kernel skips), each tile slot by slot, so that a tile's loop walks one pointer on:
+//   codes [kGemmTileM][32] int8 | corr [kGemmTileM][subs] int32 | dx [kGemmTileM] f32 |
+//   msum [kGemmTileM] f32
+struct GemmX {
+  int64_t m = 0;
+  int64_t tiles = 0;
+  int64_t slots = 0;          // cols / 32
+  int subs = 1;               // sub-blocks per slot
+  size_t slot_bytes = 0;      // one slot of one tile
+  std::byte* data = nullptr;  // [tiles][slots][slot_bytes]
+  std::byte* Slot(int64_t tile, int64_t s) const { return data + static_cast<size_t>(tile * slots + s) * slot_bytes; }
+};
+
+constexpr size_t kCodesBytes = static_cast<size_t>(kGemmTileM) * 32;
+
+inline size_t GemmXSlotBytes(int subs) {
+  return kCodesBytes + static_cast<size_t>(kGemmTileM) * (subs + 2) * 4;  // codes, corr, dx, msum
+}
+
+// Tiles [t0, t1) from the prepared x (AVX2 layout: int8 codes per 32-value slot, dx in the
+// 8 scale lanes of each slot). corr = -zero_point · the sub-block's code sum; msum = dx ·
+// the slot's code sum (formats with mins).
+void FillGemmX(const PreparedX& x, const GemmX& g, int zero_point, int64_t t0, int64_t t1) {
+  const int sub = 32 / g.subs;
+  for (int64_t t = t0; t < t1; ++t) {
+    for (int64_t s = 0; s < g.slots; ++s) {
+      std::byte* slot = g.Slot(t, s);
+      int8_t* codes = reinterpret_cast<int8_t*>(slot);
+      int32_t* corr = reinterpret_cast<int32_t*>(slot + kCodesBytes);
+      float* dx = reinterpret_cast<float*>(corr + kGemmTileM * g.subs);
+      float* msum = dx + kGemmTileM;
+      for (int r = 0; r < kGemmTileM; ++r) {
+        const int64_t i = t * kGemmTileM + r;
+        if (i >= g.m) {  // padding rows: zero codes and scales
+          std::memset(codes + 32 * r, 0, 32);
+          for (int h = 0; h < g.subs; ++h) corr[r * g.subs + h] = 0;
+          dx[r] = msum[r] = 0.0f;
+          continue;
+        }
+        const int8_t* q = x.q + i * x.ldq + 32 * s;
+        std::memcpy(codes + 32 * r, q, 32);
+        dx[r] = x.scale[i * x.lds + 8 * s];
+        int32_t total = 0;
+        for (int h = 0; h < g.subs; ++h) {
+          int32_t sum = 0;
+          for (int c = 0; c < sub; ++c) sum += q[h * sub + c];
+          corr[r * g.subs + h] = -zero_point * sum;
+          total += sum;
+        }
+        msum[r] = dx[r] * static_cast<float>(total);
+      }
+    }
+  }
+}
+
+// Dwords: out[j] lane r = in[r] lane j (8 x 8).
+inline void Transpose8x8(__m256i r[8]) {
+  __m256i t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // s[4q + e]: 128-bit lane L holds dword 4L + e of rows 4q .. 4q + 3.
+  __m256i s[8];
+  for (int q = 0; q < 2; ++q) {
+    s[4 * q] = _mm256_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+    s[4 * q + 1] = _mm256_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+    s[4 * q + 2] = _mm256_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+    s[4 * q + 3] = _mm256_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {
+    r[e] = _mm256_permute2x128_si256(s[e], s[4 + e], 0x20);
+    r[4 + e] = _mm256_permute2x128_si256(s[e], s[4 + e], 0x31);
+  }
+}
+
+// One panel's packed weights (see the top): codes [slots · 8][32 bytes], scales
+// [slots · subs][8], mins [slots][8].
+struct Panel {
+  uint8_t* codes = nullptr;
+  float* scales = nullptr;
+  float* mins = nullptr;
+};
+
+// Slot H of one weight row's unit: its 32 codes into `codes`, its sub-block scales into
+// scales[0] (and scales[8]: Q6_K's second), its min into *min (formats with one).
+template <class F, int H> void UnpackSlot(const typename F::Unit& unit, uint8_t* codes, float* scales, float* min) {
+  __m256i wv;
+  typename F::Scale ws;
+  F::template Slot<H>(unit, wv, ws);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(codes), wv);
+  if constexpr (std::is_same_v<F, FormatQ6_K>) {  // int8 scales as int16, one per 16 values
+    const float d = _mm256_cvtss_f32(unit.d);
+    scales[0] = d * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 0)));
+    scales[8] = d * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 8)));
+  } else if constexpr (F::kIntScale) {  // Q4_K / Q5_K: d · sc, and the min -dmin·m
+    scales[0] = _mm256_cvtss_f32(unit.d) * static_cast<float>(_mm256_extract_epi16(ws, 0));
+    alignas(32) float mn[8];
+    _mm256_store_ps(mn, unit.mn);
+    *min = mn[F::SubBlock(H)];
+  } else {
+    scales[0] = _mm256_cvtss_f32(ws);
+    if constexpr (F::kBlockMin) *min = _mm256_cvtss_f32(unit.mn);
+  }
+}
+
+// Packs weight rows [n0, n0 + 8) (rows at or past n1 as zeros) of w into `panel`.
+template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, const Panel& panel) {
+  constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
+  constexpr bool kMins = F::kHasMin || F::kBlockMin;
+  const size_t row_bytes = DTypeRowBytes(w.dtype, w.ld);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t units = w.cols / F::kUnitValues;
+  alignas(32) uint8_t codes[F::kSlots][kPanelRows][32];
+  for (int64_t u = 0; u < units; ++u) {
+    float* scales = panel.scales + u * F::kSlots * kSubs * kPanelRows;  // [kSlots · kSubs][8]
+    float* mins = panel.mins + u * F::kSlots * kPanelRows;              // [kSlots][8]
+    for (int r = 0; r < kPanelRows; ++r) {
+      if (n0 + r >= n1) {
+        for (int H = 0; H < F::kSlots; ++H) {
+          std::memset(codes[H][r], 0, 32);
+          for (int h = 0; h < kSubs; ++h) scales[(H * kSubs + h) * kPanelRows + r] = 0.0f;
+          if constexpr (kMins) mins[H * kPanelRows + r] = 0.0f;
+        }
+        continue;
+      }
+      const typename F::Unit unit = F::Load(base + (n0 + r) * row_bytes + u * F::kUnitBytes);
+      ForSlots(
+          [&]<int H>() {
+            UnpackSlot<F, H>(unit, codes[H][r], scales + H * kSubs * kPanelRows + r,
+                             kMins ? mins + H * kPanelRows + r : nullptr);
+          },
+          std::make_integer_sequence<int, F::kSlots>{});
+    }
+    for (int H = 0; H < F::kSlots; ++H) {
+      __m256i v[kPanelRows];
+      for (int r = 0; r < kPanelRows; ++r) v[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[H][r]));
+      Transpose8x8(v);
+      __m256i* out = reinterpret_cast<__m256i*>(panel.codes) + (u * F::kSlots + H) * 8;
+      for (int c = 0; c < 8; ++c) _mm256_store_si256(out + c, v[c]);
+    }
+  }
+}
+
+// The start of a sub-block's int32 sums: its corr where the format has a zero point.
+template <class F> inline __m256i Start(int32_t corr) {
+  return F::kBias ? _mm256_set1_epi32(corr) : _mm256_setzero_si256();
+}
+
+// start + the int32 lane sums (lane r: weight row r) of registers [C0, C0 + N) of a slot
+// against one x row's codes q (4 per int32): vpmaddubsw per register, kGroup of them added
+// in int16, then vpmaddwd by ones. w: the unsigned codes (Q8_0: |w|); sw: Q8_0's signed codes.
+template <class F, int C0, int N>
+inline __m256i DotRegisters(const __m256i* w, const __m256i* sw, const int32_t* q, __m256i ones, __m256i start) {
+  constexpr int kGroup = Group<F>();
+  __m256i total = start;
+  for (int c0 = C0; c0 < C0 + N; c0 += kGroup) {
+    __m256i pairs = _mm256_setzero_si256();
+    for (int c = c0; c < c0 + kGroup; ++c) {
+      const __m256i xq = _mm256_set1_epi32(q[c]);
+      __m256i p;
+      if constexpr (F::kSignedCodes) {  // |w| times x with w's sign
+        p = _mm256_maddubs_epi16(w[c], _mm256_sign_epi8(xq, _mm256_load_si256(sw + c)));
+      } else {
+        p = _mm256_maddubs_epi16(w[c], xq);
+      }
+      pairs = c == c0 ? p : _mm256_add_epi16(pairs, p);
+    }
+    total = _mm256_add_epi32(total, _mm256_madd_epi16(pairs, ones));
+  }
+  return total;
+}
+
+// y[row][0 .. valid) = x row · the panel's rows for the first M rows of the tile (the last
+// tile: only its real rows, M = m % kGemmTileM; the layout keeps kGemmTileM).
+template <class F, int M>
+void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy, int valid) {
+  constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i* codes = reinterpret_cast<const __m256i*>(panel.codes);
+  const std::byte* slot = x.Slot(tile, 0);
+  for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
+    const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
+    const int32_t* corr = reinterpret_cast<const int32_t*>(slot + kCodesBytes);
+    const float* dx = reinterpret_cast<const float*>(corr + kGemmTileM * kSubs);
+    const float* msum = dx + kGemmTileM;
+    const __m256i* sw = codes + 8 * s;
+    __m256i w[8];
+    for (int c = 0; c < 8; ++c) {
+      w[c] = _mm256_load_si256(sw + c);
+      if constexpr (F::kSignedCodes) w[c] = _mm256_abs_epi8(w[c]);
+    }
+    if constexpr (kSubs == 2) {
+      const __m256 s0 = _mm256_load_ps(panel.scales + (2 * s) * kPanelRows);
+      const __m256 s1 = _mm256_load_ps(panel.scales + (2 * s + 1) * kPanelRows);
+      for (int i = 0; i < M; ++i) {
+        const __m256i a = DotRegisters<F, 0, 4>(w, sw, q + 8 * i, ones, Start<F>(corr[2 * i]));
+        const __m256i b = DotRegisters<F, 4, 4>(w, sw, q + 8 * i, ones, Start<F>(corr[2 * i + 1]));
+        const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), s1, _mm256_mul_ps(_mm256_cvtepi32_ps(a), s0));
+        acc[i] = _mm256_fmadd_ps(t, _mm256_set1_ps(dx[i]), acc[i]);
+      }
+    } else {
+      const __m256 sc = _mm256_load_ps(panel.scales + s * kPanelRows);
+      constexpr bool kMins = F::kHasMin || F::kBlockMin;
+      const __m256 mn = kMins ? _mm256_load_ps(panel.mins + s * kPanelRows) : _mm256_setzero_ps();
+      for (int i = 0; i < M; ++i) {
+        const __m256i sum = DotRegisters<F, 0, 8>(w, sw, q + 8 * i, ones, Start<F>(corr[i]));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sc, _mm256_set1_ps(dx[i])), acc[i]);
+        if constexpr (kMins) acc[i] = _mm256_fmadd_ps(mn, _mm256_set1_ps(msum[i]), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    float* yi = y + (tile * kGemmTileM + i) * ldy;
+    if (valid == kPanelRows) {
+      _mm256_storeu_ps(yi, acc[i]);
+    } else {
+      _mm256_maskstore_ps(yi, TailMask8(valid), acc[i]);
+    }
+  }
+}
+
+// The tile's real rows against the panel.
+template <class F>
+void PanelTileRows(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy, int valid) {
+  switch (std::min<int64_t>(kGemmTileM, x.m - tile * kGemmTileM)) {
+    case 1: PanelTile<F, 1>(x, tile, panel, y, ldy, valid); break;
+    case 2: PanelTile<F, 2>(x, tile, panel, y, ldy, valid); break;
+    case 3: PanelTile<F, 3>(x, tile, panel, y, ldy, valid); break;
+    default: PanelTile<F, kGemmTileM>(x, tile, panel, y, ldy, valid); break;
+  }
+}
+
+// Output rows [n0, n1) (n0 a multiple of 8): kGroupPanels panels packed at a time, then
+// every x tile against each of them (a tile's codes stay in L1 across the group; the
+// group's packed weights, 64 KiB at 2048 columns, in L2).
+constexpr int kGroupPanels = 4;
+
+template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
+  thread_local AlignedBuffer storage;  // grown once per thread
+  const size_t code_bytes = static_cast<size_t>(x.slots) * 8 * 32;
+  const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * kPanelRows * sizeof(float);
+  const size_t min_bytes = static_cast<size_t>(x.slots) * kPanelRows * sizeof(float);
+  const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;  // each a multiple of 32
+  if (storage.size() < kGroupPanels * panel_bytes) storage = AlignedBuffer(kGroupPanels * panel_bytes);
+  Panel panels[kGroupPanels];
+  for (int g = 0; g < kGroupPanels; ++g) {
+    panels[g].codes = storage.as<uint8_t>() + g * panel_bytes;
+    panels[g].scales = reinterpret_cast<float*>(panels[g].codes + code_bytes);
+    panels[g].mins = reinterpret_cast<float*>(panels[g].codes + code_bytes + scale_bytes);
+  }
+  for (int64_t n = n0; n < n1; n += kGroupPanels * kPanelRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kGroupPanels, (n1 - n + kPanelRows - 1) / kPanelRows));
+    for (int g = 0; g < count; ++g) PackPanel<F>(w, n + g * kPanelRows, n1, panels[g]);
+    for (int64_t t = 0; t < x.tiles; ++t) {
+      for (int g = 0; g < count; ++g) {
+        const int64_t first = n + g * kPanelRows;
+        const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, n1 - first));
+        PanelTileRows<F>(x, t, panels[g], y + first, ldy, valid);
+      }
+    }
+  }
+}
+
+void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  switch (w.dtype) {
+    case DType::kQ8_0: GemmRows<FormatQ8_0>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_0: GemmRows<FormatQ4_0>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ4_K: GemmRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_K: GemmRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ6_K: GemmRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_0: GemmRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_1: GemmRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return;
+  LATTE_DCHECK(Avx2GemmTakes(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
+  const int64_t k = w.cols;
+  GemmX g;
+  g.m = p.m;
+  g.tiles = (p.m + kGemmTileM - 1) / kGemmTileM;
+  g.slots = k / 32;
+  g.subs = w.dtype == DType::kQ6_K ? 2 : 1;
+  g.slot_bytes = GemmXSlotBytes(g.subs);
+  // Scratch: x quantized as for the AVX2 GEMV, then the tiles made from it. The K formats'
+  // slot order for Q4_K / Q5_K, else in order (Q8_0's layout: no pair biases; the kernel
+  // takes the zero points off from the code sums).
+  const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
+  const DType layout = k_order ? w.dtype : DType::kQ8_0;
+  const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx2, layout, p.m, k);
+  const size_t tile_bytes = static_cast<size_t>(g.tiles * g.slots) * g.slot_bytes;
+  thread_local AlignedBuffer storage;  // grown once per calling thread
+  if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
+  const PreparedX x = PlaceX(BlockGemvIsa::kAvx2, layout, p.m, k, storage.as<std::byte>());
+  g.data = storage.as<std::byte>() + prepared_bytes;
+  // The panels' codes are the AVX2 GEMV's (FormatX::Slot: Q4_0's zero point 8, Q5_0's 16,
+  // Q6_K's 32; Q8_0 signed).
+  const int zero_point = BlockZeroPoint(BlockGemvIsa::kAvx2, w.dtype);
+  auto prepare = [&](RowRange tiles) {
+    FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
+    FillGemmX(x, g, zero_point, tiles.begin, tiles.end);
+  };
+  auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
+  const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();
+  if (!parallel) {
+    prepare(RowRange{0, g.tiles});
+    multiply(RowRange{0, w.rows});
+    return;
+  }
+#pragma omp parallel
+  {
+    prepare(ThisThreadRows(g.tiles));
+#pragma omp barrier
+    multiply(ThisThreadRows(w.rows, kPanelRows));
+  }
+}
+
+}  // namespace latte::matmul_internal

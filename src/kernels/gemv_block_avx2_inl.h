@@ -1,0 +1,223 @@
+// The AVX2 block formats' weight unpacking (gemv_block_avx2.cc's comment: codes, scales and
+// zero points per format and 32-value slot), written once for the two translation units
+// that read it: gemv_block_avx2.cc (the GEMV and the dequantization) and gemm_block_avx2.cc
+// (the GEMM's panel packing). Everything here has internal linkage. Include only from
+// files compiled with the AVX2 flags (CMakeLists.txt: -mavx2 -mfma -mf16c -mbmi2).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kernels/block_quant.h"
+
+namespace latte::matmul_internal {
+namespace {
+
+inline uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline __m256i LoadU256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m128i LoadU128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// The f16 at p in all 8 lanes.
+inline __m256 BroadcastF16(const uint8_t* p) { return _mm256_set1_ps(_cvtsh_ss(Load16(p))); }
+
+inline __m256i LowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+inline __m256i HighNibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+
+// Bit B of every byte moved to bit T and masked by `mask` (16-bit shifts: for |B - T| <= 4
+// with source and target inside [0, 8) no bit crosses into the neighbouring byte).
+template <int B, int T> inline __m256i MoveBits(__m256i v, int mask) {
+  __m256i s = v;
+  if constexpr (T > B) s = _mm256_slli_epi16(v, T - B);
+  if constexpr (T < B) s = _mm256_srli_epi16(v, B - T);
+  return _mm256_and_si256(s, _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+struct FormatQ8_0 {
+  static constexpr int kSlots = 1;
+  static constexpr int kMaxCode = 128;  // |w|, the unsigned operand of vpmaddubsw
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = 34;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = false;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+  };
+  static Unit Load(const uint8_t* p) { return {p}; }
+  // Slot H's 32 weight codes and the weight scale per lane.
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    w = LoadU256(u.p + block_layout::kQ8_0Qs);
+    ws = BroadcastF16(u.p);
+  }
+};
+
+struct FormatQ4_0 {
+  static constexpr int kSlots = 1;
+  static constexpr int kMaxCode = 15;
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = 18;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = true;
+  static constexpr bool kIntScale = false;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+  };
+  static Unit Load(const uint8_t* p) { return {p}; }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const __m128i q = LoadU128(u.p + block_layout::kQ4_0Qs);
+    w = LowNibbles(_mm256_set_m128i(_mm_srli_epi16(q, 4), q));  // [low nibbles, high nibbles]
+    ws = BroadcastF16(u.p);
+  }
+};
+
+// Q5_0 / Q5_1's fifth bits: bit j of the little-endian uint32 at `qh` onto bit 4 of byte j
+// (each byte takes its qh byte, j / 8, and tests bit j % 8 of it).
+inline __m256i Q5HighBits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, sizeof h);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// Q5_0 (kMin false: zero point 16) and Q5_1 (kMin: x = d·q + m).
+template <bool kMin> struct FormatQ5 {
+  static constexpr int kSlots = 1;
+  static constexpr int kMaxCode = 31;
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = kMin ? 24 : 22;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = kMin;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = !kMin;
+  static constexpr bool kIntScale = false;
+  static constexpr int kQh = kMin ? block_layout::kQ5_1Qh : block_layout::kQ5_0Qh;
+  static constexpr int kQs = kMin ? block_layout::kQ5_1Qs : block_layout::kQ5_0Qs;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+    __m256 mn;  // Q5_1: m in every lane
+  };
+  static Unit Load(const uint8_t* p) {
+    return {p, kMin ? BroadcastF16(p + block_layout::kQ5_1M) : _mm256_setzero_ps()};
+  }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const __m128i q = LoadU128(u.p + kQs);
+    w = _mm256_or_si256(LowNibbles(_mm256_set_m128i(_mm_srli_epi16(q, 4), q)), Q5HighBits(u.p + kQh));
+    ws = BroadcastF16(u.p);
+  }
+};
+
+// Q4_K (kFive false) and Q5_K.
+template <bool kFive> struct FormatK4K5 {
+  static constexpr int kSlots = 8;
+  static constexpr int kMaxCode = kFive ? 31 : 15;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = kFive ? 176 : 144;
+  static constexpr bool kHasMin = true;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = true;
+  using Scale = __m256i;  // int16 pairs per lane
+  struct Unit {
+    const uint8_t* qs;
+    __m256i qh;  // Q5_K: the 32 qh bytes
+    __m256i sc;  // int16 j of each 128-bit half: sc[j]
+    __m256 d;    // d in every lane
+    __m256 mn;   // lane j: -dmin·m[j]
+  };
+  // ScaleMinK4 for all 8 sub-blocks at once: byte shuffles of the 12 packed bytes.
+  static Unit Load(const uint8_t* p) {
+    const __m128i b = LoadU128(p + block_layout::kQ4KScales);
+    // Low bits: sc[j<4] = b[j] & 63, sc[j>=4] = b[j+4] & 15; m[j<4] = b[j+4] & 63, m[j>=4] = b[j+4] >> 4.
+    const __m128i t = _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i low = _mm_or_si128(
+        _mm_and_si128(t, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+        _mm_and_si128(_mm_srli_epi16(t, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    // High bits of j >= 4: sc from b[j-4] >> 6, m from b[j] >> 6, onto bits 4-5.
+    const __m128i u = _mm_shuffle_epi8(b, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i codes = _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(u, 2), _mm_set1_epi8(0x30)));
+    Unit w;
+    w.sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(codes));
+    w.d = BroadcastF16(p);
+    w.mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(codes, 8))),
+                         _mm256_sub_ps(_mm256_setzero_ps(), BroadcastF16(p + block_layout::kQ4KDmin)));
+    if constexpr (kFive) {
+      w.qh = LoadU256(p + block_layout::kQ5KQh);
+      w.qs = p + block_layout::kQ5KQs;
+    } else {
+      w.qh = _mm256_setzero_si256();
+      w.qs = p + block_layout::kQ4KQs;
+    }
+    return w;
+  }
+  // Slot H's 32 weight codes and the integer scale per lane (as int16 pairs).
+  // The sub-block slot H reads: chunk 2h + a, nibble i.
+  static constexpr int SubBlock(int H) { return 4 * (H / 4) + 2 * (H % 2) + (H / 2) % 2; }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
+    constexpr int h = H / 4, a = H % 2, i = (H / 2) % 2;
+    constexpr int j = SubBlock(H);
+    const __m256i v = LoadU256(u.qs + 64 * h + 32 * a);
+    w = i == 0 ? LowNibbles(v) : HighNibbles(v);
+    if constexpr (kFive) w = _mm256_or_si256(w, MoveBits<j, 4>(u.qh, 0x10));
+    sc = _mm256_shuffle_epi8(u.sc, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+  }
+};
+
+struct FormatQ6_K {
+  static constexpr int kSlots = 8;
+  static constexpr int kMaxCode = 63;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = 210;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = true;
+  static constexpr bool kIntScale = true;
+  using Scale = __m256i;  // int16 pairs per lane
+  struct Unit {
+    const uint8_t* p;
+    __m256i sc[2];  // int16 t of each 128-bit half of sc[h]: scales[8h + t]
+    __m256 d;
+  };
+  static Unit Load(const uint8_t* p) {
+    const __m256i sc = _mm256_cvtepi8_epi16(LoadU128(p + block_layout::kQ6KScales));
+    return {p,
+            {_mm256_permute4x64_epi64(sc, 0x44), _mm256_permute4x64_epi64(sc, 0xEE)},
+            BroadcastF16(p + block_layout::kQ6KD)};
+  }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
+    constexpr int h = H / 4, k = H % 4;
+    const __m256i ql = LoadU256(u.p + 64 * h + 32 * (k % 2));
+    const __m256i qh = LoadU256(u.p + block_layout::kQ6KQh + 32 * h);
+    const __m256i low = k / 2 == 0 ? LowNibbles(ql) : HighNibbles(ql);
+    w = _mm256_or_si256(low, MoveBits<2 * k, 4>(qh, 0x30));
+    constexpr int t = 2 * k;  // sub-blocks 2H, 2H + 1 = scales t, t + 1 of sc[h]
+    constexpr int16_t a = static_cast<int16_t>(0x0100 + 0x0202 * t), b = static_cast<int16_t>(a + 0x0202);
+    sc = _mm256_shuffle_epi8(u.sc[h], _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
+  }
+};
+
+template <typename Fn, int... S> inline void ForSlots(Fn&& fn, std::integer_sequence<int, S...>) {
+  (fn.template operator()<S>(), ...);
+}
+
+}  // namespace
+}  // namespace latte::matmul_internal
