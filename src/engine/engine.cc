@@ -715,11 +715,22 @@ void Engine::SampleChunks(const std::vector<ScheduledChunk>& done) {
 }
 
 void Engine::EmitOutputs(const std::vector<ScheduledChunk>& done) {
+  // News wait in step_news_ until the counters are published: a client that reads
+  // /metrics once its last token arrives finds that token (and its request's end)
+  // counted. Before anything that may end a request (EndRequest pushes at once) the
+  // news so far go out, so a stream's outputs keep their order.
+  auto deliver = [this] {
+    PublishStats();
+    for (auto& [stream, out] : step_news_) stream->Push(std::move(out));
+    step_news_.clear();
+  };
+  step_news_.clear();
   for (size_t i = 0; i < done.size(); ++i) {
     const ScheduledChunk& ch = done[i];
     RequestChoice& c = *ch.seq->choice;
     if (c.finished) continue;  // ended above with another choice of its request
     if (not_finite_[i]) {
+      deliver();
       EndRequest(*c.request, NotFiniteMessage(ch.start + ch.count - 1));
       continue;
     }
@@ -730,6 +741,7 @@ void Engine::EmitOutputs(const std::vector<ScheduledChunk>& done) {
       c.cached_tokens = ch.start;
     }
     if (chunk_drafts_[i] > 0) {
+      deliver();  // VerifyDrafts may end the request
       VerifyDrafts(c, ch, chunk_rows_[i].prompt, chunk_drafts_[i], out);
       if (c.finished && out.finish == std::nullopt) continue;  // ended by EndRequest, which pushed its output
     } else {
@@ -745,8 +757,9 @@ void Engine::EmitOutputs(const std::vector<ScheduledChunk>& done) {
     out.prompt_tokens = c.seq.prompt_len;
     out.cached_tokens = c.cached_tokens;
     out.time = Clock::now();
-    c.request->stream->Push(std::move(out));
+    step_news_.emplace_back(c.request->stream.get(), std::move(out));
   }
+  deliver();
 }
 
 bool Engine::Speculates(const RequestChoice& c) const {

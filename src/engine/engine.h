@@ -297,6 +297,8 @@ class Engine {
   std::vector<ChunkRows> chunk_rows_;               // per scheduled chunk
   std::vector<std::optional<SampledToken>> draws_;  // per scheduled chunk
   std::vector<char> not_finite_;                    // per scheduled chunk: its sampled row has NaN or Inf
+  // EmitOutputs' news, pushed to the streams once the step's counters are published.
+  std::vector<std::pair<RequestStream*, GenerationOutput>> step_news_;
   EngineStats counters_;
 
   // Shared with client threads.
