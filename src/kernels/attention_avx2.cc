@@ -4,7 +4,7 @@
 // Per block of n <= 64 cache rows (f32; bf16 rows widened per block), for all heads:
 //  - scores: register tiles of 4 heads x 3 rows (12 ymm accumulators, 3 row vectors and
 //    one q vector: the 16 registers AVX2 has) over the row_dim-wide dot products, 7
-//    loads per 12 FMAs; the 12 sums reduced by a transpose-add network;
+//    loads per 12 FMAs; 8 of the 12 sums reduced together by a transpose-add network;
 //  - softmax: max, a vectorised exp and sums, 8 scores at a time;
 //  - values: tiles of 3 heads x 32 value columns (12 accumulators) stay in registers
 //    over the block's rows, so acc is loaded, rescaled and stored once per block.
