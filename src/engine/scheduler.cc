@@ -1,7 +1,5 @@
 #include "engine/scheduler.h"
 
-#include <limits>
-
 #include <algorithm>
 
 namespace latte {
@@ -38,12 +36,12 @@ Status SchedulerConfig::Validate() const {
 
 int64_t SchedulerConfig::MaxPrefillAttentionPairs() const {
   const int64_t cap = max_prefill_attention_pairs == 0 ? auto_prefill_attention_pairs : max_prefill_attention_pairs;
-  return cap > 0 ? cap : std::numeric_limits<int64_t>::max();
+  return cap > 0 ? cap : kNoPairCap;
 }
 
 int64_t SchedulerConfig::ContendedPrefillAttentionPairs() const {
   const int64_t cap = MaxPrefillAttentionPairs();
-  if (cap == std::numeric_limits<int64_t>::max()) return cap;
+  if (cap == kNoPairCap) return cap;
   return std::min(cap, LongPrefillThreshold() * max_num_batched_tokens);
 }
 
@@ -224,7 +222,7 @@ int64_t Scheduler::ChunkTokens(const Sequence& seq, const StepBudget& budget) co
 int64_t Scheduler::PairCappedTokens(int64_t start, int64_t tokens, int64_t pairs) const {
   const int64_t kept = config_.kept_prefix_positions;
   const double latent_cost = config_.latent_key_pair_cost;
-  if (tokens <= 1 || pairs == std::numeric_limits<int64_t>::max() || (latent_cost <= 0 && start + tokens > kept)) {
+  if (tokens <= 1 || pairs == SchedulerConfig::kNoPairCap || (latent_cost <= 0 && start + tokens > kept)) {
     return tokens;
   }
   // A chunk of c tokens: c × (start + c) pairs, those with keys past `kept` weighted.

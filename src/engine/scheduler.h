@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "base/status.h"
@@ -73,7 +74,8 @@ struct SchedulerConfig {
   // and a step beside a deep prompt stays short. Ranks that schedule in lockstep are
   // given the same value.
   int64_t auto_prefill_attention_pairs = 0;
-  // Resolved: alone, and while other prompts want tokens too.
+  // Resolved: alone, and while other prompts want tokens too; kNoPairCap where no cap applies.
+  static constexpr int64_t kNoPairCap = std::numeric_limits<int64_t>::max();
   int64_t MaxPrefillAttentionPairs() const;
   int64_t ContendedPrefillAttentionPairs() const;
   // Set by the engine: a prompt's positions whose decompressed K/V it keeps across the

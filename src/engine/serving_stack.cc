@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <vector>
 
 #include "dist/runtime.h"
@@ -76,7 +75,7 @@ void CommitKvPool(Engine& engine, const MemoryPlan& plan, bool log) {
 // no latent form, whole chunks that decompress their prefix again).
 void LogPrefillPairCap(const SchedulerConfig& config) {
   const int64_t pairs = config.MaxPrefillAttentionPairs();
-  if (pairs == std::numeric_limits<int64_t>::max() || config.kept_prefix_positions == 0) {
+  if (pairs == SchedulerConfig::kNoPairCap || config.kept_prefix_positions == 0) {
     std::fprintf(stderr, "%sprefill chunks: sized by tokens only\n", RankPrefix().c_str());
     return;
   }
