@@ -208,8 +208,13 @@ BENCHMARK(BM_MatmulGemv<Path::kBf16Dot, DType::kBF16>)
 
 // A batched decode step's products at the V2 lm_head's size (419 MB, from memory):
 // the f32 GEMV, the vdpbf16ps kernel and oneDNN by m, to place kBf16DotMaxRows.
-#define LATTE_LM_HEAD_BY_M(b) \
-  b->ArgsProduct({{102400}, {2048}, {1, 4, 8, 16, 24, 32}})->UseRealTime()->Unit(benchmark::kMicrosecond)
+// Past 16 rows: a speculative step's verify rows (16 sequences × 2-3 rows) and a prefill's
+// experts (~48 rows each), on the lm_head, the dense MLP's up/gate and one expert's.
+#define LATTE_LM_HEAD_BY_M(b)                                       \
+  b->ArgsProduct({{102400}, {2048}, {1, 4, 8, 16, 24, 32, 48, 64}}) \
+      ->ArgsProduct({{10944, 1408}, {2048}, {16, 24, 32, 48, 64}})  \
+      ->UseRealTime()                                               \
+      ->Unit(benchmark::kMicrosecond)
 LATTE_LM_HEAD_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx512, DType::kBF16>));
 LATTE_LM_HEAD_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Dot, DType::kBF16>));
 LATTE_LM_HEAD_BY_M(BENCHMARK(BM_MatmulGemv<Path::kOneDnn, DType::kBF16>));
