@@ -47,6 +47,7 @@
 #include "base/parallel.h"
 #include "kernels/avx2_inl.h"
 #include "kernels/block_quant.h"
+#include "kernels/gemm_block_x_inl.h"
 #include "kernels/gemv_block_avx2_inl.h"
 #include "kernels/matmul_internal.h"
 
@@ -70,61 +71,8 @@ template <class F> constexpr int Group() {
 static_assert(Group<FormatQ4_0>() == 8 && Group<FormatQ5<false>>() == 4 && Group<FormatQ6_K>() == 2 &&
               Group<FormatQ8_0>() == 1);
 
-// x as the kernel reads it: tiles of kGemmTileM rows (the last padded with zero rows, which
-// the kernel skips), each tile slot by slot, so that a tile's loop walks one pointer on:
-//   codes [kGemmTileM][32] int8 | corr [kGemmTileM][subs] int32 | dx [kGemmTileM] f32 |
-//   msum [kGemmTileM] f32
-struct GemmX {
-  int64_t m = 0;
-  int64_t tiles = 0;
-  int64_t slots = 0;          // cols / 32
-  int subs = 1;               // sub-blocks per slot
-  size_t slot_bytes = 0;      // one slot of one tile
-  std::byte* data = nullptr;  // [tiles][slots][slot_bytes]
-  std::byte* Slot(int64_t tile, int64_t s) const { return data + static_cast<size_t>(tile * slots + s) * slot_bytes; }
-};
-
-constexpr size_t kCodesBytes = static_cast<size_t>(kGemmTileM) * 32;
-
-inline size_t GemmXSlotBytes(int subs) {
-  return kCodesBytes + static_cast<size_t>(kGemmTileM) * (subs + 2) * 4;  // codes, corr, dx, msum
-}
-
-// Tiles [t0, t1) from the prepared x (AVX2 layout: int8 codes per 32-value slot, dx in the
-// 8 scale lanes of each slot). corr = -zero_point · the sub-block's code sum; msum = dx ·
-// the slot's code sum (formats with mins).
-void FillGemmX(const PreparedX& x, const GemmX& g, int zero_point, int64_t t0, int64_t t1) {
-  const int sub = 32 / g.subs;
-  for (int64_t t = t0; t < t1; ++t) {
-    for (int64_t s = 0; s < g.slots; ++s) {
-      std::byte* slot = g.Slot(t, s);
-      int8_t* codes = reinterpret_cast<int8_t*>(slot);
-      int32_t* corr = reinterpret_cast<int32_t*>(slot + kCodesBytes);
-      float* dx = reinterpret_cast<float*>(corr + kGemmTileM * g.subs);
-      float* msum = dx + kGemmTileM;
-      for (int r = 0; r < kGemmTileM; ++r) {
-        const int64_t i = t * kGemmTileM + r;
-        if (i >= g.m) {  // padding rows: zero codes and scales
-          std::memset(codes + 32 * r, 0, 32);
-          for (int h = 0; h < g.subs; ++h) corr[r * g.subs + h] = 0;
-          dx[r] = msum[r] = 0.0f;
-          continue;
-        }
-        const int8_t* q = x.q + i * x.ldq + 32 * s;
-        std::memcpy(codes + 32 * r, q, 32);
-        dx[r] = x.scale[i * x.lds + 8 * s];
-        int32_t total = 0;
-        for (int h = 0; h < g.subs; ++h) {
-          int32_t sum = 0;
-          for (int c = 0; c < sub; ++c) sum += q[h * sub + c];
-          corr[r * g.subs + h] = -zero_point * sum;
-          total += sum;
-        }
-        msum[r] = dx[r] * static_cast<float>(total);
-      }
-    }
-  }
-}
+// x in tiles of kGemmTileM rows, slot by slot (gemm_block_x_inl.h).
+using GemmX = GemmXTiles<kGemmTileM>;
 
 // Dwords: out[j] lane r = in[r] lane j (8 x 8).
 inline void Transpose8x8(__m256i r[8]) {
@@ -256,9 +204,9 @@ void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64
   const std::byte* slot = x.Slot(tile, 0);
   for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
     const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
-    const int32_t* corr = reinterpret_cast<const int32_t*>(slot + kCodesBytes);
-    const float* dx = reinterpret_cast<const float*>(corr + kGemmTileM * kSubs);
-    const float* msum = dx + kGemmTileM;
+    const int32_t* corr = GemmX::Corr(slot);
+    const float* dx = GemmX::Dx(slot, kSubs);
+    const float* msum = GemmX::Msum(slot, kSubs);
     const __m256i* sw = codes + 8 * s;
     __m256i w[8];
     for (int c = 0; c < 8; ++c) {
@@ -358,19 +306,14 @@ void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
   if (p.m <= 0 || w.rows <= 0) return;
   LATTE_DCHECK(Avx2GemmTakes(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
   const int64_t k = w.cols;
-  GemmX g;
-  g.m = p.m;
-  g.tiles = (p.m + kGemmTileM - 1) / kGemmTileM;
-  g.slots = k / 32;
-  g.subs = w.dtype == DType::kQ6_K ? 2 : 1;
-  g.slot_bytes = GemmXSlotBytes(g.subs);
+  GemmX g = GemmX::For(p.m, k, w.dtype == DType::kQ6_K ? 2 : 1);
   // Scratch: x quantized as for the AVX2 GEMV, then the tiles made from it. The K formats'
   // slot order for Q4_K / Q5_K, else in order (Q8_0's layout: no pair biases; the kernel
   // takes the zero points off from the code sums).
   const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
   const DType layout = k_order ? w.dtype : DType::kQ8_0;
   const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx2, layout, p.m, k);
-  const size_t tile_bytes = static_cast<size_t>(g.tiles * g.slots) * g.slot_bytes;
+  const size_t tile_bytes = g.Bytes();
   thread_local AlignedBuffer storage;  // grown once per calling thread
   if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
   const PreparedX x = PlaceX(BlockGemvIsa::kAvx2, layout, p.m, k, storage.as<std::byte>());
@@ -380,7 +323,7 @@ void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
   const int zero_point = BlockZeroPoint(BlockGemvIsa::kAvx2, w.dtype);
   auto prepare = [&](RowRange tiles) {
     FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
-    FillGemmX(x, g, zero_point, tiles.begin, tiles.end);
+    g.Fill(x, zero_point, tiles.begin, tiles.end);
   };
   auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
   const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();

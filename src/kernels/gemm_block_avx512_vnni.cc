@@ -52,6 +52,7 @@
 #pragma GCC target("avx512vnni")
 #endif
 
+#include "kernels/gemm_block_x_inl.h"
 #include "kernels/gemv_block_avx512_inl.h"
 
 namespace latte::matmul_internal {
@@ -76,63 +77,8 @@ template <class F, int S> void StepMins(const float* sm, float* out) {
   }
 }
 
-// x as the kernel reads it: tiles of kGemmTileM rows (the last padded with zero rows, which
-// the kernel skips), each tile slot by slot, so that a tile's loop walks one pointer on:
-//   codes [kGemmTileM][32] int8 | corr [kGemmTileM][subs] int32 | dx [kGemmTileM] f32 |
-//   msum [kGemmTileM] f32
-// corr = -zero point · the sum of the sub-block's codes; msum = dx · the sum of the slot's
-// codes (what the mins of Q4_K / Q5_K / Q5_1 multiply).
-struct GemmX {
-  int64_t m = 0;
-  int64_t tiles = 0;
-  int64_t slots = 0;
-  int subs = 1;               // sub-blocks per slot
-  size_t slot_bytes = 0;      // one slot of one tile
-  std::byte* data = nullptr;  // [tiles][slots][slot_bytes]
-  std::byte* Slot(int64_t tile, int64_t s) const { return data + static_cast<size_t>(tile * slots + s) * slot_bytes; }
-};
-
-constexpr size_t kCodesBytes = static_cast<size_t>(kGemmTileM) * 32;
-
-inline size_t GemmXSlotBytes(int subs) {
-  return kCodesBytes + static_cast<size_t>(kGemmTileM) * (subs + 2) * 4;  // codes, corr, dx, msum
-}
-
-// Tiles [t0, t1) from the prepared x (AVX-512 layout: int8 codes per 32-value slot, dx in
-// the 8 scale lanes of each slot). corr = -zero_point · the sub-block's code sum; msum =
-// dx · the slot's code sum (formats with mins).
-void FillGemmX(const PreparedX& x, const GemmX& g, int zero_point, int64_t t0, int64_t t1) {
-  const int sub = 32 / g.subs;
-  for (int64_t t = t0; t < t1; ++t) {
-    for (int64_t s = 0; s < g.slots; ++s) {
-      std::byte* slot = g.Slot(t, s);
-      int8_t* codes = reinterpret_cast<int8_t*>(slot);
-      int32_t* corr = reinterpret_cast<int32_t*>(slot + kCodesBytes);
-      float* dx = reinterpret_cast<float*>(corr + kGemmTileM * g.subs);
-      float* msum = dx + kGemmTileM;
-      for (int r = 0; r < kGemmTileM; ++r) {
-        const int64_t i = t * kGemmTileM + r;
-        if (i >= g.m) {  // padding rows: zero codes and scales
-          std::memset(codes + 32 * r, 0, 32);
-          for (int h = 0; h < g.subs; ++h) corr[r * g.subs + h] = 0;
-          dx[r] = msum[r] = 0.0f;
-          continue;
-        }
-        const int8_t* q = x.q + i * x.ldq + 32 * s;
-        std::memcpy(codes + 32 * r, q, 32);
-        dx[r] = x.scale[i * x.lds + 8 * s];
-        int32_t total = 0;
-        for (int h = 0; h < g.subs; ++h) {
-          int32_t sum = 0;
-          for (int c = 0; c < sub; ++c) sum += q[h * sub + c];
-          corr[r * g.subs + h] = -zero_point * sum;
-          total += sum;
-        }
-        msum[r] = dx[r] * static_cast<float>(total);
-      }
-    }
-  }
-}
+// x in tiles of kGemmTileM rows, slot by slot (gemm_block_x_inl.h).
+using GemmX = GemmXTiles<kGemmTileM>;
 
 // Dwords: out[j] lane r = in[r] lane j (16 x 16).
 inline void Transpose16x16(__m512i r[16]) {
@@ -260,9 +206,9 @@ template <class F, int M> void PanelTile(const GemmX& x, int64_t tile, const Pan
   for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
     ahead.Step();
     const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
-    const int32_t* corr = reinterpret_cast<const int32_t*>(slot + kCodesBytes);
-    const float* dx = reinterpret_cast<const float*>(corr + kGemmTileM * kSubs);
-    const float* msum = dx + kGemmTileM;
+    const int32_t* corr = GemmX::Corr(slot);
+    const float* dx = GemmX::Dx(slot, kSubs);
+    const float* msum = GemmX::Msum(slot, kSubs);
     __m512i w[8];
     for (int c = 0; c < 8; ++c) w[c] = _mm512_load_si512(codes + 8 * s + c);
     if constexpr (kSubs == 2) {
@@ -375,19 +321,15 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
   if (p.m <= 0 || w.rows <= 0) return;
   LATTE_DCHECK(VnniGemmTakes(w.dtype), "GemmBlockAvx512Vnni: ", DTypeName(w.dtype));
   const int64_t k = w.cols;
-  GemmX g;
-  g.m = p.m;
-  g.tiles = (p.m + kGemmTileM - 1) / kGemmTileM;
-  g.slots = 2 * ((k + 63) / 64);
-  g.subs = w.dtype == DType::kQ6_K ? 2 : 1;
-  g.slot_bytes = GemmXSlotBytes(g.subs);
+  // Slots of the AVX-512 layout, whose rows are padded to 64 values.
+  GemmX g = GemmX::For(p.m, 64 * ((k + 63) / 64), w.dtype == DType::kQ6_K ? 2 : 1);
   // Scratch: x quantized as for the GEMV, then the tiles made from it.
   // x's codes and scales in the AVX-512 layout: the K formats' slot order for Q4_K / Q5_K,
   // else in order (Q8_0's layout on the BW ISA, which adds no bias lanes).
   const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
   const DType layout = k_order ? w.dtype : DType::kQ8_0;
   const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx512, layout, p.m, k);
-  const size_t tile_bytes = static_cast<size_t>(g.tiles * g.slots) * g.slot_bytes;
+  const size_t tile_bytes = g.Bytes();
   thread_local AlignedBuffer storage;  // grown once per calling thread
   if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
   const PreparedX x = PlaceX(BlockGemvIsa::kAvx512, layout, p.m, k, storage.as<std::byte>());
@@ -397,7 +339,7 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
   const int zero_point = BlockZeroPoint(BlockGemvIsa::kAvx512Vnni, w.dtype);
   auto prepare = [&](RowRange tiles) {
     FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
-    FillGemmX(x, g, zero_point, tiles.begin, tiles.end);
+    g.Fill(x, zero_point, tiles.begin, tiles.end);
   };
   auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
   const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();
