@@ -25,7 +25,11 @@ inline constexpr int64_t kGemmMinRows = 6;
 // of x (oneDNN from kBf16DotMaxRows + 1): a batched decode step's m = 16 products sit at
 // the ridge point (16 FLOP per weight byte against ~15 on the 2-vCPU Zen 5 VM), where
 // streaming the weight once in its own layout beats oneDNN, which packs each weight
-// block first. See GemmMinRows.
+// block first. See GemmMinRows. On the half-rate-bf16 Zen 4 VM the kernel also matched or
+// beat oneDNN from 17 to 48 rows (matmul_bench's LATTE_LM_HEAD_BY_M: lm_head at m = 32,
+// 350 against 297 GFLOP/s), but 48 here moves prompts of 17-48 tokens onto another kernel
+// alone than in a batch, and batched requests parted from their alone runs more often
+// (engine_test's near ties: 5-9 of 32 against 1-2), so the switch stays at 16.
 inline constexpr int64_t kBf16DotMaxRows = 16;
 
 // bf16 weights on CPUs with AVX2 and FMA but not AVX-512 take the AVX2 GEMV (gemv_avx2.cc)
