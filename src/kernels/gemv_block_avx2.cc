@@ -258,8 +258,8 @@ template <bool kFive> void DequantK4K5Row(const uint8_t* row, int64_t blocks, fl
     const uint8_t* b = row + k * F::kUnitBytes;
     const typename F::Unit u = F::Load(b);
     // d·sc[j] and dmin·m[j], each rounded once as the portable d1 and m1.
-    const __m128i codes = _mm256_castsi256_si128(u.sc);  // sc[j] as int16
-    const __m256 d1 = Product(u.d, _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(codes)));
+    const __m128i codes = _mm256_castsi256_si128(u.sc);  // sc[j] in bytes 0-7
+    const __m256 d1 = Product(u.d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)));
     const __m256 m1 = _mm256_sub_ps(_mm256_setzero_ps(), u.mn);  // -(-dmin·m) is exact
     float* o = out + 256 * k;
     for (int c = 0; c < 4; ++c) {
