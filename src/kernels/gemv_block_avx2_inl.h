@@ -136,6 +136,7 @@ template <bool kMin> struct FormatQ5 {
 template <bool kFive> struct FormatK4K5 {
   static constexpr int kSlots = 8;
   static constexpr int kMaxCode = kFive ? 31 : 15;
+  static constexpr int kPairMax = 2 * kMaxCode * 127;  // |a vpmaddubsw pair sum|
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = kFive ? 176 : 144;
   static constexpr bool kHasMin = true;
@@ -197,11 +198,21 @@ template <bool kFive> struct FormatK4K5 {
     if constexpr (kFive) w = _mm256_or_si256(w, MoveBits<j, 4>(u.qh, 0x10));
     sc = _mm256_shuffle_epi8(u.sc, _mm256_set1_epi16(static_cast<int16_t>(0x8000 + j)));  // sc[j], zero-extended
   }
+  // Slots 4G .. 4G + 3's scales in the layout of gemv_block_avx2.cc's SlotSums: int16 k of
+  // each 128-bit half scales slot 4G + k / 2 (one sub-block, both halves).
+  template <int G> static __m256i GroupScales(const Unit& u) {
+    constexpr auto b = [](int k) { return static_cast<char>(k % 2 == 0 ? SubBlock(4 * G + k / 4) : -1); };
+    const __m256i index = _mm256_setr_epi8(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10), b(11),
+                                           b(12), b(13), b(14), b(15), b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7),
+                                           b(8), b(9), b(10), b(11), b(12), b(13), b(14), b(15));
+    return _mm256_shuffle_epi8(u.sc, index);
+  }
 };
 
 struct FormatQ6_K {
   static constexpr int kSlots = 8;
   static constexpr int kMaxCode = 63;
+  static constexpr int kPairMax = 2 * 32 * 127;  // |a pair sum| with the bias: |q - 32| <= 32
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = 210;
   static constexpr bool kHasMin = false;
@@ -230,6 +241,17 @@ struct FormatQ6_K {
     constexpr int t = 2 * k;  // sub-blocks 2H, 2H + 1 = scales t, t + 1 of sc[h]
     constexpr int16_t a = static_cast<int16_t>(0x0100 + 0x0202 * t), b = static_cast<int16_t>(a + 0x0202);
     sc = _mm256_shuffle_epi8(u.sc[h], _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
+  }
+  // Slots 4G .. 4G + 3's scales in the layout of gemv_block_avx2.cc's SlotSums: int16 k of
+  // the low 128-bit half scales slot 4G + k / 2's first 16 values (sc[G]'s scale 2(k / 2)),
+  // of the high half its last 16 (the next scale).
+  template <int G> static __m256i GroupScales(const Unit& u) {
+    constexpr auto b = [](int k, int half) { return static_cast<char>(2 * (2 * (k / 4) + half) + k % 2); };
+    const __m256i index = _mm256_setr_epi8(
+        b(0, 0), b(1, 0), b(2, 0), b(3, 0), b(4, 0), b(5, 0), b(6, 0), b(7, 0), b(8, 0), b(9, 0), b(10, 0), b(11, 0),
+        b(12, 0), b(13, 0), b(14, 0), b(15, 0), b(0, 1), b(1, 1), b(2, 1), b(3, 1), b(4, 1), b(5, 1), b(6, 1), b(7, 1),
+        b(8, 1), b(9, 1), b(10, 1), b(11, 1), b(12, 1), b(13, 1), b(14, 1), b(15, 1));
+    return _mm256_shuffle_epi8(u.sc[G], index);
   }
 };
 
