@@ -17,7 +17,9 @@
 // and for Q4_K / Q5_K, once per 256 values, acc += (-dmin·m per block) · (dx · sum q per
 // block) (block_sum's lanes 8..15); for Q5_1, per slot, lane 0 of acc += m · (dx · sum q)
 // (block_sum in block order). The 8 lanes of acc are added at the end. The integer scale
-// saves the K formats a multiply per slot and x row (d · sc · dx in f32).
+// saves the K formats a multiply per slot and x row (d · sc · dx in f32). Q4_K and Q6_K at
+// m = 1 (TileM1) instead sum a unit's 8 slots' pairs in integers first, one int32 per slot,
+// and then per unit acc += f32(slot sums) · (dx per slot) · d.
 //
 // Weight codes per format and slot (a unit is what one weight row is read in):
 //   Q8_0: unit = 1 block (34 bytes), 1 slot: its 32 int8 codes; |w| times x with w's sign
@@ -39,12 +41,14 @@
 // f32 conversion is exact too. The integer dot products are the portable ones (K formats:
 // times their integer scale); only the order of the f32 sums differs.
 //
-// Measured (bench/matmul_bench.cc BM_BlockGemv, 1 thread of a 2-vCPU Zen 3 VM shared with
-// other jobs, so rough; its plain read streams ~11 GB/s): the 102400 x 2048 lm_head at m = 1,
-// Q8_0 10.0 GB/s, Q4_K 8.8, Q6_K 6.5-9.9 (portable: 1.3, 1.05, 0.8); at m = 16, Q8_0 23.5
-// GMAC/s, Q4_K 29.5, Q6_K 19 (portable 3.5, 3.7, 1.2). In L2 (64 x 2048) m = 1 runs at
-// ~15 GB/s (Q8_0 ~27), m = 16 at 33-43 GMAC/s: vpmaddubsw + vpmaddwd + vcvtdq2ps + vfmadd
-// per 32 products and x row, plus the unpacking.
+// Measured (bench/matmul_bench.cc BM_BlockGemv, 1 thread of a 2-vCPU AMD EPYC Zen 4 VM
+// shared with other jobs, the AVX2 kernels called directly; medians of runs alternating with
+// the previous version): the 102400 x 2048 lm_head at m = 1, Q4_K 19.5 GB/s (was 18.1),
+// Q6_K 22.9 (21.5), Q5_0 14.4 (13.3), Q8_0 ~30; at m = 16, Q4_K 53 GMAC/s, Q6_K 43, Q5_0 38.
+// The 1408 x 2048 expert (from L3) runs at about the same rates and so do 256-row matrices in
+// L2: not memory-bound (the AVX-512 VNNI kernel reads Q4_K at ~21 GB/s on the same thread)
+// but, it seems, by the instructions per slot: the time followed their count (~3.5 per
+// cycle, of whatever kind) more closely than any one unit's share.
 //
 // Compiled with -mavx2 -mfma -mf16c -mbmi2 (CMakeLists.txt); reached only through the
 // dispatch after GetCpuFeatures().avx2.
@@ -53,7 +57,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/avx2_inl.h"
 #include "kernels/block_quant.h"
@@ -155,10 +161,86 @@ template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const
   }
 }
 
+// ---- Q4_K and Q6_K at m = 1: slot sums reduced across slots before the f32 work ------
+//
+// With one x row, Tile's per-slot vpshufb (the slot's scale), vpmaddwd, vcvtdq2ps and vfmadd
+// are half a slot's instructions, and the kernel runs at about as many instructions per cycle
+// whatever their kind. Here a unit's 8 slots' int16 pair sums go through a vpmaddwd (by 1) +
+// vpackssdw tree into 8 int32 slot sums times their integer scales, which take one conversion,
+// one multiply by the 8 slots' dx and one FMA by d per unit: ~28 instructions per 8 slots
+// instead of 33 (Q6_K ~7% faster, Q4_K ~2.5% than Tile at its best, 2 rows; 1 thread).
+// Exact: a tree entry sums at most 4 pairs (4 · kPairMax fits int16), and a slot sum is the
+// portable integer sum times its scale (< 2^24: its f32 conversion is exact too).
+// Q5_K measured no faster this way (0 to -2.5%) and stays with Tile.
+template <class F> constexpr bool kSlotTree = F::kIntScale && !std::is_same_v<F, FormatK4K5<true>>;
+
+// The pair sums of a and b added two by two, 4 per 128-bit half of each (vphaddw's layout;
+// vphaddw itself measured ~4 times slower than vpmaddwd on Zen 4, and no faster overall).
+inline __m256i HaddEpi16(__m256i a, __m256i b) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  return _mm256_packs_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
+}
+
+// int32 k of the result: slot k's pair sums p[k] added up, each 16-value half times its
+// scale in sc (int16 k of each 128-bit half of sc[g]: slot 4g + k / 2's; the low half is its
+// bytes 0-15, the high half 16-31, F::GroupScales). Two rounds of HaddEpi16 leave in int16 k
+// of each half of q[g] a sum of 4 pairs of slot 4g + k / 2's half.
+inline __m256i SlotSums(const __m256i p[8], const __m256i sc[2]) {
+  const __m256i q0 = HaddEpi16(HaddEpi16(p[0], p[1]), HaddEpi16(p[2], p[3]));
+  const __m256i q1 = HaddEpi16(HaddEpi16(p[4], p[5]), HaddEpi16(p[6], p[7]));
+  const __m256i c0 = _mm256_madd_epi16(q0, sc[0]), c1 = _mm256_madd_epi16(q1, sc[1]);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20), _mm256_permute2x128_si256(c0, c1, 0x31));
+}
+
+// Slot s's int16 pair sums with x's codes (plus the zero point's pair bias).
+template <class F, int H>
+inline __m256i SlotPairs(const typename F::Unit& u, const int8_t* xq, const int16_t* xb, int64_t s) {
+  __m256i w;
+  typename F::Scale unused;  // SlotSums applies the scales
+  F::template Slot<H>(u, w, unused);
+  __m256i pairs = _mm256_maddubs_epi16(w, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 32 * s)));
+  if constexpr (F::kBias) {
+    pairs = _mm256_add_epi16(pairs, _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 16 * s)));
+  }
+  return pairs;
+}
+
+// x row i's dx per slot, one float each (PreparedX repeats it over 8 lanes).
+std::vector<float> CompactSlotScales(const PreparedX& x, int64_t i) {
+  const int64_t slots = x.ldq / 32;
+  std::vector<float> dx(slots);
+  for (int64_t s = 0; s < slots; ++s) dx[s] = x.scale[i * x.lds + 8 * s];
+  return dx;
+}
+
+// y[0] = x row i0 · the weight row at w (m = 1), for kSlotTree formats. dx: x row i0's
+// CompactSlotScales.
+template <class F> void TileM1(const PreparedX& x, int64_t i0, const float* dx, const uint8_t* w, int64_t units,
+                               int64_t prefetch_bytes, float* y) {
+  static_assert(F::kSlots == 8 && 4 * F::kPairMax <= 32767);
+  const int8_t* xq = x.q + i0 * x.ldq;
+  const int16_t* xb = F::kBias ? x.pair_bias + i0 * 2 * x.lds : nullptr;
+  const float* xm = F::kHasMin ? x.block_sum + i0 * x.ldb : nullptr;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* p = w + u * F::kUnitBytes;
+    for (size_t off = 0; off < F::kUnitBytes; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_bytes + off), _MM_HINT_T1);
+    }
+    const typename F::Unit wu = F::Load(p);
+    __m256i pairs[8];
+    ForSlots([&]<int H>() { pairs[H] = SlotPairs<F, H>(wu, xq, xb, 8 * u + H); }, std::make_integer_sequence<int, 8>{});
+    const __m256i sc[2] = {F::template GroupScales<0>(wu), F::template GroupScales<1>(wu)};
+    const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(SlotSums(pairs, sc)), _mm256_loadu_ps(dx + 8 * u));
+    acc = _mm256_fmadd_ps(t, wu.d, acc);
+    if constexpr (F::kHasMin) acc = _mm256_fmadd_ps(wu.mn, _mm256_load_ps(xm + 16 * u + 8), acc);
+  }
+  *y = HorizontalSum(acc);
+}
+
 // Weight rows per tile for M rows of x: the M·R accumulators (K formats: twice that), the R
-// units' scales and a slot's weights, scales and x codes stay near the 16 registers. K
-// formats at M = 1 measured best with 2 rows (Q6_K's 4-row tiles spill its scales: from
-// memory, 1 thread, ~10% slower; Q4_K / Q5_K within noise).
+// units' scales and a slot's weights, scales and x codes stay near the 16 registers. (Q4_K and
+// Q6_K at M = 1 take TileM1, one row at a time: measured faster than 2 or 4 rows.)
 template <class F, int M> constexpr int BlockTileRows() {
   if constexpr (F::kIntScale) return M <= 2 ? 2 : 1;
   return M == 1 ? 4 : 2;
@@ -168,6 +250,7 @@ struct RowGeometry {
   size_t row_bytes;
   int64_t units;
   int64_t prefetch_bytes;
+  const float* dx_m1;  // the last x row's CompactSlotScales where TileM1 takes it
 };
 
 // R weight rows (kBlockRows or 1) against every row of x.
@@ -177,8 +260,12 @@ void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float*
     float* yi = y + i * ldy;
     auto split = [&]<int M>() {
       constexpr int kSub = BlockTileRows<F, M>() < R ? BlockTileRows<F, M>() : R;
-      for (int r = 0; r < R; r += kSub) {
-        Tile<F, M, kSub>(x, i, w + r * g.row_bytes, g.row_bytes, g.units, g.prefetch_bytes, yi + r, ldy);
+      if constexpr (M == 1 && kSlotTree<F>) {
+        for (int r = 0; r < R; ++r) TileM1<F>(x, i, g.dx_m1, w + r * g.row_bytes, g.units, g.prefetch_bytes, yi + r);
+      } else {
+        for (int r = 0; r < R; r += kSub) {
+          Tile<F, M, kSub>(x, i, w + r * g.row_bytes, g.row_bytes, g.units, g.prefetch_bytes, yi + r, ldy);
+        }
       }
     };
     switch (std::min<int64_t>(kBlockMaxM, x.m - i)) {
@@ -197,6 +284,12 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   g.units = w.cols / F::kUnitValues;
   g.prefetch_bytes = std::max<int64_t>(kBlockPrefetchBytes / static_cast<int64_t>(g.row_bytes), kBlockRows) *
                      static_cast<int64_t>(g.row_bytes);
+  std::vector<float> dx_m1;
+  g.dx_m1 = nullptr;
+  if (kSlotTree<F> && x.m % kBlockMaxM == 1) {
+    dx_m1 = CompactSlotScales(x, x.m - 1);
+    g.dx_m1 = dx_m1.data();
+  }
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t n = n0;
   for (; n + kBlockRows <= n1; n += kBlockRows) RowGroup<F, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);
@@ -258,8 +351,8 @@ template <bool kFive> void DequantK4K5Row(const uint8_t* row, int64_t blocks, fl
     const uint8_t* b = row + k * F::kUnitBytes;
     const typename F::Unit u = F::Load(b);
     // d·sc[j] and dmin·m[j], each rounded once as the portable d1 and m1.
-    const __m128i codes = _mm256_castsi256_si128(u.sc);  // sc[j] as int16
-    const __m256 d1 = Product(u.d, _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(codes)));
+    const __m128i codes = _mm256_castsi256_si128(u.sc);  // sc[j] in bytes 0-7
+    const __m256 d1 = Product(u.d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)));
     const __m256 m1 = _mm256_sub_ps(_mm256_setzero_ps(), u.mn);  // -(-dmin·m) is exact
     float* o = out + 256 * k;
     for (int c = 0; c < 4; ++c) {

@@ -26,7 +26,17 @@ inline __m256i LoadU256(const uint8_t* p) { return _mm256_loadu_si256(reinterpre
 inline __m128i LoadU128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
 // The f16 at p in all 8 lanes.
-inline __m256 BroadcastF16(const uint8_t* p) { return _mm256_set1_ps(_cvtsh_ss(Load16(p))); }
+inline __m256 BroadcastF16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(Load16(p))));  // vpbroadcastw + vcvtph2ps
+}
+
+// The 16 bytes at p, low nibbles then high nibbles: one load into both 128-bit halves and
+// a shift of the high half (vpsrlvd), which is one instruction fewer than shifting a copy and
+// inserting it (on Haswell, whose vpsrlvd is 3 uops, about even).
+inline __m256i Nibbles16(const uint8_t* p) {
+  const __m256i q = _mm256_broadcastsi128_si256(LoadU128(p));
+  return _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
+}
 
 inline __m256i LowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline __m256i HighNibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
@@ -78,8 +88,7 @@ struct FormatQ4_0 {
   };
   static Unit Load(const uint8_t* p) { return {p}; }
   template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
-    const __m128i q = LoadU128(u.p + block_layout::kQ4_0Qs);
-    w = LowNibbles(_mm256_set_m128i(_mm_srli_epi16(q, 4), q));  // [low nibbles, high nibbles]
+    w = Nibbles16(u.p + block_layout::kQ4_0Qs);
     ws = BroadcastF16(u.p);
   }
 };
@@ -118,8 +127,7 @@ template <bool kMin> struct FormatQ5 {
     return {p, kMin ? BroadcastF16(p + block_layout::kQ5_1M) : _mm256_setzero_ps()};
   }
   template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
-    const __m128i q = LoadU128(u.p + kQs);
-    w = _mm256_or_si256(LowNibbles(_mm256_set_m128i(_mm_srli_epi16(q, 4), q)), Q5HighBits(u.p + kQh));
+    w = _mm256_or_si256(Nibbles16(u.p + kQs), Q5HighBits(u.p + kQh));
     ws = BroadcastF16(u.p);
   }
 };
@@ -128,6 +136,7 @@ template <bool kMin> struct FormatQ5 {
 template <bool kFive> struct FormatK4K5 {
   static constexpr int kSlots = 8;
   static constexpr int kMaxCode = kFive ? 31 : 15;
+  static constexpr int kPairMax = 2 * kMaxCode * 127;  // |a vpmaddubsw pair sum|
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = kFive ? 176 : 144;
   static constexpr bool kHasMin = true;
@@ -139,25 +148,35 @@ template <bool kFive> struct FormatK4K5 {
   struct Unit {
     const uint8_t* qs;
     __m256i qh;  // Q5_K: the 32 qh bytes
-    __m256i sc;  // int16 j of each 128-bit half: sc[j]
+    __m256i sc;  // bytes j, 8 + j of each 128-bit half: sc[j], m[j]
     __m256 d;    // d in every lane
     __m256 mn;   // lane j: -dmin·m[j]
   };
-  // ScaleMinK4 for all 8 sub-blocks at once: byte shuffles of the 12 packed bytes.
+  // ScaleMinK4 for all 8 sub-blocks at once, bytes sc[0..8) then m[0..8), on general-purpose
+  // registers: the slots keep the vector units busy (byte shuffles of the 12 bytes cost ~10
+  // vector instructions per unit and weight row).
+  static __m128i ScaleMinCodes(const uint8_t* scales) {
+    uint32_t a, b, c;
+    std::memcpy(&a, scales, 4);
+    std::memcpy(&b, scales + 4, 4);
+    std::memcpy(&c, scales + 8, 4);
+    const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);  // j >= 4: low bits, bits 6-7 of j - 4
+    const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
+    uint64_t sc = (a & 0x3F3F3F3F) | uint64_t{sc_hi} << 32;
+    uint64_t m = (b & 0x3F3F3F3F) | uint64_t{m_hi} << 32;
+    asm("" : "+r"(sc), "+r"(m));  // keeps GCC's vectorizer from moving this onto vector registers
+    return _mm_insert_epi64(_mm_cvtsi64_si128(static_cast<long long>(sc)), static_cast<long long>(m), 1);
+  }
   static Unit Load(const uint8_t* p) {
-    const __m128i b = LoadU128(p + block_layout::kQ4KScales);
-    // Low bits: sc[j<4] = b[j] & 63, sc[j>=4] = b[j+4] & 15; m[j<4] = b[j+4] & 63, m[j>=4] = b[j+4] >> 4.
-    const __m128i t = _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-    const __m128i low = _mm_or_si128(
-        _mm_and_si128(t, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
-        _mm_and_si128(_mm_srli_epi16(t, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
-    // High bits of j >= 4: sc from b[j-4] >> 6, m from b[j] >> 6, onto bits 4-5.
-    const __m128i u = _mm_shuffle_epi8(b, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-    const __m128i codes = _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(u, 2), _mm_set1_epi8(0x30)));
+    const __m128i codes = ScaleMinCodes(p + block_layout::kQ4KScales);
     Unit w;
-    w.sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(codes));
+    w.sc = _mm256_broadcastsi128_si256(codes);
     w.d = BroadcastF16(p);
-    w.mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(codes, 8))),
+    // Lane j: m[j] (byte 8 + j; the high half reads the same bytes as the low one).
+    const __m256i m =
+        _mm256_shuffle_epi8(w.sc, _mm256_setr_epi8(8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1, 12, -1,
+                                                   -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, 15, -1, -1, -1));
+    w.mn = _mm256_mul_ps(_mm256_cvtepi32_ps(m),
                          _mm256_sub_ps(_mm256_setzero_ps(), BroadcastF16(p + block_layout::kQ4KDmin)));
     if constexpr (kFive) {
       w.qh = LoadU256(p + block_layout::kQ5KQh);
@@ -177,13 +196,23 @@ template <bool kFive> struct FormatK4K5 {
     const __m256i v = LoadU256(u.qs + 64 * h + 32 * a);
     w = i == 0 ? LowNibbles(v) : HighNibbles(v);
     if constexpr (kFive) w = _mm256_or_si256(w, MoveBits<j, 4>(u.qh, 0x10));
-    sc = _mm256_shuffle_epi8(u.sc, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+    sc = _mm256_shuffle_epi8(u.sc, _mm256_set1_epi16(static_cast<int16_t>(0x8000 + j)));  // sc[j], zero-extended
+  }
+  // Slots 4G .. 4G + 3's scales in the layout of gemv_block_avx2.cc's SlotSums: int16 k of
+  // each 128-bit half scales slot 4G + k / 2 (one sub-block, both halves).
+  template <int G> static __m256i GroupScales(const Unit& u) {
+    constexpr auto b = [](int k) { return static_cast<char>(k % 2 == 0 ? SubBlock(4 * G + k / 4) : -1); };
+    const __m256i index = _mm256_setr_epi8(b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10), b(11),
+                                           b(12), b(13), b(14), b(15), b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7),
+                                           b(8), b(9), b(10), b(11), b(12), b(13), b(14), b(15));
+    return _mm256_shuffle_epi8(u.sc, index);
   }
 };
 
 struct FormatQ6_K {
   static constexpr int kSlots = 8;
   static constexpr int kMaxCode = 63;
+  static constexpr int kPairMax = 2 * 32 * 127;  // |a pair sum| with the bias: |q - 32| <= 32
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = 210;
   static constexpr bool kHasMin = false;
@@ -212,6 +241,17 @@ struct FormatQ6_K {
     constexpr int t = 2 * k;  // sub-blocks 2H, 2H + 1 = scales t, t + 1 of sc[h]
     constexpr int16_t a = static_cast<int16_t>(0x0100 + 0x0202 * t), b = static_cast<int16_t>(a + 0x0202);
     sc = _mm256_shuffle_epi8(u.sc[h], _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
+  }
+  // Slots 4G .. 4G + 3's scales in the layout of gemv_block_avx2.cc's SlotSums: int16 k of
+  // the low 128-bit half scales slot 4G + k / 2's first 16 values (sc[G]'s scale 2(k / 2)),
+  // of the high half its last 16 (the next scale).
+  template <int G> static __m256i GroupScales(const Unit& u) {
+    constexpr auto b = [](int k, int half) { return static_cast<char>(2 * (2 * (k / 4) + half) + k % 2); };
+    const __m256i index = _mm256_setr_epi8(
+        b(0, 0), b(1, 0), b(2, 0), b(3, 0), b(4, 0), b(5, 0), b(6, 0), b(7, 0), b(8, 0), b(9, 0), b(10, 0), b(11, 0),
+        b(12, 0), b(13, 0), b(14, 0), b(15, 0), b(0, 1), b(1, 1), b(2, 1), b(3, 1), b(4, 1), b(5, 1), b(6, 1), b(7, 1),
+        b(8, 1), b(9, 1), b(10, 1), b(11, 1), b(12, 1), b(13, 1), b(14, 1), b(15, 1));
+    return _mm256_shuffle_epi8(u.sc[G], index);
   }
 };
 
