@@ -205,12 +205,14 @@ inline __m256i SlotPairs(const typename F::Unit& u, const int8_t* xq, const int1
   return pairs;
 }
 
-// x row i's dx per slot, one float each (PreparedX repeats it over 8 lanes).
-std::vector<float> CompactSlotScales(const PreparedX& x, int64_t i) {
+// x row i's dx per slot, one float each (PreparedX repeats it over 8 lanes), in a buffer of
+// the calling thread's that grows once: decode calls this for every product of every step.
+const float* CompactSlotScales(const PreparedX& x, int64_t i) {
   const int64_t slots = x.ldq / 32;
-  std::vector<float> dx(slots);
+  thread_local std::vector<float> dx;
+  if (static_cast<int64_t>(dx.size()) < slots) dx.resize(static_cast<size_t>(slots));
   for (int64_t s = 0; s < slots; ++s) dx[s] = x.scale[i * x.lds + 8 * s];
-  return dx;
+  return dx.data();
 }
 
 // y[0] = x row i0 · the weight row at w (m = 1), for kSlotTree formats. dx: x row i0's
@@ -284,12 +286,7 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   g.units = w.cols / F::kUnitValues;
   g.prefetch_bytes = std::max<int64_t>(kBlockPrefetchBytes / static_cast<int64_t>(g.row_bytes), kBlockRows) *
                      static_cast<int64_t>(g.row_bytes);
-  std::vector<float> dx_m1;
-  g.dx_m1 = nullptr;
-  if (kSlotTree<F> && x.m % kBlockMaxM == 1) {
-    dx_m1 = CompactSlotScales(x, x.m - 1);
-    g.dx_m1 = dx_m1.data();
-  }
+  g.dx_m1 = kSlotTree<F> && x.m % kBlockMaxM == 1 ? CompactSlotScales(x, x.m - 1) : nullptr;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t n = n0;
   for (; n + kBlockRows <= n1; n += kBlockRows) RowGroup<F, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);
