@@ -305,39 +305,11 @@ void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
   LATTE_DCHECK(Avx2GemmTakes(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
-  const int64_t k = w.cols;
-  GemmX g = GemmX::For(p.m, k, w.dtype == DType::kQ6_K ? 2 : 1);
-  // Scratch: x quantized as for the AVX2 GEMV, then the tiles made from it. The K formats'
-  // slot order for Q4_K / Q5_K, else in order (Q8_0's layout: no pair biases; the kernel
-  // takes the zero points off from the code sums).
-  const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
-  const DType layout = k_order ? w.dtype : DType::kQ8_0;
-  const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx2, layout, p.m, k);
-  const size_t tile_bytes = g.Bytes();
-  thread_local AlignedBuffer storage;  // grown once per calling thread
-  if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
-  const PreparedX x = PlaceX(BlockGemvIsa::kAvx2, layout, p.m, k, storage.as<std::byte>());
-  g.data = storage.as<std::byte>() + prepared_bytes;
   // The panels' codes are the AVX2 GEMV's (FormatX::Slot: Q4_0's zero point 8, Q5_0's 16,
   // Q6_K's 32; Q8_0 signed).
-  const int zero_point = BlockZeroPoint(BlockGemvIsa::kAvx2, w.dtype);
-  auto prepare = [&](RowRange tiles) {
-    FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
-    g.Fill(x, zero_point, tiles.begin, tiles.end);
-  };
-  auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
-  const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();
-  if (!parallel) {
-    prepare(RowRange{0, g.tiles});
-    multiply(RowRange{0, w.rows});
-    return;
-  }
-#pragma omp parallel
-  {
-    prepare(ThisThreadRows(g.tiles));
-#pragma omp barrier
-    multiply(ThisThreadRows(w.rows, kPanelRows));
-  }
+  RunBlockGemm<kGemmTileM>(p, threaded, BlockGemvIsa::kAvx2, w.cols, BlockZeroPoint(BlockGemvIsa::kAvx2, w.dtype),
+                           kPanelRows,
+                           [&](const GemmX& g, int64_t n0, int64_t n1) { GemmRowsFor(g, w, n0, n1, p.y, p.ldy); });
 }
 
 }  // namespace latte::matmul_internal

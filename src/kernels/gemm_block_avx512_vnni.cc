@@ -320,40 +320,12 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
   LATTE_DCHECK(VnniGemmTakes(w.dtype), "GemmBlockAvx512Vnni: ", DTypeName(w.dtype));
-  const int64_t k = w.cols;
-  // Slots of the AVX-512 layout, whose rows are padded to 64 values.
-  GemmX g = GemmX::For(p.m, 64 * ((k + 63) / 64), w.dtype == DType::kQ6_K ? 2 : 1);
-  // Scratch: x quantized as for the GEMV, then the tiles made from it.
-  // x's codes and scales in the AVX-512 layout: the K formats' slot order for Q4_K / Q5_K,
-  // else in order (Q8_0's layout on the BW ISA, which adds no bias lanes).
-  const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
-  const DType layout = k_order ? w.dtype : DType::kQ8_0;
-  const size_t prepared_bytes = PreparedXBytes(BlockGemvIsa::kAvx512, layout, p.m, k);
-  const size_t tile_bytes = g.Bytes();
-  thread_local AlignedBuffer storage;  // grown once per calling thread
-  if (storage.size() < prepared_bytes + tile_bytes) storage = AlignedBuffer(prepared_bytes + tile_bytes);
-  const PreparedX x = PlaceX(BlockGemvIsa::kAvx512, layout, p.m, k, storage.as<std::byte>());
-  g.data = storage.as<std::byte>() + prepared_bytes;
-  // The panels' codes carry the VNNI GEMV's zero points (FormatX::Load<true, ...>: Q8_0's
-  // sign bit flipped, Q4_0's 8, Q5_0's 16, Q6_K's 32).
-  const int zero_point = BlockZeroPoint(BlockGemvIsa::kAvx512Vnni, w.dtype);
-  auto prepare = [&](RowRange tiles) {
-    FillX(x, p.x, p.ldx, tiles.begin * kGemmTileM, std::min(p.m, tiles.end * kGemmTileM));
-    g.Fill(x, zero_point, tiles.begin, tiles.end);
-  };
-  auto multiply = [&](RowRange rows) { GemmRowsFor(g, w, rows.begin, rows.end, p.y, p.ldy); };
-  const bool parallel = threaded && w.rows >= 2 * kPanelRows && omp_get_max_threads() > 1 && !omp_in_parallel();
-  if (!parallel) {
-    prepare(RowRange{0, g.tiles});
-    multiply(RowRange{0, w.rows});
-    return;
-  }
-#pragma omp parallel
-  {
-    prepare(ThisThreadRows(g.tiles));
-#pragma omp barrier
-    multiply(ThisThreadRows(w.rows, kPanelRows));
-  }
+  // x in the AVX-512 layout, whose rows are padded to 64 values; the panels' codes carry
+  // the VNNI GEMV's zero points (FormatX::Load<true, ...>: Q8_0's sign bit flipped, Q4_0's
+  // 8, Q5_0's 16, Q6_K's 32).
+  RunBlockGemm<kGemmTileM>(p, threaded, BlockGemvIsa::kAvx512, 64 * ((w.cols + 63) / 64),
+                           BlockZeroPoint(BlockGemvIsa::kAvx512Vnni, w.dtype), kPanelRows,
+                           [&](const GemmX& g, int64_t n0, int64_t n1) { GemmRowsFor(g, w, n0, n1, p.y, p.ldy); });
 }
 
 }  // namespace latte::matmul_internal

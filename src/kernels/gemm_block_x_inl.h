@@ -1,15 +1,20 @@
-// The block-format GEMMs' x layout (gemm_block_avx512_vnni.cc with tiles of 6 x rows,
-// gemm_block_avx2.cc with tiles of 4), written once. It is plain C++ with no intrinsics,
+// The block-format GEMMs' x layout and their driver (gemm_block_avx512_vnni.cc with tiles
+// of 6 x rows, gemm_block_avx2.cc with tiles of 4), written once. It is plain C++ with no intrinsics,
 // but it is compiled into translation units with different ISA flags, so everything here
 // has internal linkage: each of them keeps its own copy, built for its own ISA (an inline
 // function with external linkage could be merged by the linker into one copy built with
 // AVX-512 and reached from the AVX2 path).
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "base/aligned_buffer.h"
+#include "base/parallel.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -86,6 +91,44 @@ template <int kTileM> struct GemmXTiles {
     }
   }
 };
+
+// y = x · wᵀ by a block GEMM: x quantized in the layout of `x_isa` (the K formats' slot
+// order for Q4_K / Q5_K, else in order: Q8_0's layout, no bias lanes, the kernel takes the
+// zero points off from the code sums) into per-thread scratch, then laid out in tiles of
+// kTileM rows with `slot_cols` values a row (x's row padded as that layout pads it), then
+// multiply_rows(tiles, n0, n1) for weight rows [n0, n1) in groups of panel_rows. Each
+// thread prepares its share of the tiles, and after a barrier multiplies its rows.
+template <int kTileM, class MultiplyRows> void RunBlockGemm(const MatmulProblem& p, bool threaded, BlockGemvIsa x_isa,
+                                                            int64_t slot_cols, int zero_point, int64_t panel_rows,
+                                                            MultiplyRows multiply_rows) {
+  const WeightView& w = p.w;
+  const int64_t k = w.cols;
+  GemmXTiles<kTileM> g = GemmXTiles<kTileM>::For(p.m, slot_cols, w.dtype == DType::kQ6_K ? 2 : 1);
+  const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
+  const DType layout = k_order ? w.dtype : DType::kQ8_0;
+  const size_t prepared_bytes = PreparedXBytes(x_isa, layout, p.m, k);
+  thread_local AlignedBuffer storage;  // grown once per calling thread
+  if (storage.size() < prepared_bytes + g.Bytes()) storage = AlignedBuffer(prepared_bytes + g.Bytes());
+  const PreparedX x = PlaceX(x_isa, layout, p.m, k, storage.as<std::byte>());
+  g.data = storage.as<std::byte>() + prepared_bytes;
+  auto prepare = [&](RowRange tiles) {
+    FillX(x, p.x, p.ldx, tiles.begin * kTileM, std::min(p.m, tiles.end * kTileM));
+    g.Fill(x, zero_point, tiles.begin, tiles.end);
+  };
+  const bool parallel = threaded && w.rows >= 2 * panel_rows && omp_get_max_threads() > 1 && !omp_in_parallel();
+  if (!parallel) {
+    prepare(RowRange{0, g.tiles});
+    multiply_rows(g, 0, w.rows);
+    return;
+  }
+#pragma omp parallel
+  {
+    prepare(ThisThreadRows(g.tiles));
+#pragma omp barrier
+    const RowRange rows = ThisThreadRows(w.rows, panel_rows);
+    multiply_rows(g, rows.begin, rows.end);
+  }
+}
 
 }  // namespace
 }  // namespace latte::matmul_internal
