@@ -9,7 +9,8 @@
 // weight rows is first transposed into 4-byte groups, one 32-bit lane per weight row, in
 // per-thread scratch (the file stays as stored):
 //   codes:  [slot][c < 8] one register = codes 4c .. 4c + 3 of the slot's 32 values, for
-//           each of the 8 rows (lane r = row r); unsigned, except Q8_0's (signed, as stored)
+//           each of the 8 rows (lane r = row r); unsigned, except Q8_0's: its 8 registers
+//           of |w| and then its 8 of signed codes (as stored)
 //   scales: [slot · subs + h][8 rows] f32, the weight scale of sub-block h (Q6_K has two
 //           16-value sub-blocks per 32-value slot, the others one; K formats: d · sc)
 //   mins:   [slot][8 rows] f32, Q4_K / Q5_K's -dmin·m, Q5_1's m
@@ -61,6 +62,10 @@ constexpr int kGemmTileM = 4;
 
 template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
 
+// 32-byte code registers per slot of a panel: 8 (codes 4c .. 4c + 3 of the 8 rows), or for
+// Q8_0 16: the 8 of |w|, then the 8 of w (DotQ8Rows).
+template <class F> constexpr int kCodeRegs = F::kSignedCodes ? 16 : 8;
+
 // vpmaddubsw results added in int16 before vpmaddwd widens them: the most (a power of two,
 // dividing 4) whose sum stays within int16 with pairs of at most 2 · kMaxCode · 127.
 template <class F> constexpr int Group() {
@@ -95,7 +100,7 @@ inline void Transpose8x8(__m256i r[8]) {
   }
 }
 
-// One panel's packed weights (see the top): codes [slots · 8][32 bytes], scales
+// One panel's packed weights (see the top): codes [slots · kCodeRegs][32 bytes], scales
 // [slots · subs][8], mins [slots][8].
 struct Panel {
   uint8_t* codes = nullptr;
@@ -157,8 +162,15 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, c
       __m256i v[kPanelRows];
       for (int r = 0; r < kPanelRows; ++r) v[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[H][r]));
       Transpose8x8(v);
-      __m256i* out = reinterpret_cast<__m256i*>(panel.codes) + (u * F::kSlots + H) * 8;
-      for (int c = 0; c < 8; ++c) _mm256_store_si256(out + c, v[c]);
+      __m256i* out = reinterpret_cast<__m256i*>(panel.codes) + (u * F::kSlots + H) * kCodeRegs<F>;
+      for (int c = 0; c < 8; ++c) {
+        if constexpr (F::kSignedCodes) {
+          _mm256_store_si256(out + c, _mm256_abs_epi8(v[c]));
+          _mm256_store_si256(out + 8 + c, v[c]);
+        } else {
+          _mm256_store_si256(out + c, v[c]);
+        }
+      }
     }
   }
 }
@@ -170,26 +182,39 @@ template <class F> inline __m256i Start(int32_t corr) {
 
 // start + the int32 lane sums (lane r: weight row r) of registers [C0, C0 + N) of a slot
 // against one x row's codes q (4 per int32): vpmaddubsw per register, kGroup of them added
-// in int16, then vpmaddwd by ones. w: the unsigned codes (Q8_0: |w|); sw: Q8_0's signed codes.
+// in int16, then vpmaddwd by ones. Unsigned codes only (Q8_0: DotQ8Rows).
 template <class F, int C0, int N>
-inline __m256i DotRegisters(const __m256i* w, const __m256i* sw, const int32_t* q, __m256i ones, __m256i start) {
+inline __m256i DotRegisters(const __m256i* w, const int32_t* q, __m256i ones, __m256i start) {
   constexpr int kGroup = Group<F>();
   __m256i total = start;
   for (int c0 = C0; c0 < C0 + N; c0 += kGroup) {
-    __m256i pairs = _mm256_setzero_si256();
-    for (int c = c0; c < c0 + kGroup; ++c) {
-      const __m256i xq = _mm256_set1_epi32(q[c]);
-      __m256i p;
-      if constexpr (F::kSignedCodes) {  // |w| times x with w's sign
-        p = _mm256_maddubs_epi16(w[c], _mm256_sign_epi8(xq, _mm256_load_si256(sw + c)));
-      } else {
-        p = _mm256_maddubs_epi16(w[c], xq);
-      }
-      pairs = c == c0 ? p : _mm256_add_epi16(pairs, p);
+    __m256i pairs = _mm256_maddubs_epi16(w[c0], _mm256_set1_epi32(q[c0]));
+    for (int c = c0 + 1; c < c0 + kGroup; ++c) {
+      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[c], _mm256_set1_epi32(q[c])));
     }
     total = _mm256_add_epi32(total, _mm256_madd_epi16(pairs, ones));
   }
   return total;
+}
+
+// Q8_0: the int32 lane sums of a slot (kCodeRegs: registers 0-7 |w|, 8-15 w) against each
+// of the M x rows' codes (q + 8i), added to total[i]: per register and x row, vpmaddubsw of
+// |w| by x with w's sign (vpsignb), then vpmaddwd by ones (two pairs would overflow int16).
+// The weight register is the outer loop, kept rolled: unrolled, GCC reassociated the sums
+// across registers and spilled them, and with the x rows outside it kept the weights on the
+// stack. So each register is loaded once per tile and the live set (M sums, |w|, w, ones, a
+// broadcast) stays within the 16 registers.
+template <int M> inline void DotQ8Rows(const __m256i* codes, const int32_t* q, __m256i total[M]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 1
+  for (int c = 0; c < 8; ++c) {
+    const __m256i absw = _mm256_load_si256(codes + c);
+    const __m256i w = _mm256_load_si256(codes + 8 + c);
+    for (int i = 0; i < M; ++i) {
+      const __m256i xq = _mm256_sign_epi8(_mm256_set1_epi32(q[8 * i + c]), w);
+      total[i] = _mm256_add_epi32(total[i], _mm256_madd_epi16(_mm256_maddubs_epi16(absw, xq), ones));
+    }
+  }
 }
 
 // y[row][0 .. valid) = x row · the panel's rows for the first M rows of the tile (the last
@@ -207,18 +232,24 @@ void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64
     const int32_t* corr = GemmX::Corr(slot);
     const float* dx = GemmX::Dx(slot, kSubs);
     const float* msum = GemmX::Msum(slot, kSubs);
-    const __m256i* sw = codes + 8 * s;
-    __m256i w[8];
-    for (int c = 0; c < 8; ++c) {
-      w[c] = _mm256_load_si256(sw + c);
-      if constexpr (F::kSignedCodes) w[c] = _mm256_abs_epi8(w[c]);
+    if constexpr (F::kSignedCodes) {  // Q8_0
+      __m256i total[M];
+      for (int i = 0; i < M; ++i) total[i] = _mm256_setzero_si256();
+      DotQ8Rows<M>(codes + kCodeRegs<F> * s, q, total);
+      const __m256 sc = _mm256_load_ps(panel.scales + s * kPanelRows);
+      for (int i = 0; i < M; ++i) {
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total[i]), _mm256_mul_ps(sc, _mm256_set1_ps(dx[i])), acc[i]);
+      }
+      continue;
     }
+    __m256i w[8];
+    for (int c = 0; c < 8; ++c) w[c] = _mm256_load_si256(codes + 8 * s + c);
     if constexpr (kSubs == 2) {
       const __m256 s0 = _mm256_load_ps(panel.scales + (2 * s) * kPanelRows);
       const __m256 s1 = _mm256_load_ps(panel.scales + (2 * s + 1) * kPanelRows);
       for (int i = 0; i < M; ++i) {
-        const __m256i a = DotRegisters<F, 0, 4>(w, sw, q + 8 * i, ones, Start<F>(corr[2 * i]));
-        const __m256i b = DotRegisters<F, 4, 4>(w, sw, q + 8 * i, ones, Start<F>(corr[2 * i + 1]));
+        const __m256i a = DotRegisters<F, 0, 4>(w, q + 8 * i, ones, Start<F>(corr[2 * i]));
+        const __m256i b = DotRegisters<F, 4, 4>(w, q + 8 * i, ones, Start<F>(corr[2 * i + 1]));
         const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), s1, _mm256_mul_ps(_mm256_cvtepi32_ps(a), s0));
         acc[i] = _mm256_fmadd_ps(t, _mm256_set1_ps(dx[i]), acc[i]);
       }
@@ -227,7 +258,7 @@ void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64
       constexpr bool kMins = F::kHasMin || F::kBlockMin;
       const __m256 mn = kMins ? _mm256_load_ps(panel.mins + s * kPanelRows) : _mm256_setzero_ps();
       for (int i = 0; i < M; ++i) {
-        const __m256i sum = DotRegisters<F, 0, 8>(w, sw, q + 8 * i, ones, Start<F>(corr[i]));
+        const __m256i sum = DotRegisters<F, 0, 8>(w, q + 8 * i, ones, Start<F>(corr[i]));
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sc, _mm256_set1_ps(dx[i])), acc[i]);
         if constexpr (kMins) acc[i] = _mm256_fmadd_ps(mn, _mm256_set1_ps(msum[i]), acc[i]);
       }
@@ -262,7 +293,7 @@ constexpr int kGroupPanels = 4;
 template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
   thread_local AlignedBuffer storage;  // grown once per thread
-  const size_t code_bytes = static_cast<size_t>(x.slots) * 8 * 32;
+  const size_t code_bytes = static_cast<size_t>(x.slots) * kCodeRegs<F> * 32;
   const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * kPanelRows * sizeof(float);
   const size_t min_bytes = static_cast<size_t>(x.slots) * kPanelRows * sizeof(float);
   const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;  // each a multiple of 32
