@@ -36,7 +36,7 @@ bool IsJsonContentType(const std::string& value) {
 }
 
 // The body as a JSON object, or the 4xx naming what is wrong with it.
-MaybeError ParseBody(HttpRequest& request, nlohmann::json& body) {
+MaybeError ParseBody(HttpRequest& request, nlohmann::ordered_json& body) {
   if (!IsJsonContentType(request.content_type)) {
     return UnsupportedMediaType("Content-Type must be application/json, got \"" + request.content_type + "\"");
   }
@@ -94,7 +94,7 @@ Handled ApiServer::Handle(HttpRequest& request) {
     return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Render(engine_.Stats()), {}};
   if (path == "/version") return JsonReply({{"version", kLatteVersion}});
   if (path == "/v1/models") return Models();
-  nlohmann::json body;
+  nlohmann::ordered_json body;
   if (auto e = ParseBody(request, body)) return ErrorReply(*e);
   if (path == "/tokenize") return Tokenize(body);
   if (path == "/detokenize") return Detokenize(body);
@@ -129,7 +129,7 @@ Handled ApiServer::Submit(std::vector<GenerationRequest> requests, std::string i
                                            std::move(formatter), arrival, submit_time);
 }
 
-Handled ApiServer::Completions(const nlohmann::json& body) {
+Handled ApiServer::Completions(const nlohmann::ordered_json& body) {
   const Clock::time_point arrival = Clock::now();
   CompletionRequest request;
   if (auto e = ParseCompletionRequest(body, model_, request)) return ErrorReply(*e);
@@ -141,7 +141,7 @@ Handled ApiServer::Completions(const nlohmann::json& body) {
                 arrival);
 }
 
-Handled ApiServer::ChatCompletions(const nlohmann::json& body) {
+Handled ApiServer::ChatCompletions(const nlohmann::ordered_json& body) {
   const Clock::time_point arrival = Clock::now();
   ChatRequest request;
   if (auto e = ParseChatRequest(body, model_, request)) return ErrorReply(*e);
@@ -153,7 +153,7 @@ Handled ApiServer::ChatCompletions(const nlohmann::json& body) {
   return Submit(std::move(requests), std::move(id), request.stream, prompt_tokens, std::move(formatter), arrival);
 }
 
-Handled ApiServer::Responses(const nlohmann::json& body) {
+Handled ApiServer::Responses(const nlohmann::ordered_json& body) {
   const Clock::time_point arrival = Clock::now();
   ResponsesRequest request;
   if (auto e = ParseResponsesRequest(body, model_, request)) return ErrorReply(*e);
@@ -178,13 +178,13 @@ HttpReply ApiServer::Models() const {
 
 // vLLM's /tokenize: {"prompt": text} or {"messages": [...]} in, {count, max_model_len,
 // tokens} out. add_special_tokens (default true) puts BOS first, as for completions.
-HttpReply ApiServer::Tokenize(const nlohmann::json& body) const {
+HttpReply ApiServer::Tokenize(const nlohmann::ordered_json& body) const {
   if (auto e = CheckModelName(body, model_)) return ErrorReply(*e);
   if (model_.tokenizer == nullptr) return ErrorReply(BadRequest("this model has no tokenizer.json"));
   std::vector<int32_t> ids;
   if (HasField(body, "messages")) {
     if (model_.chat_template == nullptr) return ErrorReply(BadRequest("this model has no chat template", "messages"));
-    nlohmann::json context;
+    nlohmann::ordered_json context;
     if (auto e = ChatTemplateContext(body, context)) return ErrorReply(*e);
     auto text = model_.chat_template->Render(context);
     if (!text.ok())
@@ -212,7 +212,7 @@ HttpReply ApiServer::Tokenize(const nlohmann::json& body) const {
   return HttpReply{200, "application/json", std::move(out), {}};
 }
 
-HttpReply ApiServer::Detokenize(const nlohmann::json& body) const {
+HttpReply ApiServer::Detokenize(const nlohmann::ordered_json& body) const {
   if (auto e = CheckModelName(body, model_)) return ErrorReply(*e);
   if (model_.tokenizer == nullptr) return ErrorReply(BadRequest("this model has no tokenizer.json"));
   if (!HasField(body, "tokens")) return ErrorReply(BadRequest("tokens is required", "tokens"));

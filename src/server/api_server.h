@@ -41,12 +41,12 @@ class ApiServer {
   const ServedModel& model() const { return model_; }
 
  private:
-  Handled Completions(const nlohmann::json& body);
-  Handled ChatCompletions(const nlohmann::json& body);
-  Handled Responses(const nlohmann::json& body);
+  Handled Completions(const nlohmann::ordered_json& body);
+  Handled ChatCompletions(const nlohmann::ordered_json& body);
+  Handled Responses(const nlohmann::ordered_json& body);
   HttpReply Models() const;
-  HttpReply Tokenize(const nlohmann::json& body) const;
-  HttpReply Detokenize(const nlohmann::json& body) const;
+  HttpReply Tokenize(const nlohmann::ordered_json& body) const;
+  HttpReply Detokenize(const nlohmann::ordered_json& body) const;
   // Admission (queue limit) and submission of every prompt; on failure nothing stays queued.
   Handled Submit(std::vector<GenerationRequest> requests, std::string id, bool stream, int64_t prompt_tokens,
                  std::unique_ptr<class ResponseFormatter> formatter, std::chrono::steady_clock::time_point arrival);

@@ -5,14 +5,14 @@
 namespace latte::server {
 namespace {
 
-const char* TypeName(const nlohmann::json& v) { return v.type_name(); }
+const char* TypeName(const nlohmann::ordered_json& v) { return v.type_name(); }
 
-ApiError WrongType(const char* name, const char* want, const nlohmann::json& v) {
+ApiError WrongType(const char* name, const char* want, const nlohmann::ordered_json& v) {
   return BadRequest(std::string(name) + " must be " + want + ", got " + TypeName(v), name);
 }
 
 // Counts values and stops at the first past the bound; builds nothing.
-class ValueCounter : public nlohmann::json_sax<nlohmann::json> {
+class ValueCounter : public nlohmann::json_sax<nlohmann::ordered_json> {
  public:
   explicit ValueCounter(int64_t max_values) : max_values_(max_values) {}
   bool over() const { return count_ > max_values_; }
@@ -38,7 +38,7 @@ class ValueCounter : public nlohmann::json_sax<nlohmann::json> {
 };
 
 // The integer a JSON number stands for, if it is one within int64.
-std::optional<int64_t> AsInt(const nlohmann::json& v) {
+std::optional<int64_t> AsInt(const nlohmann::ordered_json& v) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
     return v.get<int64_t>();
@@ -55,9 +55,9 @@ std::optional<int64_t> AsInt(const nlohmann::json& v) {
 
 }  // namespace
 
-MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann::json& out) {
+MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann::ordered_json& out) {
   ValueCounter counter(max_values);
-  if (!nlohmann::json::sax_parse(text, &counter)) {
+  if (!nlohmann::ordered_json::sax_parse(text, &counter)) {
     if (counter.over()) {
       return PayloadTooLarge("the request body holds more than " + std::to_string(max_values) +
                              " JSON values (numbers, strings, keys, objects, arrays): send fewer messages, parts "
@@ -65,26 +65,26 @@ MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann:
     }
     return BadRequest("the request body is not valid JSON");
   }
-  out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  out = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (out.is_discarded()) return BadRequest("the request body is not valid JSON");
   return std::nullopt;
 }
 
-bool HasField(const nlohmann::json& obj, const char* name) {
+bool HasField(const nlohmann::ordered_json& obj, const char* name) {
   auto it = obj.find(name);
   return it != obj.end() && !it->is_null();
 }
 
-MaybeError ReadInt(const nlohmann::json& obj, const char* name, int64_t& out) {
+MaybeError ReadInt(const nlohmann::ordered_json& obj, const char* name, int64_t& out) {
   std::optional<int64_t> v;
   LATTE_RETURN_IF_API_ERROR(ReadInt(obj, name, v));
   if (v) out = *v;
   return std::nullopt;
 }
 
-MaybeError ReadInt(const nlohmann::json& obj, const char* name, std::optional<int64_t>& out) {
+MaybeError ReadInt(const nlohmann::ordered_json& obj, const char* name, std::optional<int64_t>& out) {
   if (!HasField(obj, name)) return std::nullopt;
-  const nlohmann::json& v = obj.at(name);
+  const nlohmann::ordered_json& v = obj.at(name);
   const auto i = AsInt(v);
   if (!i)
     return v.is_number() ? BadRequest(std::string(name) + " must be an integer", name)
@@ -93,9 +93,9 @@ MaybeError ReadInt(const nlohmann::json& obj, const char* name, std::optional<in
   return std::nullopt;
 }
 
-MaybeError ReadFloat(const nlohmann::json& obj, const char* name, float& out) {
+MaybeError ReadFloat(const nlohmann::ordered_json& obj, const char* name, float& out) {
   if (!HasField(obj, name)) return std::nullopt;
-  const nlohmann::json& v = obj.at(name);
+  const nlohmann::ordered_json& v = obj.at(name);
   if (!v.is_number()) return WrongType(name, "a number", v);
   const double d = v.get<double>();
   if (!std::isfinite(d) || std::fabs(d) > 3.0e38) return BadRequest(std::string(name) + " must be finite", name);
@@ -103,25 +103,25 @@ MaybeError ReadFloat(const nlohmann::json& obj, const char* name, float& out) {
   return std::nullopt;
 }
 
-MaybeError ReadBool(const nlohmann::json& obj, const char* name, bool& out) {
+MaybeError ReadBool(const nlohmann::ordered_json& obj, const char* name, bool& out) {
   if (!HasField(obj, name)) return std::nullopt;
-  const nlohmann::json& v = obj.at(name);
+  const nlohmann::ordered_json& v = obj.at(name);
   if (!v.is_boolean()) return WrongType(name, "a boolean", v);
   out = v.get<bool>();
   return std::nullopt;
 }
 
-MaybeError ReadString(const nlohmann::json& obj, const char* name, std::string& out) {
+MaybeError ReadString(const nlohmann::ordered_json& obj, const char* name, std::string& out) {
   if (!HasField(obj, name)) return std::nullopt;
-  const nlohmann::json& v = obj.at(name);
+  const nlohmann::ordered_json& v = obj.at(name);
   if (!v.is_string()) return WrongType(name, "a string", v);
   out = v.get<std::string>();
   return std::nullopt;
 }
 
-MaybeError ReadStringOrList(const nlohmann::json& obj, const char* name, std::vector<std::string>& out) {
+MaybeError ReadStringOrList(const nlohmann::ordered_json& obj, const char* name, std::vector<std::string>& out) {
   if (!HasField(obj, name)) return std::nullopt;
-  const nlohmann::json& v = obj.at(name);
+  const nlohmann::ordered_json& v = obj.at(name);
   out.clear();
   if (v.is_string()) {
     out.push_back(v.get<std::string>());
@@ -135,14 +135,14 @@ MaybeError ReadStringOrList(const nlohmann::json& obj, const char* name, std::ve
   return std::nullopt;
 }
 
-MaybeError ReadIdList(const nlohmann::json& obj, const char* name, int64_t limit, std::vector<int32_t>& out) {
+MaybeError ReadIdList(const nlohmann::ordered_json& obj, const char* name, int64_t limit, std::vector<int32_t>& out) {
   if (!HasField(obj, name)) return std::nullopt;
-  const nlohmann::json& v = obj.at(name);
+  const nlohmann::ordered_json& v = obj.at(name);
   if (!v.is_array()) return WrongType(name, "a list of token ids", v);
   return IdsFromJson(v, name, name, limit, out);
 }
 
-MaybeError IdsFromJson(const nlohmann::json& v, const std::string& what, const char* param, int64_t limit,
+MaybeError IdsFromJson(const nlohmann::ordered_json& v, const std::string& what, const char* param, int64_t limit,
                        std::vector<int32_t>& out) {
   out.clear();
   out.reserve(v.size());

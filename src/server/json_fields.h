@@ -33,25 +33,25 @@ inline constexpr int64_t kMaxJsonValues = int64_t{1} << 18;
 
 // Parses `text` into `out` after one pass that counts its values without building
 // anything: more than `max_values` is a 413 before the tree is built; invalid JSON a 400.
-MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann::json& out);
+MaybeError ParseBoundedJson(std::string_view text, int64_t max_values, nlohmann::ordered_json& out);
 
 // True when `obj` has `name` with a non-null value.
-bool HasField(const nlohmann::json& obj, const char* name);
+bool HasField(const nlohmann::ordered_json& obj, const char* name);
 
 // Integers: JSON integers, or numbers with an integral value (2.0), within int64.
-MaybeError ReadInt(const nlohmann::json& obj, const char* name, int64_t& out);
-MaybeError ReadInt(const nlohmann::json& obj, const char* name, std::optional<int64_t>& out);
+MaybeError ReadInt(const nlohmann::ordered_json& obj, const char* name, int64_t& out);
+MaybeError ReadInt(const nlohmann::ordered_json& obj, const char* name, std::optional<int64_t>& out);
 // Finite numbers.
-MaybeError ReadFloat(const nlohmann::json& obj, const char* name, float& out);
-MaybeError ReadBool(const nlohmann::json& obj, const char* name, bool& out);
-MaybeError ReadString(const nlohmann::json& obj, const char* name, std::string& out);
+MaybeError ReadFloat(const nlohmann::ordered_json& obj, const char* name, float& out);
+MaybeError ReadBool(const nlohmann::ordered_json& obj, const char* name, bool& out);
+MaybeError ReadString(const nlohmann::ordered_json& obj, const char* name, std::string& out);
 // A string or a list of strings (OpenAI's `stop`).
-MaybeError ReadStringOrList(const nlohmann::json& obj, const char* name, std::vector<std::string>& out);
+MaybeError ReadStringOrList(const nlohmann::ordered_json& obj, const char* name, std::vector<std::string>& out);
 // A list of integers in [0, limit).
-MaybeError ReadIdList(const nlohmann::json& obj, const char* name, int64_t limit, std::vector<int32_t>& out);
+MaybeError ReadIdList(const nlohmann::ordered_json& obj, const char* name, int64_t limit, std::vector<int32_t>& out);
 
 // The value as an id list when it is one (every element an integer); `what` names it in errors.
-MaybeError IdsFromJson(const nlohmann::json& v, const std::string& what, const char* param, int64_t limit,
+MaybeError IdsFromJson(const nlohmann::ordered_json& v, const std::string& what, const char* param, int64_t limit,
                        std::vector<int32_t>& out);
 
 }  // namespace latte::server

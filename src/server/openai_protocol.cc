@@ -13,10 +13,10 @@ namespace {
 // vLLM's fields that would change the output if honoured: refused unless they are at
 // their neutral value, so a client never gets a silently different answer. (Unknown
 // fields that change nothing, like `user`, are ignored, as vLLM ignores them.)
-MaybeError RefuseUnsupported(const nlohmann::json& body) {
+MaybeError RefuseUnsupported(const nlohmann::ordered_json& body) {
   struct Field {
     const char* name;
-    nlohmann::json neutral;  // the value that asks for nothing
+    nlohmann::ordered_json neutral;  // the value that asks for nothing
   };
   const Field fields[] = {
       {"min_tokens", 0},
@@ -42,15 +42,15 @@ MaybeError RefuseUnsupported(const nlohmann::json& body) {
 
 // response_format: text (nothing to do), json_object, or json_schema, as the spec the
 // engine constrains decoding with (GenerationRequest::output_constraint).
-MaybeError ReadResponseFormat(const nlohmann::json& body, GenerationRequest& r) {
+MaybeError ReadResponseFormat(const nlohmann::ordered_json& body, GenerationRequest& r) {
   if (!HasField(body, "response_format")) return std::nullopt;
-  const nlohmann::json& rf = body["response_format"];
+  const nlohmann::ordered_json& rf = body["response_format"];
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
     return BadRequest("response_format must be an object with a type: text, json_object or json_schema",
                       "response_format");
   }
   const std::string type = rf["type"].get<std::string>();
-  nlohmann::json spec;
+  nlohmann::ordered_json spec;
   if (type == "text") return std::nullopt;
   if (type == "json_object") {
     spec = {{"type", "json_object"}};
@@ -85,7 +85,7 @@ MaybeError ReadResponseFormat(const nlohmann::json& body, GenerationRequest& r) 
 }
 
 // The fields completions and chat share, in vLLM's spelling.
-MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& model, GenerationRequest& r) {
+MaybeError ReadSamplingFields(const nlohmann::ordered_json& body, const ServedModel& model, GenerationRequest& r) {
   SamplingParams& s = r.sampling;
   LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "temperature", s.temperature));
   LATTE_RETURN_IF_API_ERROR(ReadFloat(body, "top_p", s.top_p));
@@ -126,10 +126,10 @@ MaybeError ReadSamplingFields(const nlohmann::json& body, const ServedModel& mod
 }
 
 // Streaming fields: `stream` and `stream_options.include_usage` (only with stream, as vLLM).
-MaybeError ReadStreamFields(const nlohmann::json& body, bool& stream, bool& include_usage) {
+MaybeError ReadStreamFields(const nlohmann::ordered_json& body, bool& stream, bool& include_usage) {
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "stream", stream));
   if (!HasField(body, "stream_options")) return std::nullopt;
-  const nlohmann::json& options = body["stream_options"];
+  const nlohmann::ordered_json& options = body["stream_options"];
   if (!options.is_object()) return BadRequest("stream_options must be an object", "stream_options");
   if (!stream) return BadRequest("stream_options can only be given with stream: true", "stream_options");
   if (auto e = ReadBool(options, "include_usage", include_usage)) {
@@ -164,16 +164,16 @@ MaybeError EncodeTextPrompt(const std::string& text, const ServedModel& model, b
   return std::nullopt;
 }
 
-bool IsIdList(const nlohmann::json& v) {
+bool IsIdList(const nlohmann::ordered_json& v) {
   return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_number(); });
 }
 
 // `prompt`: a string, a list of strings, a list of ids, or a list of id lists.
-MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, bool add_special_tokens,
+MaybeError ReadPrompts(const nlohmann::ordered_json& body, const ServedModel& model, bool add_special_tokens,
                        std::vector<std::vector<int32_t>>& prompts, std::vector<std::string>& texts) {
   if (!HasField(body, "prompt")) return BadRequest("prompt is required", "prompt");
-  const nlohmann::json& p = body["prompt"];
-  const auto add_ids = [&](const nlohmann::json& ids) -> MaybeError {
+  const nlohmann::ordered_json& p = body["prompt"];
+  const auto add_ids = [&](const nlohmann::ordered_json& ids) -> MaybeError {
     if (!ids.is_array() || ids.empty()) return BadRequest("prompt must not be empty", "prompt");
     std::vector<int32_t> out;
     LATTE_RETURN_IF_API_ERROR(IdsFromJson(ids, "prompt", "prompt", model.limits.vocab_size, out));
@@ -196,7 +196,7 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
         "prompt");
   if (p.empty()) return BadRequest("prompt must not be empty", "prompt");
   if (IsIdList(p)) return add_ids(p);
-  for (const nlohmann::json& e : p) {
+  for (const nlohmann::ordered_json& e : p) {
     if (e.is_string()) {
       LATTE_RETURN_IF_API_ERROR(add_text(e.get<std::string>()));
     } else if (e.is_array()) {
@@ -214,12 +214,12 @@ MaybeError ReadPrompts(const nlohmann::json& body, const ServedModel& model, boo
 
 // tools: function tools, each {type: "function", function: {name, description?,
 // parameters?, strict?}}.
-MaybeError CheckTools(const nlohmann::json& tools) {
+MaybeError CheckTools(const nlohmann::ordered_json& tools) {
   if (!tools.is_array()) return BadRequest("tools must be a list of function tools", "tools");
   for (size_t i = 0; i < tools.size(); ++i) {
-    const nlohmann::json& t = tools[i];
+    const nlohmann::ordered_json& t = tools[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object() || t.value("type", nlohmann::json()) != "function") {
+    if (!t.is_object() || t.value("type", nlohmann::ordered_json()) != "function") {
       return BadRequest(where + ".type: only {\"type\": \"function\", \"function\": {...}} tools are supported",
                         where + ".type");
     }
@@ -245,14 +245,15 @@ MaybeError CheckTools(const nlohmann::json& tools) {
 
 // An assistant turn's earlier calls: [{id?, type: "function", function: {name,
 // arguments (a JSON string)}}], as the templates write them back.
-MaybeError CheckHistoryToolCalls(const nlohmann::json& calls, const std::string& where) {
+MaybeError CheckHistoryToolCalls(const nlohmann::ordered_json& calls, const std::string& where) {
   if (!calls.is_array()) return BadRequest(where + " must be a list of tool calls", where);
   for (size_t k = 0; k < calls.size(); ++k) {
-    const nlohmann::json& c = calls[k];
+    const nlohmann::ordered_json& c = calls[k];
     const std::string at = where + "[" + std::to_string(k) + "]";
-    if (!c.is_object() || c.value("type", nlohmann::json("function")) != "function" || !c.contains("function") ||
-        !c["function"].is_object() || !c["function"].contains("name") || !c["function"]["name"].is_string() ||
-        !c["function"].contains("arguments") || !c["function"]["arguments"].is_string()) {
+    if (!c.is_object() || c.value("type", nlohmann::ordered_json("function")) != "function" ||
+        !c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+        !c["function"]["name"].is_string() || !c["function"].contains("arguments") ||
+        !c["function"]["arguments"].is_string()) {
       return BadRequest(
           at + " must be {\"type\": \"function\", \"function\": {\"name\": string, \"arguments\": string}}", at);
     }
@@ -261,32 +262,32 @@ MaybeError CheckHistoryToolCalls(const nlohmann::json& calls, const std::string&
 }
 
 // A function's parameters as a schema ({"type": "object"} when it declares none).
-nlohmann::json ToolParameters(const nlohmann::json& tool) {
-  const nlohmann::json& f = tool["function"];
-  return HasField(f, "parameters") ? f["parameters"] : nlohmann::json({{"type", "object"}});
+nlohmann::ordered_json ToolParameters(const nlohmann::ordered_json& tool) {
+  const nlohmann::ordered_json& f = tool["function"];
+  return HasField(f, "parameters") ? f["parameters"] : nlohmann::ordered_json({{"type", "object"}});
 }
 
 // tool_choice "required" or named: the output constrained to the calls' JSON.
-MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& out) {
-  const nlohmann::json& tools = body["tools"];
+MaybeError ForceToolCalls(const nlohmann::ordered_json& body, bool named, ChatRequest& out) {
+  const nlohmann::ordered_json& tools = body["tools"];
   if (HasField(body, "response_format") && body["response_format"].is_object() &&
-      body["response_format"].value("type", nlohmann::json("text")) != "text") {
+      body["response_format"].value("type", nlohmann::ordered_json("text")) != "text") {
     return BadRequest(
         "response_format cannot be used with tool_choice \"required\" or a named function: both "
         "constrain the output",
         "response_format");
   }
-  nlohmann::json schema;
+  nlohmann::ordered_json schema;
   if (named) {
-    const nlohmann::json& tc = body["tool_choice"];
-    const nlohmann::json name = tc.contains("function") && tc["function"].is_object()
-                                    ? tc["function"].value("name", nlohmann::json())
-                                    : nlohmann::json();
+    const nlohmann::ordered_json& tc = body["tool_choice"];
+    const nlohmann::ordered_json name = tc.contains("function") && tc["function"].is_object()
+                                            ? tc["function"].value("name", nlohmann::ordered_json())
+                                            : nlohmann::ordered_json();
     if (!name.is_string()) {
       return BadRequest("tool_choice.function.name must name one of the tools", "tool_choice.function.name");
     }
     const auto tool = std::find_if(tools.begin(), tools.end(),
-                                   [&](const nlohmann::json& t) { return t["function"]["name"] == name; });
+                                   [&](const nlohmann::ordered_json& t) { return t["function"]["name"] == name; });
     if (tool == tools.end()) {
       return BadRequest("tool_choice.function.name: no tool is named \"" + name.get<std::string>() + "\"",
                         "tool_choice.function.name");
@@ -295,12 +296,12 @@ MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& o
     out.forced_tools = ChatRequest::ForcedTools::kNamed;
     out.forced_name = name.get<std::string>();
   } else {
-    nlohmann::json calls = nlohmann::json::array();
-    for (const nlohmann::json& t : tools) {
+    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+    for (const nlohmann::ordered_json& t : tools) {
       calls.push_back(
           {{"type", "object"},
            {"properties", {{"name", {{"const", t["function"]["name"]}}}, {"parameters", ToolParameters(t)}}},
-           {"required", nlohmann::json::array({"name", "parameters"})},
+           {"required", nlohmann::ordered_json::array({"name", "parameters"})},
            {"additionalProperties", false}});
     }
     schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", calls}}}};
@@ -308,7 +309,7 @@ MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& o
     if (HasField(body, "parallel_tool_calls") && body["parallel_tool_calls"] == false) schema["maxItems"] = 1;
     out.forced_tools = ChatRequest::ForcedTools::kRequired;
   }
-  std::string spec = nlohmann::json({{"type", "json_schema"}, {"schema", schema}})
+  std::string spec = nlohmann::ordered_json({{"type", "json_schema"}, {"schema", schema}})
                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   Result<Grammar> grammar = OutputConstraintGrammar(spec);
   if (!grammar.ok()) return BadRequest("tools: a function's parameters: " + grammar.status().message(), "tools");
@@ -319,7 +320,7 @@ MaybeError ForceToolCalls(const nlohmann::json& body, bool named, ChatRequest& o
 // tools and tool_choice: "none" (the tools are still rendered, as vLLM does), "auto"
 // (the output is parsed for calls: needs the server's tool-call parser), "required"
 // or a named function (decoding constrained to the calls, ForceToolCalls).
-MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, ChatRequest& out) {
+MaybeError ReadToolChoice(const nlohmann::ordered_json& body, const ServedModel& model, ChatRequest& out) {
   const bool has_tools = HasField(body, "tools") && !(body["tools"].is_array() && body["tools"].empty());
   if (has_tools) LATTE_RETURN_IF_API_ERROR(CheckTools(body["tools"]));
   if (HasField(body, "parallel_tool_calls") && !body["parallel_tool_calls"].is_boolean()) {
@@ -327,7 +328,7 @@ MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, 
   }
   std::string choice = has_tools ? "auto" : "none";
   if (HasField(body, "tool_choice")) {
-    const nlohmann::json& tc = body["tool_choice"];
+    const nlohmann::ordered_json& tc = body["tool_choice"];
     if (tc.is_string()) {
       choice = tc.get<std::string>();
       if (choice != "none" && choice != "auto" && choice != "required") {
@@ -335,7 +336,7 @@ MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, 
             "tool_choice must be none, auto, required or {\"type\": \"function\", ...}, got \"" + choice + "\"",
             "tool_choice");
       }
-    } else if (tc.is_object() && tc.value("type", nlohmann::json()) == "function") {
+    } else if (tc.is_object() && tc.value("type", nlohmann::ordered_json()) == "function") {
       choice = "named";
     } else {
       return BadRequest("tool_choice must be none, auto, required or {\"type\": \"function\", ...}", "tool_choice");
@@ -356,7 +357,7 @@ MaybeError ReadToolChoice(const nlohmann::json& body, const ServedModel& model, 
 
 // One message's content: a string, null (assistant turns), or a list of text parts,
 // joined with "\n" between them (as vLLM renders them).
-MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& content) {
+MaybeError MessageContent(const nlohmann::ordered_json& m, size_t i, std::string& content) {
   const std::string where = "messages[" + std::to_string(i) + "].content";
   auto it = m.find("content");
   if (it == m.end() || it->is_null()) {
@@ -370,8 +371,8 @@ MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& conten
   if (!it->is_array()) return BadRequest(where + " must be a string or a list of text parts", where);
   content.clear();
   for (size_t k = 0; k < it->size(); ++k) {
-    const nlohmann::json& part = (*it)[k];
-    if (!part.is_object() || part.value("type", nlohmann::json()) != "text" || !part.contains("text") ||
+    const nlohmann::ordered_json& part = (*it)[k];
+    if (!part.is_object() || part.value("type", nlohmann::ordered_json()) != "text" || !part.contains("text") ||
         !part["text"].is_string()) {
       return BadRequest(where + ": only {\"type\": \"text\", \"text\": ...} parts are supported", where);
     }
@@ -383,7 +384,7 @@ MaybeError MessageContent(const nlohmann::json& m, size_t i, std::string& conten
 
 }  // namespace
 
-MaybeError CheckModelName(const nlohmann::json& body, const ServedModel& model) {
+MaybeError CheckModelName(const nlohmann::ordered_json& body, const ServedModel& model) {
   std::string name;
   LATTE_RETURN_IF_API_ERROR(ReadString(body, "model", name));
   if (!HasField(body, "model") || name == model.name || name == model.path) return std::nullopt;
@@ -393,7 +394,8 @@ MaybeError CheckModelName(const nlohmann::json& body, const ServedModel& model) 
   return e;
 }
 
-MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel& model, CompletionRequest& out) {
+MaybeError ParseCompletionRequest(const nlohmann::ordered_json& body, const ServedModel& model,
+                                  CompletionRequest& out) {
   LATTE_RETURN_IF_API_ERROR(CheckModelName(body, model));
   out.model = model.name;
   if (HasField(body, "suffix")) return BadRequest("suffix is not supported", "suffix");
@@ -447,14 +449,14 @@ MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel&
   return std::nullopt;
 }
 
-MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& context) {
+MaybeError ChatTemplateContext(const nlohmann::ordered_json& body, nlohmann::ordered_json& context) {
   if (!HasField(body, "messages")) return BadRequest("messages is required", "messages");
-  const nlohmann::json& messages = body["messages"];
+  const nlohmann::ordered_json& messages = body["messages"];
   if (!messages.is_array()) return BadRequest("messages must be a list of messages", "messages");
   if (messages.empty()) return BadRequest("messages must not be empty", "messages");
-  nlohmann::json rendered = nlohmann::json::array();
+  nlohmann::ordered_json rendered = nlohmann::ordered_json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
-    const nlohmann::json& m = messages[i];
+    const nlohmann::ordered_json& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return BadRequest(where + " must be an object", where);
     auto role = m.find("role");
@@ -467,13 +469,13 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
     std::string content;
     LATTE_RETURN_IF_API_ERROR(MessageContent(m, i, content));
     // The DeepSeek templates know "system"; OpenAI's newer "developer" is the same turn.
-    nlohmann::json message = nlohmann::json::object();
+    nlohmann::ordered_json message = nlohmann::ordered_json::object();
     message["role"] = r == "developer" ? "system" : r;
     message["content"] = std::move(content);
     if (r == "assistant" && HasField(m, "tool_calls")) {
       LATTE_RETURN_IF_API_ERROR(CheckHistoryToolCalls(m["tool_calls"], where + ".tool_calls"));
       message["tool_calls"] = m["tool_calls"];
-      for (nlohmann::json& call : message["tool_calls"]) call["type"] = "function";
+      for (nlohmann::ordered_json& call : message["tool_calls"]) call["type"] = "function";
       // The templates write a call's turn without content when there is none.
       if (!HasField(m, "content")) message["content"] = nullptr;
     }
@@ -487,7 +489,7 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
   }
   bool add_generation_prompt = true;
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "add_generation_prompt", add_generation_prompt));
-  context = nlohmann::json::object();  // moved in: the messages are not copied again
+  context = nlohmann::ordered_json::object();  // moved in: the messages are not copied again
   context["messages"] = std::move(rendered);
   // Templates with a tools section (V3.1's) describe them to the model.
   if (HasField(body, "tools") && body["tools"].is_array() && !body["tools"].empty()) {
@@ -498,7 +500,7 @@ MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& conte
   return std::nullopt;
 }
 
-MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model, ChatRequest& out) {
+MaybeError ParseChatRequest(const nlohmann::ordered_json& body, const ServedModel& model, ChatRequest& out) {
   LATTE_RETURN_IF_API_ERROR(CheckModelName(body, model));
   out.model = model.name;
   if (model.tokenizer == nullptr || model.chat_template == nullptr) {
@@ -533,7 +535,7 @@ MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model
   LATTE_RETURN_IF_API_ERROR(ReadStreamFields(body, out.stream, out.include_usage));
   LATTE_RETURN_IF_API_ERROR(ReadBool(body, "return_tokens_as_token_ids", out.tokens_as_ids));
 
-  nlohmann::json context;
+  nlohmann::ordered_json context;
   LATTE_RETURN_IF_API_ERROR(ChatTemplateContext(body, context));
   auto text = model.chat_template->Render(context);
   if (!text.ok()) return BadRequest("the chat template refused the messages: " + text.status().message(), "messages");

@@ -72,12 +72,12 @@ struct ChatRequest {
 };
 
 // Body parsing (the body must already be a JSON object) and validation.
-MaybeError ParseCompletionRequest(const nlohmann::json& body, const ServedModel& model, CompletionRequest& out);
-MaybeError ParseChatRequest(const nlohmann::json& body, const ServedModel& model, ChatRequest& out);
+MaybeError ParseCompletionRequest(const nlohmann::ordered_json& body, const ServedModel& model, CompletionRequest& out);
+MaybeError ParseChatRequest(const nlohmann::ordered_json& body, const ServedModel& model, ChatRequest& out);
 // The chat template's context for `messages` (validated: roles, content types).
-MaybeError ChatTemplateContext(const nlohmann::json& body, nlohmann::json& context);
+MaybeError ChatTemplateContext(const nlohmann::ordered_json& body, nlohmann::ordered_json& context);
 // `model` absent, null, the served name or the model path; else 404 model_not_found.
-MaybeError CheckModelName(const nlohmann::json& body, const ServedModel& model);
+MaybeError CheckModelName(const nlohmann::ordered_json& body, const ServedModel& model);
 
 // A token as logprobs responses spell it: its text alone (lossy UTF-8, special tokens
 // written out), or "token_id:N" without a tokenizer or when `as_id` (vLLM's

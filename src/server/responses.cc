@@ -8,7 +8,7 @@ namespace latte::server {
 namespace {
 
 // Fields of the Responses API latte does not implement, refused unless neutral.
-MaybeError RefuseUnsupportedResponseFields(const nlohmann::json& body) {
+MaybeError RefuseUnsupportedResponseFields(const nlohmann::ordered_json& body) {
   if (HasField(body, "previous_response_id")) {
     return BadRequest("previous_response_id: latte keeps no responses (it is stateless); send the whole input",
                       "previous_response_id");
@@ -27,7 +27,8 @@ MaybeError RefuseUnsupportedResponseFields(const nlohmann::json& body) {
 
 // An input item's content (`value`, found at `at_content`) as chat content: a string, or
 // input_text / output_text parts (as chat text parts).
-MaybeError InputContent(const nlohmann::json& value, const std::string& at_content, nlohmann::json& content) {
+MaybeError InputContent(const nlohmann::ordered_json& value, const std::string& at_content,
+                        nlohmann::ordered_json& content) {
   if (value.is_string()) {
     content = value;
     return std::nullopt;
@@ -35,9 +36,9 @@ MaybeError InputContent(const nlohmann::json& value, const std::string& at_conte
   if (!value.is_array()) {
     return BadRequest(at_content + " must be a string or a list of input_text parts", at_content);
   }
-  content = nlohmann::json::array();
+  content = nlohmann::ordered_json::array();
   for (size_t k = 0; k < value.size(); ++k) {
-    const nlohmann::json& part = value[k];
+    const nlohmann::ordered_json& part = value[k];
     const std::string at = at_content + "[" + std::to_string(k) + "]";
     const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
                                  ? part["type"].get<std::string>()
@@ -56,7 +57,8 @@ MaybeError InputContent(const nlohmann::json& value, const std::string& at_conte
 }
 
 // A string field of an input item.
-MaybeError ItemString(const nlohmann::json& item, const char* field, const std::string& where, std::string& out) {
+MaybeError ItemString(const nlohmann::ordered_json& item, const char* field, const std::string& where,
+                      std::string& out) {
   if (!HasField(item, field) || !item[field].is_string()) {
     return BadRequest(where + "." + field + " must be a string", where + "." + field);
   }
@@ -65,13 +67,14 @@ MaybeError ItemString(const nlohmann::json& item, const char* field, const std::
 }
 
 // A message item as a chat message.
-MaybeError InputMessage(const nlohmann::json& item, const std::string& where, nlohmann::json& messages) {
-  const std::string role = item.value("role", nlohmann::json("")).is_string() ? item.value("role", "") : "";
+MaybeError InputMessage(const nlohmann::ordered_json& item, const std::string& where,
+                        nlohmann::ordered_json& messages) {
+  const std::string role = item.value("role", nlohmann::ordered_json("")).is_string() ? item.value("role", "") : "";
   if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
     return BadRequest(where + ".role must be user, assistant, system or developer", where + ".role");
   }
   if (!HasField(item, "content")) return BadRequest(where + ".content is required", where + ".content");
-  nlohmann::json content;
+  nlohmann::ordered_json content;
   LATTE_RETURN_IF_API_ERROR(InputContent(item["content"], where + ".content", content));
   messages.push_back({{"role", role}, {"content", std::move(content)}});
   return std::nullopt;
@@ -79,7 +82,8 @@ MaybeError InputMessage(const nlohmann::json& item, const std::string& where, nl
 
 // A function_call item {call_id, name, arguments} as a call of the assistant turn it
 // follows (a message item of the model's, or calls before it), else of a new one.
-MaybeError InputFunctionCall(const nlohmann::json& item, const std::string& where, nlohmann::json& messages) {
+MaybeError InputFunctionCall(const nlohmann::ordered_json& item, const std::string& where,
+                             nlohmann::ordered_json& messages) {
   std::string call_id, name, arguments;
   LATTE_RETURN_IF_API_ERROR(ItemString(item, "call_id", where, call_id));
   LATTE_RETURN_IF_API_ERROR(ItemString(item, "name", where, name));
@@ -89,8 +93,8 @@ MaybeError InputFunctionCall(const nlohmann::json& item, const std::string& wher
     // (models/default's) cannot add null to a string.
     messages.push_back({{"role", "assistant"}, {"content", ""}});
   }
-  nlohmann::json& turn = messages.back();
-  if (!turn.contains("tool_calls")) turn["tool_calls"] = nlohmann::json::array();
+  nlohmann::ordered_json& turn = messages.back();
+  if (!turn.contains("tool_calls")) turn["tool_calls"] = nlohmann::ordered_json::array();
   turn["tool_calls"].push_back(
       {{"id", call_id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}});
   return std::nullopt;
@@ -98,25 +102,26 @@ MaybeError InputFunctionCall(const nlohmann::json& item, const std::string& wher
 
 // A function_call_output item {call_id, output: a string or input_text parts} as a
 // tool message.
-MaybeError InputFunctionCallOutput(const nlohmann::json& item, const std::string& where, nlohmann::json& messages) {
+MaybeError InputFunctionCallOutput(const nlohmann::ordered_json& item, const std::string& where,
+                                   nlohmann::ordered_json& messages) {
   std::string call_id;
   LATTE_RETURN_IF_API_ERROR(ItemString(item, "call_id", where, call_id));
   if (!HasField(item, "output")) return BadRequest(where + ".output is required", where + ".output");
-  nlohmann::json content;
+  nlohmann::ordered_json content;
   LATTE_RETURN_IF_API_ERROR(InputContent(item["output"], where + ".output", content));
   messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(content)}});
   return std::nullopt;
 }
 
 // instructions and input as chat messages.
-MaybeError InputMessages(const nlohmann::json& body, nlohmann::json& messages) {
-  messages = nlohmann::json::array();
+MaybeError InputMessages(const nlohmann::ordered_json& body, nlohmann::ordered_json& messages) {
+  messages = nlohmann::ordered_json::array();
   if (HasField(body, "instructions")) {
     if (!body["instructions"].is_string()) return BadRequest("instructions must be a string", "instructions");
     messages.push_back({{"role", "system"}, {"content", body["instructions"]}});
   }
   if (!HasField(body, "input")) return BadRequest("input is required", "input");
-  const nlohmann::json& input = body["input"];
+  const nlohmann::ordered_json& input = body["input"];
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input}});
     return std::nullopt;
@@ -125,7 +130,7 @@ MaybeError InputMessages(const nlohmann::json& body, nlohmann::json& messages) {
     return BadRequest("input must be a string or a non-empty list of messages", "input");
   }
   for (size_t i = 0; i < input.size(); ++i) {
-    const nlohmann::json& item = input[i];
+    const nlohmann::ordered_json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return BadRequest(where + " must be an input item object", where);
     const std::string type = !HasField(item, "type")    ? "message"
@@ -149,12 +154,13 @@ MaybeError InputMessages(const nlohmann::json& body, nlohmann::json& messages) {
 }
 
 // text.format as chat's response_format.
-MaybeError TextFormat(const nlohmann::json& body, nlohmann::json& response_format, nlohmann::json& echo) {
+MaybeError TextFormat(const nlohmann::ordered_json& body, nlohmann::ordered_json& response_format,
+                      nlohmann::ordered_json& echo) {
   if (!HasField(body, "text")) return std::nullopt;
-  const nlohmann::json& text = body["text"];
+  const nlohmann::ordered_json& text = body["text"];
   if (!text.is_object()) return BadRequest("text must be an object", "text");
   if (!HasField(text, "format")) return std::nullopt;
-  const nlohmann::json& format = text["format"];
+  const nlohmann::ordered_json& format = text["format"];
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
     return BadRequest("text.format must be an object with a type: text, json_object or json_schema", "text.format");
   }
@@ -169,7 +175,8 @@ MaybeError TextFormat(const nlohmann::json& body, nlohmann::json& response_forma
                       "text.format.type");
   }
   if (!format.contains("schema")) return BadRequest("text.format.schema is required", "text.format.schema");
-  nlohmann::json js = {{"schema", format["schema"]}, {"name", format.value("name", nlohmann::json("response"))}};
+  nlohmann::ordered_json js = {{"schema", format["schema"]},
+                               {"name", format.value("name", nlohmann::ordered_json("response"))}};
   if (format.contains("strict")) js["strict"] = format["strict"];
   response_format = {{"type", "json_schema"}, {"json_schema", std::move(js)}};
   return std::nullopt;
@@ -177,17 +184,17 @@ MaybeError TextFormat(const nlohmann::json& body, nlohmann::json& response_forma
 
 // tools: Responses function tools {type: "function", name, description?, parameters?,
 // strict?} as chat's {type: "function", function: {...}}.
-MaybeError ChatTools(const nlohmann::json& tools, nlohmann::json& chat_tools) {
+MaybeError ChatTools(const nlohmann::ordered_json& tools, nlohmann::ordered_json& chat_tools) {
   if (!tools.is_array()) return BadRequest("tools must be a list of function tools", "tools");
-  chat_tools = nlohmann::json::array();
+  chat_tools = nlohmann::ordered_json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
-    const nlohmann::json& t = tools[i];
+    const nlohmann::ordered_json& t = tools[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object() || t.value("type", nlohmann::json()) != "function") {
+    if (!t.is_object() || t.value("type", nlohmann::ordered_json()) != "function") {
       return BadRequest(where + ".type: only function tools are supported (latte runs no hosted tools)",
                         where + ".type");
     }
-    nlohmann::json function = nlohmann::json::object();
+    nlohmann::ordered_json function = nlohmann::ordered_json::object();
     for (const char* field : {"name", "description", "parameters", "strict"}) {
       if (HasField(t, field)) function[field] = t[field];
     }
@@ -197,16 +204,16 @@ MaybeError ChatTools(const nlohmann::json& tools, nlohmann::json& chat_tools) {
 }
 
 // tool_choice: none, auto, required or {type: "function", name} as chat's.
-MaybeError ChatToolChoice(const nlohmann::json& choice, nlohmann::json& chat_choice) {
+MaybeError ChatToolChoice(const nlohmann::ordered_json& choice, nlohmann::ordered_json& chat_choice) {
   if (choice.is_string()) {
     chat_choice = choice;
     return std::nullopt;
   }
-  if (!choice.is_object() || choice.value("type", nlohmann::json()) != "function") {
+  if (!choice.is_object() || choice.value("type", nlohmann::ordered_json()) != "function") {
     return BadRequest("tool_choice must be none, auto, required or {\"type\": \"function\", \"name\": ...}",
                       "tool_choice");
   }
-  chat_choice = {{"type", "function"}, {"function", {{"name", choice.value("name", nlohmann::json(nullptr))}}}};
+  chat_choice = {{"type", "function"}, {"function", {{"name", choice.value("name", nlohmann::ordered_json(nullptr))}}}};
   return std::nullopt;
 }
 
@@ -232,10 +239,10 @@ void RenameChatFields(ApiError& e) {
 
 }  // namespace
 
-MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& model, ResponsesRequest& out) {
+MaybeError ParseResponsesRequest(const nlohmann::ordered_json& body, const ServedModel& model, ResponsesRequest& out) {
   LATTE_RETURN_IF_API_ERROR(RefuseUnsupportedResponseFields(body));
-  nlohmann::json chat = {{"model", body.value("model", nlohmann::json(nullptr))}};
-  nlohmann::json messages;
+  nlohmann::ordered_json chat = {{"model", body.value("model", nlohmann::ordered_json(nullptr))}};
+  nlohmann::ordered_json messages;
   LATTE_RETURN_IF_API_ERROR(InputMessages(body, messages));
   chat["messages"] = std::move(messages);
   ResponseSettings& s = out.settings;
@@ -247,7 +254,7 @@ MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& 
   for (const char* field : {"temperature", "top_p", "stream"}) {
     if (HasField(body, field)) chat[field] = body[field];
   }
-  nlohmann::json response_format;
+  nlohmann::ordered_json response_format;
   LATTE_RETURN_IF_API_ERROR(TextFormat(body, response_format, s.text_format));
   if (!response_format.is_null()) chat["response_format"] = std::move(response_format);
   if (HasField(body, "tools")) {

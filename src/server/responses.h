@@ -33,15 +33,15 @@ namespace latte::server {
 // The request's settings as the Response object echoes them.
 struct ResponseSettings {
   std::string model;
-  nlohmann::json instructions = nullptr;
-  nlohmann::json max_output_tokens = nullptr;
+  nlohmann::ordered_json instructions = nullptr;
+  nlohmann::ordered_json max_output_tokens = nullptr;
   double temperature = 1.0;
   double top_p = 1.0;
-  nlohmann::json text_format = {{"type", "text"}};
-  nlohmann::json metadata = nlohmann::json::object();
-  nlohmann::json user = nullptr;
-  nlohmann::json tools = nlohmann::json::array();  // as the request gave them
-  nlohmann::json tool_choice = "auto";
+  nlohmann::ordered_json text_format = {{"type", "text"}};
+  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  nlohmann::ordered_json user = nullptr;
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // as the request gave them
+  nlohmann::ordered_json tool_choice = "auto";
   bool parallel_tool_calls = true;
 };
 
@@ -51,7 +51,7 @@ struct ResponsesRequest {
 };
 
 // Errors name the Responses field (input[2].content, text.format.schema, …).
-MaybeError ParseResponsesRequest(const nlohmann::json& body, const ServedModel& model, ResponsesRequest& out);
+MaybeError ParseResponsesRequest(const nlohmann::ordered_json& body, const ServedModel& model, ResponsesRequest& out);
 
 // Output items, in order: with --reasoning-parser, the text before "</think>" as a
 // `reasoning` item ({type: "reasoning", id: "rs_…", summary: [], content: [{type:

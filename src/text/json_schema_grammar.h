@@ -5,8 +5,9 @@
 // The JSON written is compact, with at most one space after each ':' and ',' (no
 // other whitespace), so a model cannot spend its tokens on endless whitespace; numbers
 // have bounded digits (kMaxIntegerDigits, kMaxExponentDigits).
-// Object properties come in the order the schema lists them (nlohmann::json lists
-// keys sorted); properties not in `required` may be left out.
+// Object properties come in the order the schema lists them (so the schema must reach
+// here as nlohmann::ordered_json: nlohmann::json sorts keys); properties not in
+// `required` may be left out.
 //
 // Schema keywords understood (what OpenAI's strict mode allows, and a little more):
 //   type (one or a list): object, array, string, number, integer, boolean, null

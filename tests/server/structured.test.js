@@ -103,6 +103,37 @@ test('json_schema on chat: every complete output parses and validates (random sc
   assert.ok(complete >= total / 3, `only ${complete} of ${total} outputs completed`);
 });
 
+// Members come in the order the schema lists its properties, as OpenAI's structured
+// outputs write them: the names are chosen so that no order by name agrees. (The server
+// once read request bodies into sorted objects and wrote members by name.)
+test('json_schema: members come in the schema\'s property order, nested too; on completions and responses too', async () => {
+  const inner = { type: 'object', properties: { zulu: { type: 'boolean' }, alpha: { enum: [1, 2] }, mike: { type: 'null' } },
+                  required: ['zulu', 'alpha', 'mike'], additionalProperties: false };
+  const schema = { type: 'object', properties: { yankee: { type: 'boolean' }, bravo: inner, xray: { enum: ['a', 'b'] } },
+                   required: ['yankee', 'bravo', 'xray'], additionalProperties: false };
+  const response_format = { type: 'json_schema', json_schema: { name: 'order', schema, strict: true } };
+  const outputs = [];
+  for (const seed of [1, 2, 3]) {
+    const chat = await client.chat.completions.create({
+      model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 200, temperature: 1, seed, response_format });
+    outputs.push(chat.choices[0]);
+    const completion = await client.completions.create({
+      model: 'tiny', prompt: 'JSON:', max_tokens: 200, temperature: 1, seed, response_format });
+    outputs.push({ finish_reason: completion.choices[0].finish_reason, message: { content: completion.choices[0].text } });
+    const response = await client.responses.create({
+      model: 'tiny', input: 'x', max_output_tokens: 200, temperature: 1,
+      text: { format: { type: 'json_schema', name: 'order', schema, strict: true } } });
+    outputs.push({ finish_reason: response.status === 'completed' ? 'stop' : response.status,
+                   message: { content: response.output_text } });
+  }
+  for (const c of outputs) {
+    assert.equal(c.finish_reason, 'stop', c.message.content);  // every value is bounded
+    const v = JSON.parse(c.message.content);
+    assert.deepEqual(Object.keys(v), ['yankee', 'bravo', 'xray'], c.message.content);
+    assert.deepEqual(Object.keys(v.bravo), ['zulu', 'alpha', 'mike'], c.message.content);
+  }
+});
+
 test('json_object on completions; the stream equals the whole reply', async () => {
   const body = { model: 'tiny', prompt: 'Some JSON:', max_tokens: 120, temperature: 0,
                  response_format: { type: 'json_object' } };

@@ -197,6 +197,52 @@ test('tool_choice required: one or more calls, each validating against its funct
   assert.ok(complete >= 4, `only ${complete} of 8 finished within max_tokens`);
 });
 
+// A forced call's arguments list the parameters in the order the function's schema does
+// (names chosen so that no order by name agrees), and so does the prompt the template
+// renders the tools into: the server keeps the request's member order.
+test('forced arguments and the rendered tools keep the parameters\' order', async () => {
+  const tool = { type: 'function', function: { name: 'book', parameters: {
+    type: 'object', properties: { zone: { enum: ['a', 'b'] }, count: { type: 'integer' }, after: { type: 'boolean' } },
+    required: ['zone', 'count', 'after'], additionalProperties: false } } };
+  let complete = 0;
+  for (const seed of [1, 2, 3, 4]) {
+    const r = await client.chat.completions.create({
+      model: 'tiny', messages: [{ role: 'user', content: 'Book' }], tools: [tool], max_tokens: 120, temperature: 1, seed,
+      tool_choice: { type: 'function', function: { name: 'book' } } });
+    const c = r.choices[0];
+    if (c.finish_reason === 'length') continue;  // a free integer may run on
+    ++complete;
+    assert.deepEqual(Object.keys(JSON.parse(c.message.tool_calls[0].function.arguments)), ['zone', 'count', 'after'],
+                     c.message.tool_calls[0].function.arguments);
+  }
+  assert.ok(complete >= 2, `only ${complete} of 4 finished within max_tokens`);
+  // A template with a tools section (as V3.1's), on the tiny model.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'latte-tools-'));
+  try {
+    const src = h.makeModel();
+    for (const f of fs.readdirSync(src)) fs.symlinkSync(path.join(src, f), path.join(dir, f));
+    const config = JSON.parse(fs.readFileSync(path.join(src, 'tokenizer_config.json'), 'utf8'));
+    config.chat_template = '{% for t in tools %}{{ t.function.parameters | tojson }}\n{% endfor %}' +
+                           '{% for m in messages %}{{ m.content }}{% endfor %}';
+    fs.unlinkSync(path.join(dir, 'tokenizer_config.json'));
+    fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(config));
+    const s = await h.startServer(dir, ['--served-model-name', 'listed']);
+    try {
+      const tok = await h.post(s.base, '/tokenize', { model: 'listed', messages: [{ role: 'user', content: 'Book' }],
+                                                      tools: [tool] });
+      assert.equal(tok.status, 200, tok.text);
+      const detok = await h.post(s.base, '/detokenize', { model: 'listed', tokens: tok.json.tokens });
+      const prompt = detok.json.prompt;
+      const at = (name) => prompt.indexOf(`"${name}"`);
+      assert.ok(at('zone') >= 0 && at('zone') < at('count') && at('count') < at('after'), prompt);
+    } finally {
+      assert.equal(await s.stop(), 0);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a named tool_choice calls that function; the client\'s runTools runs it, streamed or not', async () => {
   const validate = new Ajv({ strict: false }).compile(FORCED_TOOLS[0].function.parameters);
   for (const stream of [false, true]) {
