@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include <omp.h>
 
+#include "base/cpu_load.h"
 #include "cli/arg_checks.h"
 #include "cli/commands.h"
 #include "dist/runtime.h"
@@ -22,15 +24,31 @@ namespace latte::cli {
 namespace {
 int g_exit_code = 0;
 
-// OpenMP threads that wait for work sleep at once instead of spinning (libgomp's
-// default spins ~300,000 PAUSEs per wait): on a machine busy with other processes,
-// spinning workers take the cores from the thread everyone waits for, and 2 threads
-// decoded 10x slower than 1 (docs/benchmarks.md, "Threads on a busy machine").
-// libgomp reads OMP_WAIT_POLICY once, when it loads, before main(): so it is set from
-// the executable's .preinit_array, which runs before any shared library initializer.
-// A value the user set (OMP_WAIT_POLICY, or GOMP_SPINCOUNT) is kept.
+// How OpenMP threads wait between parallel regions, chosen at start from how busy the
+// other processes keep the CPUs (50 ms of /proc/stat):
+//   - CPUs idle: spin GOMP_SPINCOUNT=10000 times (~0.1-0.2 ms) before sleeping. A decode
+//     step opens ~13 parallel regions a layer (53 a token on the 4-layer v2-lite, counted
+//     with a uprobe on GOMP_parallel) with serial work between them; a worker
+//     that slept there takes ~0.1 ms to wake (a futex and, in a VM, a halted vCPU), so
+//     waiting passively cost fast decode (a 4-bit v2-lite token every ~9 ms) a third of
+//     its speed, and shorter spins (2000) did not cover the gaps.
+//   - CPUs busy (half a CPU or more): sleep at once (OMP_WAIT_POLICY=passive). Spinning
+//     workers then take the cores from the thread everyone waits for: 2 threads decoded
+//     10x slower than 1 under heavy load, and with one busy process beside them a
+//     10000 spin ran at 0.6x of passive waiting (docs/benchmarks.md, "Threads on a busy
+//     machine").
+// libgomp reads these once, when it loads, before main(): so they are set from the
+// executable's .preinit_array, which runs before any shared library initializer. A value
+// the user set (OMP_WAIT_POLICY, or GOMP_SPINCOUNT) is kept, and nothing is measured.
+constexpr double kBusyCpusForPassive = 0.5;
+constexpr int kLoadWindowMs = 50;
+
 void DefaultWaitPolicy(int, char**, char**) {
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  const std::optional<double> busy = OtherBusyCpus(kLoadWindowMs);
+  if (busy && *busy < kBusyCpusForPassive) {
+    ::setenv("GOMP_SPINCOUNT", "10000", /*overwrite=*/0);
+  } else {
     ::setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   }
 }
