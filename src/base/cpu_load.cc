@@ -1,5 +1,6 @@
 #include "base/cpu_load.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,7 +52,7 @@ std::optional<double> OtherBusyCpus(int window_ms) {
   const std::optional<CpuTimes> before = ReadCpuTimes();
   if (!before || cpus < 1) return std::nullopt;
   timespec wait{window_ms / 1000, static_cast<long>(window_ms % 1000) * 1000000};
-  while (::nanosleep(&wait, &wait) != 0) {
+  while (::nanosleep(&wait, &wait) != 0 && errno == EINTR) {  // a signal: sleep the rest
   }
   const std::optional<CpuTimes> after = ReadCpuTimes();
   if (!after) return std::nullopt;
