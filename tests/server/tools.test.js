@@ -110,16 +110,24 @@ test('without --enable-auto-tool-choice, tools are vLLM\'s 400; the flags are ch
   assert.match(r.stderr, /give --tool-call-parser/);
 });
 
+// A copy of the tiny model (its files linked) whose chat template is `template`; the
+// caller removes the directory.
+function tinyModelWithTemplate(template) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'latte-tools-'));
+  const src = h.makeModel();
+  for (const f of fs.readdirSync(src)) fs.symlinkSync(path.join(src, f), path.join(dir, f));
+  const config = JSON.parse(fs.readFileSync(path.join(src, 'tokenizer_config.json'), 'utf8'));
+  config.chat_template = template;
+  fs.unlinkSync(path.join(dir, 'tokenizer_config.json'));
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(config));
+  return dir;
+}
+
 test('the format is told from a DeepSeek chat template', async () => {
   // The tiny model with R1's template (which writes calls back in V3's format).
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'latte-tools-'));
+  const dir = tinyModelWithTemplate(
+    fs.readFileSync(path.join(__dirname, '../npm/deepseek_r1_chat_template.jinja'), 'utf8'));
   try {
-    const src = h.makeModel();
-    for (const f of fs.readdirSync(src)) fs.symlinkSync(path.join(src, f), path.join(dir, f));
-    const config = JSON.parse(fs.readFileSync(path.join(src, 'tokenizer_config.json'), 'utf8'));
-    config.chat_template = fs.readFileSync(path.join(__dirname, '../npm/deepseek_r1_chat_template.jinja'), 'utf8');
-    fs.unlinkSync(path.join(dir, 'tokenizer_config.json'));
-    fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(config));
     const s = await h.startServer(dir, ['--served-model-name', 'r1t', '--enable-auto-tool-choice']);
     try {
       assert.match(s.log(), /tool calls read as deepseek_v3 \(the format the chat template writes\)/);
@@ -217,15 +225,9 @@ test('forced arguments and the rendered tools keep the parameters\' order', asyn
   }
   assert.ok(complete >= 2, `only ${complete} of 4 finished within max_tokens`);
   // A template with a tools section (as V3.1's), on the tiny model.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'latte-tools-'));
+  const dir = tinyModelWithTemplate('{% for t in tools %}{{ t.function.parameters | tojson }}\n{% endfor %}' +
+                                    '{% for m in messages %}{{ m.content }}{% endfor %}');
   try {
-    const src = h.makeModel();
-    for (const f of fs.readdirSync(src)) fs.symlinkSync(path.join(src, f), path.join(dir, f));
-    const config = JSON.parse(fs.readFileSync(path.join(src, 'tokenizer_config.json'), 'utf8'));
-    config.chat_template = '{% for t in tools %}{{ t.function.parameters | tojson }}\n{% endfor %}' +
-                           '{% for m in messages %}{{ m.content }}{% endfor %}';
-    fs.unlinkSync(path.join(dir, 'tokenizer_config.json'));
-    fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(config));
     const s = await h.startServer(dir, ['--served-model-name', 'listed']);
     try {
       const tok = await h.post(s.base, '/tokenize', { model: 'listed', messages: [{ role: 'user', content: 'Book' }],
