@@ -1,9 +1,9 @@
 // The block-format GEMMs' x layout and their driver (gemm_block_avx512_vnni.cc with tiles
-// of 6 x rows, gemm_block_avx2.cc with tiles of 4), written once. It is plain C++ with no intrinsics,
-// but it is compiled into translation units with different ISA flags, so everything here
-// has internal linkage: each of them keeps its own copy, built for its own ISA (an inline
-// function with external linkage could be merged by the linker into one copy built with
-// AVX-512 and reached from the AVX2 path).
+// of 6 x rows, gemm_block_avx2.cc with tiles of 4), written once. It is plain C++ with no
+// intrinsics, but it is compiled into translation units with different ISA flags, so
+// everything here has internal linkage: each of them keeps its own copy, built for its own
+// ISA (an inline function with external linkage could be merged by the linker into one
+// copy built with AVX-512 and reached from the AVX2 path).
 #pragma once
 
 #include <omp.h>
