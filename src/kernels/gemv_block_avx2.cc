@@ -482,9 +482,9 @@ void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& p) {
         const float sum = dx * static_cast<float>(_mm_cvtsi128_si32(s));
         if (p.dtype == DType::kQ5_1) {  // one per block, in order
           sums[b] = sum;
-        } else {  // K formats: 16 per 256 values, blocks in lanes 8..15
+        } else {  // K formats: 16 per 256 values, blocks in lanes 8..15, dx in 0..7
           float* group = sums + 16 * (b / 8);
-          if (j == 0) _mm256_store_ps(group, _mm256_setzero_ps());
+          group[j] = dx;
           group[8 + j] = sum;
         }
       }

@@ -199,7 +199,7 @@ void PrepareXAvx512(const float* x, int64_t ldx, const PreparedX& p) {
       if (sums != nullptr) {
         const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
         float* group = sums + 16 * (b / 8);
-        if (j == 0) _mm256_store_ps(group, _mm256_setzero_ps());
+        group[j] = dx;
         group[8 + j] = dx * static_cast<float>(sum);
       }
     }

@@ -12,7 +12,9 @@
 // off exactly. Then, per (x row, weight row):
 //   acc += f32(lane sums) · (weight scale per lane · dx per lane)        (16 lanes)
 // and for Q4_K / Q5_K, once per 256 values, acc += (-dmin·m per block) · (dx · sum q per
-// block). The 16 lanes of acc are added at the end.
+// block). The 16 lanes of acc are added at the end. Q4_K / Q5_K form the unit's eight
+// (d·sc · dx) and eight (-dmin·m · dx·sum q) in one multiply per (x row, weight row) with
+// PreparedX::block_sum's 16 lanes, so a step's scale is one permute, not a multiply.
 //
 // Weight codes per format and step (each unit is what one weight row is read in):
 //   Q8_0: unit = 2 blocks (68 bytes), 1 step: the two blocks' 32 int8 codes in order.
@@ -32,6 +34,15 @@
 //   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
+//
+// Streaming at m = 1 (kStreamM1: Q8_0, Q4_K, Q5_K): one weight row at a time, two
+// accumulator banks, no software prefetch, so a thread reads its rows as one sequential
+// stream the hardware prefetcher follows. Four rows at a time read four short streams (a
+// row is 1-2 KiB) that restart every few KiB; they need the software prefetch, and even
+// with it a read-only loop in that pattern moved ~48 GB/s where a sequential one moved ~62
+// in the same run (2 threads, this Zen 4 VM's fast minutes). Measured with the GEMV itself,
+// alternating per call from memory: Q8_0 ~1.09x, Q4_K ~1.08x, Q5_K ~1.08x; Q6_K ~0.91x, Q4_0
+// and Q5_0 ~1.0x (bound by their arithmetic), so those keep the four-row tile.
 //
 // Measured (2048 x 7168 from DRAM, 2 threads of a shared Xeon VM with AVX512_VNNI, so
 // rough), m = 1: Q8_0 0.68 ms (23 GB/s), Q4_K 0.38 ms (22 GB/s), Q6_K 0.53 ms (23 GB/s),
@@ -110,6 +121,7 @@ inline __m512 ScalesMinsK4(const uint8_t* block) {
 }
 
 struct FormatQ8_0 {
+  static constexpr bool kStreamM1 = true;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kUnitBytes = 68;
@@ -135,6 +147,7 @@ struct FormatQ8_0 {
 };
 
 struct FormatQ4_0 {
+  static constexpr bool kStreamM1 = false;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kUnitBytes = 36;
@@ -162,6 +175,7 @@ struct FormatQ4_0 {
 
 // Q4_K (kFive false) and Q5_K.
 template <bool kFive> struct FormatK4K5 {
+  static constexpr bool kStreamM1 = true;
   static constexpr int kSteps = 4;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = kFive ? 176 : 144;
@@ -193,11 +207,16 @@ template <bool kFive> struct FormatK4K5 {
     if constexpr (kFive) {  // qh bits 4h + i (first half) and 4h + 2 + i onto bit 4
       w = _mm512_or_si512(w, HighBits<(4 - (4 * h + i)) & 63, (4 - (4 * h + 2 + i)) & 63>(u.qh, 0x10));
     }
-    ws = PairLanes<4 * h + i, 4 * h + 2 + i>(u.sm);
+    ws = StepLanes<S>(u.sm);
+  }
+  // Lanes [v[a] × 8, v[b] × 8] of a per-sub-block vector for step S's sub-blocks a, b.
+  template <int S> static __m512 StepLanes(__m512 v) {
+    return PairLanes<4 * (S / 2) + S % 2, 4 * (S / 2) + 2 + S % 2>(v);
   }
 };
 
 struct FormatQ6_K {
+  static constexpr bool kStreamM1 = false;
   static constexpr int kSteps = 4;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = 210;
@@ -233,6 +252,7 @@ struct FormatQ6_K {
 // gemm_block_avx512_vnni.cc, takes it): a unit is two 32-value blocks as for Q4_0, each
 // nibble with its qh bit on bit 4.
 template <bool kMin> struct FormatQ5 {
+  static constexpr bool kStreamM1 = false;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kBlockBytes = kMin ? 24 : 22;
@@ -292,31 +312,48 @@ template <typename Fn, int... S> inline void ForSteps(Fn&& fn, std::integer_sequ
   (fn.template operator()<S>(), ...);
 }
 
-// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile.
-template <class F, bool kVnni, int M, int R> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w,
-                                                       size_t row_bytes, int64_t units, bool half_unit,
-                                                       int64_t prefetch_bytes, float* y, int64_t ldy) {
+// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile. kStream:
+// the m = 1 streaming tile (two accumulator banks for alternate units, no prefetch).
+template <class F, bool kVnni, int M, int R, bool kStream = false>
+void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, int64_t units, bool half_unit,
+          int64_t prefetch_bytes, float* y, int64_t ldy) {
   constexpr bool kBias = F::Bias(kVnni);
-  __m512 acc[M][R];
+  constexpr int kBanks = kStream ? 2 : 1;
+  __m512 accs[kBanks][M][R];
   const int8_t* xq[M];
   const float* xs[M];
   const int32_t* xb[M];
   const float* xm[M];
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+    for (int b = 0; b < kBanks; ++b) {
+      for (int r = 0; r < R; ++r) accs[b][i][r] = _mm512_setzero_ps();
+    }
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = kBias ? x.bias + (i0 + i) * x.lds : nullptr;
     xm[i] = F::kHasMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
-  auto unit = [&]<bool kHalf>(int64_t u) {
+  auto unit = [&]<bool kHalf, int kBank>(int64_t u) {
+    auto& acc = accs[kBank];
     typename F::Unit wu[R];
     for (int r = 0; r < R; ++r) {
       const uint8_t* p = w + r * row_bytes + u * F::kUnitBytes;
-      for (size_t off = 0; off < F::kUnitBytes; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_bytes + off), _MM_HINT_T1);
+      if constexpr (!kStream) {
+        for (size_t off = 0; off < F::kUnitBytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_bytes + off), _MM_HINT_T1);
+        }
       }
       wu[r] = F::template Load<kVnni, kHalf>(p);
+    }
+    // Q4_K / Q5_K: the unit's scales times x's, per (x row, weight row): lanes 0..7
+    // d·sc[j]·dx[j] (a step's FMA takes its two sub-blocks' lanes), lanes 8..15 the mins
+    // -dmin·m[j] · (dx · sum q)[j].
+    __m512 wsx[F::kHasMin ? M : 1][F::kHasMin ? R : 1];
+    if constexpr (F::kHasMin) {
+      for (int i = 0; i < M; ++i) {
+        const __m512 xv = _mm512_load_ps(xm[i] + 16 * u);
+        for (int r = 0; r < R; ++r) wsx[i][r] = _mm512_mul_ps(wu[r].sm, xv);
+      }
     }
     ForSteps(
         [&]<int S>() {
@@ -326,8 +363,8 @@ template <class F, bool kVnni, int M, int R> void Tile(const PreparedX& x, int64
           for (int r = 0; r < R; ++r) F::template Step<S>(wu[r], wv[r], ws[r]);
           for (int i = 0; i < M; ++i) {
             const __m512i xv = _mm512_load_si512(xq[i] + 64 * t);
-            const __m512 sv = _mm512_load_ps(xs[i] + 16 * t);
             const __m512i bv = kBias ? _mm512_load_si512(xb[i] + 16 * t) : _mm512_setzero_si512();
+            const __m512 sv = F::kHasMin ? _mm512_setzero_ps() : _mm512_load_ps(xs[i] + 16 * t);
             for (int r = 0; r < R; ++r) {
               __m512i isum;
               if constexpr (F::kSignedCodes && !kVnni) {
@@ -335,22 +372,38 @@ template <class F, bool kVnni, int M, int R> void Tile(const PreparedX& x, int64
               } else {
                 isum = DotU8S8<kVnni>(bv, wv[r], xv);
               }
-              acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws[r], sv), acc[i][r]);
+              __m512 scale;
+              if constexpr (F::kHasMin) {
+                scale = F::template StepLanes<S>(wsx[i][r]);
+              } else {
+                scale = _mm512_mul_ps(ws[r], sv);
+              }
+              acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[i][r]);
             }
           }
         },
         std::make_integer_sequence<int, F::kSteps>{});
-    if constexpr (F::kHasMin) {
+    if constexpr (F::kHasMin) {  // lanes 8..15: -dmin·m[j] · dx · sum q per block
       for (int i = 0; i < M; ++i) {
-        const __m512 mv = _mm512_load_ps(xm[i] + 16 * u);
-        for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(wu[r].sm, mv, acc[i][r]);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm512_mask_add_ps(acc[i][r], 0xFF00, acc[i][r], wsx[i][r]);
       }
     }
   };
-  for (int64_t u = 0; u < units; ++u) unit.template operator()<false>(u);
-  if (half_unit) unit.template operator()<true>(units);
+  int64_t u = 0;
+  if constexpr (kBanks == 2) {
+    for (; u + 2 <= units; u += 2) {
+      unit.template operator()<false, 0>(u);
+      unit.template operator()<false, 1>(u + 1);
+    }
+  }
+  for (; u < units; ++u) unit.template operator()<false, 0>(u);
+  if (half_unit) unit.template operator()<true, 0>(units);
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i][r]);
+    for (int r = 0; r < R; ++r) {
+      __m512 sum = accs[0][i][r];
+      for (int b = 1; b < kBanks; ++b) sum = _mm512_add_ps(sum, accs[b][i][r]);
+      y[i * ldy + r] = _mm512_reduce_add_ps(sum);
+    }
   }
 }
 
@@ -395,6 +448,13 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   g.prefetch_bytes = std::max<int64_t>(kBlockPrefetchBytes / static_cast<int64_t>(g.row_bytes), kBlockRows) *
                      static_cast<int64_t>(g.row_bytes);
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  if (F::kStreamM1 && x.m == 1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      Tile<F, kVnni, 1, 1, /*kStream=*/true>(x, 0, base + n * g.row_bytes, g.row_bytes, g.units, g.half_unit, 0, y + n,
+                                             ldy);
+    }
+    return;
+  }
   int64_t n = n0;
   for (; n + kBlockRows <= n1; n += kBlockRows) {
     RowGroup<F, kVnni, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);

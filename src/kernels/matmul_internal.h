@@ -229,7 +229,8 @@ BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 //     vpmaddubsw's int16 pairs, so a per-lane weight scale can multiply both in vpmaddwd.
 //   block_sum + i·ldb (Q4_K / Q5_K / Q5_1; else null): dx · sum of codes per 32-value
 //     block. Portable (and Q5_1 in the AVX2 layout): [cols / 32] in order; AVX-512 (K
-//     formats): per 256 values 16 floats, blocks in lanes 8..15.
+//     formats): per 256 values 16 floats, blocks in lanes 8..15 and the blocks' dx in
+//     lanes 0..7 (both in block order, not the codes' slot order).
 struct PreparedX {
   BlockGemvIsa isa = BlockGemvIsa::kPortable;
   DType dtype = DType::kQ8_0;  // the weight format the layout is for
