@@ -754,7 +754,8 @@ TEST(BlockQuantMatmulTest, IsaPathsAgree) {
 }
 
 // The AVX-512 layout (filled by `isa`'s PrepareX) holds the portable quantizer's codes and
-// scales (in its own order), and zeros in the padding of its last 64-value step.
+// scales (in its own order; the K formats' dx also in block_sum), and zeros in the padding
+// of its last 64-value step.
 void CheckXCodesMatchPortable(BlockGemvIsa isa) {
   for (DType dtype : kBlockTypes) {
     SCOPED_TRACE(Name(dtype) + " " + IsaName(isa));
@@ -768,6 +769,7 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
     // The ISA whose layout PrepareX wrote (AVX2's for Q5_0 / Q5_1 asked of AVX-512).
     ASSERT_EQ(IsaName(a.isa), IsaName(matmul_internal::BlockGemvIsaFor(isa, dtype)));
     const int zp = matmul_internal::BlockZeroPoint(a.isa, dtype);
+    const bool q6_dx = dtype == DType::kQ6_K && a.isa != BlockGemvIsa::kAvx2;  // the AVX-512 layouts
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t b = 0; b < cols / 32; ++b) {
         const int64_t j = b % 8;
@@ -789,8 +791,13 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
             }
           }
         }
-        if (permuted) {
+        if (permuted) {  // per 256 values: the blocks' dx, then their dx · code sums
+          ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + j], p.scale[i * p.lds + b]);
           ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], p.block_sum[i * p.ldb + b]);
+        }
+        if (q6_dx) {  // dx per 16-value sub-block
+          ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b], p.scale[i * p.lds + b]);
+          ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b + 1], p.scale[i * p.lds + b]);
         }
         if (dtype == DType::kQ5_1) {  // one per block, in order
           ASSERT_EQ(a.block_sum[i * a.ldb + b], p.block_sum[i * p.ldb + b]);
@@ -810,7 +817,7 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
       // The zero-point formats carry exactly one of the two biases.
       ASSERT_EQ(zp != 0, (a.bias != nullptr) != (a.pair_bias != nullptr));
       ASSERT_EQ(a.pair_bias != nullptr, zp != 0 && a.isa == BlockGemvIsa::kAvx2);
-      ASSERT_EQ(a.block_sum != nullptr, permuted || dtype == DType::kQ5_1);
+      ASSERT_EQ(a.block_sum != nullptr, permuted || dtype == DType::kQ5_1 || q6_dx);
     }
   }
 }

@@ -56,6 +56,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/block_quant.h"
@@ -213,6 +214,8 @@ template <bool kFive> struct FormatK4K5 {
   template <int S> static __m512 StepLanes(__m512 v) {
     return PairLanes<4 * (S / 2) + S % 2, 4 * (S / 2) + 2 + S % 2>(v);
   }
+  // The unit's scales and mins (Load's sm), for Tile's per-unit product with x's.
+  static __m512 SubScales(const Unit& u) { return u.sm; }
 };
 
 struct FormatQ6_K {
@@ -241,11 +244,17 @@ struct FormatQ6_K {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.p + block_layout::kQ6KQh + 32 * h)));
     const __m512i low = i == 0 ? LowNibbles(ql) : HighNibbles(ql);
     w = _mm512_or_si512(low, HighBits<(4 - 4 * i) & 63, (2 - 4 * i) & 63>(qh, 0x30));
-    constexpr int a = 4 * S;
-    ws = _mm512_permutexvar_ps(_mm512_set_epi32(a + 3, a + 3, a + 3, a + 3, a + 2, a + 2, a + 2, a + 2, a + 1, a + 1,
-                                                a + 1, a + 1, a, a, a, a),
-                               u.s);
+    ws = StepLanes<S>(u.s);
   }
+  // Lanes [v[4S] × 4, v[4S + 1] × 4, v[4S + 2] × 4, v[4S + 3] × 4] of a per-sub-block vector.
+  template <int S> static __m512 StepLanes(__m512 v) {
+    constexpr int a = 4 * S;
+    return _mm512_permutexvar_ps(_mm512_set_epi32(a + 3, a + 3, a + 3, a + 3, a + 2, a + 2, a + 2, a + 2, a + 1, a + 1,
+                                                  a + 1, a + 1, a, a, a, a),
+                                 v);
+  }
+  // The unit's sub-block scales d·scales[j] (Load's s), for Tile's per-unit product with dx.
+  static __m512 SubScales(const Unit& u) { return u.s; }
 };
 
 // Q5_0 (kMin false: x = d·(q - 16), bias -16·sum x) and Q5_1 (x = d·q + m; only the GEMM,
@@ -319,6 +328,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, in
           int64_t prefetch_bytes, float* y, int64_t ldy) {
   constexpr bool kBias = F::Bias(kVnni);
   constexpr int kBanks = kStream ? 2 : 1;
+  constexpr bool kFoldDx = F::kHasMin || std::is_same_v<F, FormatQ6_K>;  // PreparedX::block_sum
   __m512 accs[kBanks][M][R];
   const int8_t* xq[M];
   const float* xs[M];
@@ -331,7 +341,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, in
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = kBias ? x.bias + (i0 + i) * x.lds : nullptr;
-    xm[i] = F::kHasMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
+    xm[i] = kFoldDx ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
   auto unit = [&]<bool kHalf, int kBank>(int64_t u) {
     auto& acc = accs[kBank];
@@ -345,14 +355,14 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, in
       }
       wu[r] = F::template Load<kVnni, kHalf>(p);
     }
-    // Q4_K / Q5_K: the unit's scales times x's, per (x row, weight row): lanes 0..7
-    // d·sc[j]·dx[j] (a step's FMA takes its two sub-blocks' lanes), lanes 8..15 the mins
-    // -dmin·m[j] · (dx · sum q)[j].
-    __m512 wsx[F::kHasMin ? M : 1][F::kHasMin ? R : 1];
-    if constexpr (F::kHasMin) {
+    // The K formats: the unit's scales times x's, per (x row, weight row), and a step's FMA
+    // takes its sub-blocks' lanes. Q4_K / Q5_K: lanes 0..7 d·sc[j]·dx[j], lanes 8..15 the
+    // mins -dmin·m[j] · (dx · sum q)[j]; Q6_K: lane j d·scales[j]·dx of sub-block j.
+    __m512 wsx[kFoldDx ? M : 1][kFoldDx ? R : 1];
+    if constexpr (kFoldDx) {
       for (int i = 0; i < M; ++i) {
         const __m512 xv = _mm512_load_ps(xm[i] + 16 * u);
-        for (int r = 0; r < R; ++r) wsx[i][r] = _mm512_mul_ps(wu[r].sm, xv);
+        for (int r = 0; r < R; ++r) wsx[i][r] = _mm512_mul_ps(F::SubScales(wu[r]), xv);
       }
     }
     ForSteps(
@@ -364,7 +374,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, in
           for (int i = 0; i < M; ++i) {
             const __m512i xv = _mm512_load_si512(xq[i] + 64 * t);
             const __m512i bv = kBias ? _mm512_load_si512(xb[i] + 16 * t) : _mm512_setzero_si512();
-            const __m512 sv = F::kHasMin ? _mm512_setzero_ps() : _mm512_load_ps(xs[i] + 16 * t);
+            const __m512 sv = kFoldDx ? _mm512_setzero_ps() : _mm512_load_ps(xs[i] + 16 * t);
             for (int r = 0; r < R; ++r) {
               __m512i isum;
               if constexpr (F::kSignedCodes && !kVnni) {
@@ -373,7 +383,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, in
                 isum = DotU8S8<kVnni>(bv, wv[r], xv);
               }
               __m512 scale;
-              if constexpr (F::kHasMin) {
+              if constexpr (kFoldDx) {
                 scale = F::template StepLanes<S>(wsx[i][r]);
               } else {
                 scale = _mm512_mul_ps(ws[r], sv);

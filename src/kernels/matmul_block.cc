@@ -52,6 +52,13 @@ int ZeroPoint(BlockGemvIsa isa, DType dtype) {
   }
 }
 
+// PreparedX::block_sum: the formats with mins, and Q6_K's per-sub-block dx in the AVX-512
+// layouts.
+bool HasBlockSums(BlockGemvIsa isa, DType dtype) {
+  return HasMins(dtype) ||
+         (dtype == DType::kQ6_K && (isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni));
+}
+
 // Where PreparedX's arrays start inside its storage, per x row strides included.
 struct XLayout {
   int64_t ldq = 0, lds = 0, ldb = 0;
@@ -65,7 +72,7 @@ XLayout Layout(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
   l.ldq = avx ? steps * kStep : RoundUp(cols, 64);
   l.lds = avx ? steps * 16 : RoundUp(cols / kXBlock, 16);
   // The AVX-512 layout's K-format sums: 16 floats per 256 values; else one per block.
-  if (HasMins(dtype)) l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * 16 : RoundUp(cols / kXBlock, 16);
+  if (HasBlockSums(isa, dtype)) l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * 16 : RoundUp(cols / kXBlock, 16);
   auto take = [&](size_t bytes) {
     const size_t at = l.bytes;
     l.bytes += (bytes + 63) / 64 * 64;
@@ -292,7 +299,7 @@ PreparedX PlaceX(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols, std::by
   } else if (l.bias != 0) {
     p.bias = reinterpret_cast<int32_t*>(storage + l.bias);
   }
-  p.block_sum = HasMins(dtype) ? reinterpret_cast<float*>(storage + l.block_sum) : nullptr;
+  p.block_sum = HasBlockSums(isa, dtype) ? reinterpret_cast<float*>(storage + l.block_sum) : nullptr;
   p.ldb = l.ldb;
   return p;
 }
