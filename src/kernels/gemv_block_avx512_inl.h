@@ -12,9 +12,10 @@
 // off exactly. Then, per (x row, weight row):
 //   acc += f32(lane sums) · (weight scale per lane · dx per lane)        (16 lanes)
 // and for Q4_K / Q5_K, once per 256 values, acc += (-dmin·m per block) · (dx · sum q per
-// block). The 16 lanes of acc are added at the end. Q4_K / Q5_K form the unit's eight
-// (d·sc · dx) and eight (-dmin·m · dx·sum q) in one multiply per (x row, weight row) with
-// PreparedX::block_sum's 16 lanes, so a step's scale is one permute, not a multiply.
+// block). The 16 lanes of acc are added at the end. The K formats form their unit's
+// scales times x's in one multiply per (x row, weight row) with PreparedX::block_sum's 16
+// lanes (Q4_K / Q5_K: eight d·sc · dx and eight -dmin·m · dx·sum q; Q6_K: sixteen
+// d·scales · dx), so a step's scale is one permute, not a multiply.
 //
 // Weight codes per format and step (each unit is what one weight row is read in):
 //   Q8_0: unit = 2 blocks (68 bytes), 1 step: the two blocks' 32 int8 codes in order.

@@ -227,10 +227,11 @@ BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 //   pair_bias + i·2·lds (AVX2, zero-point formats; else null; in bias's place and size):
 //     per pair of codes -zero_point · their sum, int16, [steps · 32]. AVX2 adds it to
 //     vpmaddubsw's int16 pairs, so a per-lane weight scale can multiply both in vpmaddwd.
-//   block_sum + i·ldb (Q4_K / Q5_K / Q5_1; else null): dx · sum of codes per 32-value
-//     block. Portable (and Q5_1 in the AVX2 layout): [cols / 32] in order; AVX-512 (K
-//     formats): per 256 values 16 floats, blocks in lanes 8..15 and the blocks' dx in
-//     lanes 0..7 (both in block order, not the codes' slot order).
+//   block_sum + i·ldb (Q4_K / Q5_K / Q5_1, and Q6_K in the AVX-512 layout; else null):
+//     dx · sum of codes per 32-value block. Portable (and Q5_1 in the AVX2 layout):
+//     [cols / 32] in order; AVX-512 (Q4_K / Q5_K): per 256 values 16 floats, blocks in
+//     lanes 8..15 and the blocks' dx in lanes 0..7 (both in block order, not the codes'
+//     slot order); AVX-512 Q6_K: no sums, dx per 16-value sub-block, [cols / 16].
 struct PreparedX {
   BlockGemvIsa isa = BlockGemvIsa::kPortable;
   DType dtype = DType::kQ8_0;  // the weight format the layout is for
