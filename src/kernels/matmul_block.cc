@@ -52,12 +52,11 @@ int ZeroPoint(BlockGemvIsa isa, DType dtype) {
   }
 }
 
+bool IsAvx512(BlockGemvIsa isa) { return isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni; }
+
 // PreparedX::block_sum: the formats with mins, and Q6_K's per-sub-block dx in the AVX-512
 // layouts.
-bool HasBlockSums(BlockGemvIsa isa, DType dtype) {
-  return HasMins(dtype) ||
-         (dtype == DType::kQ6_K && (isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni));
-}
+bool HasBlockSums(BlockGemvIsa isa, DType dtype) { return HasMins(dtype) || (dtype == DType::kQ6_K && IsAvx512(isa)); }
 
 // Where PreparedX's arrays start inside its storage, per x row strides included.
 struct XLayout {
@@ -264,8 +263,7 @@ BlockGemvIsa BestBlockGemvIsa() {
 }
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
-  const bool avx512 = isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni;
-  return avx512 && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
+  return IsAvx512(isa) && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
 }
 
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {
