@@ -20,8 +20,9 @@
 // them: a pair is at most 2 · kMaxCode · 127, and kGroup of them fit in 32767 (Q4_0 / Q4_K:
 // 8 registers per vpmaddwd, Q5_*: 4, Q6_K: 2, Q8_0: 1). Q8_0 multiplies |w| by x with w's
 // sign (vpsignb), as the GEMV does: its codes + 128 would make pairs of 2 · 255 · 127.
-// Per slot a 4-row tile then spends, for each x row, 8 vpmaddubsw, the int16 adds, 1-8
-// vpmaddwd and 3-4 f32 instructions on 256 products (the GEMV: ~40).
+// Per slot a tile of 4 x rows (Q4_0 / Q4_K: 3, against two panels: kPairedPanels) then
+// spends, for each x row, 8 vpmaddubsw, the int16 adds, 1-8 vpmaddwd and 3-4 f32
+// instructions on 256 products (the GEMV: ~40).
 //
 // x is quantized exactly as for the AVX2 GEMV (PrepareX for BlockGemvIsa::kAvx2: int8 codes
 // per 32 values with dx = amax / 127, Q4_K / Q5_K's slots in the GEMV's order, which the
