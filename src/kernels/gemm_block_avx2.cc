@@ -344,8 +344,10 @@ template <class F, int M> void PanelPairTile(const GemmX<F>& x, int64_t tile, co
         const __m256i sum = _mm256_add_epi32(Start<F>(corr[i]), _mm256_madd_epi16(pairs[i][h], ones));
         const __m256 sc = _mm256_load_ps(halves[h]->scales + s * kPanelRows);
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sc, dxv), acc[i][h]);
-        if constexpr (kMins)
-          acc[i][h] = _mm256_fmadd_ps(_mm256_load_ps(halves[h]->mins + s * kPanelRows), msv, acc[i][h]);
+        if constexpr (kMins) {
+          const __m256 mn = _mm256_load_ps(halves[h]->mins + s * kPanelRows);
+          acc[i][h] = _mm256_fmadd_ps(mn, msv, acc[i][h]);
+        }
       }
     }
   }
