@@ -25,6 +25,8 @@ def plot_depth(runs_tsv, out):
     """Median tok/s per engine at each depth (tg128 is depth 0), every round as a dot."""
     samples = {}  # engine -> depth -> [tok/s]
     for line in open(runs_tsv):
+        if not line.strip() or line.startswith("#"):  # notes on which run the rounds below come from
+            continue
         _, test, *cells = line.rstrip("\n").split("\t")
         if test not in DEPTH_TESTS:
             continue
