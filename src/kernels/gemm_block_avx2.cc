@@ -240,6 +240,15 @@ template <int M> inline void DotQ8Rows(const __m256i* codes, const int32_t* q, _
   }
 }
 
+// acc + one slot of a row against 8 weight rows: f32(sum) · (their scales · dx), plus their
+// mins · msum where the format has mins. PanelTile and PanelPairTile both take this step, so
+// a row's result does not depend on which of them ran.
+template <class F> inline __m256 AddSlot(__m256 acc, __m256i sum, __m256 sc, __m256 dx, __m256 mn, __m256 msum) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sc, dx), acc);
+  if constexpr (F::kHasMin || F::kBlockMin) acc = _mm256_fmadd_ps(mn, msum, acc);
+  return acc;
+}
+
 // y[row][0 .. valid) = x row · the panel's rows for the first M rows of the tile (the last
 // tile: only its real rows, M = m % kTileM; the layout keeps kTileM).
 template <class F, int M>
@@ -282,8 +291,7 @@ void PanelTile(const GemmX<F>& x, int64_t tile, const Panel& panel, float* y, in
       const __m256 mn = kMins ? _mm256_load_ps(panel.mins + s * kPanelRows) : _mm256_setzero_ps();
       for (int i = 0; i < M; ++i) {
         const __m256i sum = DotRegisters<F, 0, 8>(w, q + 8 * i, ones, Start<F>(corr[i]));
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sc, _mm256_set1_ps(dx[i])), acc[i]);
-        if constexpr (kMins) acc[i] = _mm256_fmadd_ps(mn, _mm256_set1_ps(msum[i]), acc[i]);
+        acc[i] = AddSlot<F>(acc[i], sum, sc, _mm256_set1_ps(dx[i]), mn, _mm256_set1_ps(msum[i]));
       }
     }
   }
@@ -343,11 +351,8 @@ template <class F, int M> void PanelPairTile(const GemmX<F>& x, int64_t tile, co
       for (int h = 0; h < 2; ++h) {
         const __m256i sum = _mm256_add_epi32(Start<F>(corr[i]), _mm256_madd_epi16(pairs[i][h], ones));
         const __m256 sc = _mm256_load_ps(halves[h]->scales + s * kPanelRows);
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sc, dxv), acc[i][h]);
-        if constexpr (kMins) {
-          const __m256 mn = _mm256_load_ps(halves[h]->mins + s * kPanelRows);
-          acc[i][h] = _mm256_fmadd_ps(mn, msv, acc[i][h]);
-        }
+        const __m256 mn = kMins ? _mm256_load_ps(halves[h]->mins + s * kPanelRows) : _mm256_setzero_ps();
+        acc[i][h] = AddSlot<F>(acc[i][h], sum, sc, dxv, mn, msv);
       }
     }
   }
