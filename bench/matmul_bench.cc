@@ -78,7 +78,8 @@ enum class Path {
   kBf16Dot,
   kGemvAvx2,
   kGemvFp8Avx2,
-  kBf16Sgemm
+  kBf16Sgemm,
+  kGemmBf16Avx2
 };
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
@@ -90,6 +91,7 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
     case Path::kGemvAvx2: matmul_internal::GemvAvx2(p); break;
     case Path::kGemvFp8Avx2: matmul_internal::GemvFp8Avx2(p); break;
     case Path::kBf16Sgemm: matmul_internal::MatmulBf16Sgemm(p); break;
+    case Path::kGemmBf16Avx2: matmul_internal::GemmBf16Avx2(p); break;
     case Path::kOneDnn: matmul_internal::MatmulOneDnn(p); break;
     case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(p); break;
     case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(p); break;
@@ -110,7 +112,8 @@ bool Unsupported(benchmark::State& state, Path path) {
     state.SkipWithError("CPU lacks AVX-512");
     return true;
   }
-  if ((path == Path::kGemvAvx2 || path == Path::kGemvFp8Avx2) && !(GetCpuFeatures().avx2 && GetCpuFeatures().fma)) {
+  if ((path == Path::kGemvAvx2 || path == Path::kGemvFp8Avx2 || path == Path::kGemmBf16Avx2) &&
+      !(GetCpuFeatures().avx2 && GetCpuFeatures().fma)) {
     state.SkipWithError("CPU lacks AVX2 or FMA");
     return true;
   }
@@ -401,11 +404,22 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
     ->Unit(benchmark::kMicrosecond);
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
 // Large m with bf16 weights where oneDNN has no fast bf16 GEMM (no AVX-512): the AVX2
-// GEMV, chunks widened to f32 for sgemm, and the portable loop, to place the switch.
-#define LATTE_AVX2_BF16_BY_M(b) \
-  b->ArgsProduct({{2048}, {1408}, {6, 8, 16, 32, 64, 512}})->UseRealTime()->Unit(benchmark::kMicrosecond)
+// GEMV, chunks widened to f32 for sgemm, the AVX2 GEMM (the GEMV's sums blocked for
+// cache), and the portable loop, to place the switches. A V2-Lite expert's down and
+// gate/up projections by m (a prefill's experts take ~48 rows each), then the other
+// V2-Lite shapes at a prefill's 512 rows: q_b, kv_a, kv_b, the dense MLP's up and down,
+// the shared experts' up.
+#define LATTE_AVX2_BF16_BY_M(b)                                     \
+  b->ArgsProduct({{2048}, {1408}, {6, 8, 16, 32, 64, 512}})         \
+      ->ArgsProduct({{1408}, {2048}, {48, 96, 128, 192, 256, 512}}) \
+      ->ArgsProduct({{3072, 576, 10944, 2816}, {2048}, {512}})      \
+      ->ArgsProduct({{4096}, {512}, {512}})                         \
+      ->Args({2048, 10944, 512})                                    \
+      ->UseRealTime()                                               \
+      ->Unit(benchmark::kMicrosecond)
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kBF16>));
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Sgemm, DType::kBF16>));
+LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemmBf16Avx2, DType::kBF16>));
 BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>)
     ->ArgsProduct({{2048}, {1408}, {64, 512}})
     ->UseRealTime()

@@ -382,6 +382,56 @@ TEST(MatmulOneDnnTest, Bf16ViaSgemm) {
   ExpectClose(problem, kBf16XGemvTol, /*row_step=*/3);
 }
 
+// The AVX2 bf16 GEMM (CPUs without AVX-512 from kBf16Avx2GemvMaxRows + 1 rows), x
+// rounded to bf16 inside: against the reference on every shape, and on a problem of
+// several L2 blocks of rows and column blocks, split over the threads.
+const Path kGemmBf16Avx2 = [](const MatmulProblem& p) { matmul_internal::GemmBf16Avx2(p); };
+
+TEST(MatmulGemmBf16Avx2Test, Bf16) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  CheckAllShapes(kGemmBf16Avx2, DType::kBF16, kBf16XGemvTol);
+  Problem p = MakeProblem(45, 301, 2900, DType::kBF16, 1, 3);
+  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
+  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
+  kGemmBf16Avx2(problem);
+  ExpectClose(problem, kBf16XGemvTol, /*row_step=*/4);
+}
+
+// The GEMM's sums are the GEMV's, blocked: y bit for bit the AVX2 GEMV's on x rounded to
+// bf16, for m across the 6-row tiles' tails, rows across the 2-row tiles' and the L2
+// blocks' tails (2900 columns: blocks of 44 rows), columns across the 512-column blocks
+// and the 16-column tail, on one thread and split over all. Through the dispatch, so a
+// row's result is the same alone (GEMV) as in any batch (GEMM).
+TEST(MatmulGemmBf16Avx2Test, SameBitsAsTheGemv) {
+  if (!HasAvx2() || HasAvx512()) GTEST_SKIP() << "the AVX2 bf16 paths run on CPUs with AVX2 and FMA, without AVX-512";
+  struct Case {
+    int64_t n, k;
+  };
+  for (const Case c : {Case{7, 16}, Case{9, 513}, Case{45, 1100}, Case{101, 2900}}) {
+    for (int64_t m : {1, 2, 5, 6, 7, 11, 12, 13, 17, 31, 48, 100}) {
+      const Problem p = MakeProblem(m, c.n, c.k, DType::kBF16, 1, 11);
+      std::vector<float> rounded(p.x.size());
+      for (size_t i = 0; i < p.x.size(); ++i) rounded[i] = Bf16ToF32(F32ToBf16(p.x[i]));
+      std::vector<float> gemv(static_cast<size_t>(m * p.n)), gemm(gemv.size()), split(gemv.size());
+      GemvAvx2({rounded.data(), m, p.ldx, p.View(), gemv.data(), p.n}, /*threaded=*/false);
+      matmul_internal::GemmBf16Avx2({p.x.data(), m, p.ldx, p.View(), gemm.data(), p.n}, /*threaded=*/false);
+      matmul_internal::GemmBf16Avx2({p.x.data(), m, p.ldx, p.View(), split.data(), p.n}, /*threaded=*/true);
+      for (size_t i = 0; i < gemv.size(); ++i) {
+        ASSERT_EQ(gemm[i], gemv[i]) << "n " << c.n << " k " << c.k << " m " << m << " at " << i;
+        ASSERT_EQ(split[i], gemv[i]) << "threaded: n " << c.n << " k " << c.k << " m " << m << " at " << i;
+      }
+      std::vector<float> batch(gemv.size()), alone(static_cast<size_t>(p.n));
+      Matmul({p.x.data(), m, p.ldx, p.View(), batch.data(), p.n});
+      for (int64_t i = 0; i < m; ++i) {
+        Matmul({p.x.data() + i * p.ldx, 1, p.ldx, p.View(), alone.data(), p.n});
+        for (int64_t r = 0; r < p.n; ++r) {
+          ASSERT_EQ(batch[i * p.n + r], alone[r]) << "dispatch: m " << m << " x row " << i << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulOneDnnTest, RepeatedCallsReuseCachedPrimitive) {
   // Same shape, different data: the cached primitive must read the new pointers.
   for (uint32_t seed = 1; seed <= 3; ++seed) {

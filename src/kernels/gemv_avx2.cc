@@ -31,6 +31,7 @@
 #include "base/parallel.h"
 #include "base/scratch.h"
 #include "kernels/avx2_inl.h"
+#include "kernels/bf16_avx2_inl.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -113,37 +114,6 @@ template <DType kW, int M, int R> void Tile(const float* x, int64_t ldx, const v
 
 // ---- bf16: 16 columns per step, x in even/odd order ------------------------------
 
-// x rows [m, ldp] in the bf16 tile's order: per 16 columns the 8 even then the 8 odd
-// ones, zero-padded to ldp = whole groups of 16.
-int64_t PermutedXStride(int64_t k) { return (k + 15) / 16 * 16; }
-
-void PermuteX(const float* x, int64_t m, int64_t ldx, int64_t k, float* out) {
-  const int64_t ldp = PermutedXStride(k);
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * ldx;
-    float* o = out + i * ldp;
-    int64_t c = 0;
-    for (; c + 16 <= k; c += 16) {
-      const __m256 a = _mm256_loadu_ps(xi + c), b = _mm256_loadu_ps(xi + c + 8);
-      // Per 128-bit half: [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit pairs reordered.
-      const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-      const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-      _mm256_storeu_ps(o + c, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))));
-      _mm256_storeu_ps(o + c + 8,
-                       _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))));
-    }
-    if (c < k) {
-      for (int j = 0; j < 16; ++j) o[c + (j % 2) * 8 + j / 2] = c + j < k ? xi[c + j] : 0.0f;
-    }
-  }
-}
-
-// 16 bf16 -> the even columns (lanes 0..7 = columns 0, 2, .., 14) and the odd ones.
-inline void WidenBf16x16(__m256i v, __m256& even, __m256& odd) {
-  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-}
-
 // y[i][r] = x[i] · w[r] for i < M, r < R; xp: x permuted (PermuteX), row stride ldp.
 template <int M, int R> void TileBf16(const float* xp, int64_t ldp, const bf16* w, int64_t ld, int64_t k, float* y,
                                       int64_t ldy, const char* const* prefetch) {
@@ -151,33 +121,15 @@ template <int M, int R> void TileBf16(const float* xp, int64_t ldp, const bf16* 
   for (int i = 0; i < M; ++i) {
     for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
   }
-  auto step = [&](const __m256* even, const __m256* odd, int64_t kk) {
-    for (int i = 0; i < M; ++i) {
-      const __m256 xe = _mm256_loadu_ps(xp + i * ldp + kk);
-      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xe, even[r], acc[i][r]);
-      const __m256 xo = _mm256_loadu_ps(xp + i * ldp + kk + 8);
-      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xo, odd[r], acc[i][r]);
-    }
-  };
   int64_t kk = 0;
   for (; kk + 16 <= k; kk += 16) {
     if (prefetch != nullptr && kk % 32 == 0) {
       for (int r = 0; r < kRows; ++r) _mm_prefetch(prefetch[r] + kk * 2, _MM_HINT_T1);
     }
-    __m256 even[R], odd[R];
-    for (int r = 0; r < R; ++r) {
-      WidenBf16x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * ld + kk)), even[r], odd[r]);
-    }
-    step(even, odd, kk);
+    Bf16Step<M, R>(xp + kk, ldp, w + kk, ld, acc);
   }
   if (kk < k) {
-    __m256 even[R], odd[R];
-    for (int r = 0; r < R; ++r) {
-      alignas(32) bf16 buf[16] = {};
-      std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k - kk) * sizeof(bf16));
-      WidenBf16x16(_mm256_load_si256(reinterpret_cast<const __m256i*>(buf)), even[r], odd[r]);
-    }
-    step(even, odd, kk);
+    Bf16TailStep<M, R>(xp + kk, ldp, w + kk, ld, k - kk, acc);
   }
   for (int i = 0; i < M; ++i) {
     for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(acc[i][r]);

@@ -6,11 +6,13 @@
 //   m >= kGemmMinRows (bf16 with AVX512_BF16: > kBf16DotMaxRows): oneDNN
 //     (matmul_onednn.cc; fp8 weights dequantized to bf16 a chunk of rows at a
 //     time, matmul_fp8.cc). Without AVX-512 oneDNN 2.6
-//     has only a scalar reference bf16 matmul, so bf16 weights then go to its sgemm
-//     a chunk of rows widened to f32 at a time (matmul_bf16_sgemm.cc; from
-//     kBf16Avx2GemvMaxRows + 1 rows on AVX2 CPUs) and fp8 weights take the portable
-//     kernel; f32 keeps oneDNN's sgemm (it picks its own ISA from cpuid, so it is
-//     safe on any x86-64 CPU).
+//     has only a scalar reference bf16 matmul, so bf16 weights then go to the AVX2
+//     GEMM from kBf16Avx2GemvMaxRows + 1 to kBf16Avx2GemmMaxRows rows
+//     (gemm_bf16_avx2.cc: the AVX2 GEMV's sums blocked for cache, the same bits), and
+//     past it or on CPUs without AVX2 to oneDNN's sgemm a chunk of rows widened to
+//     f32 at a time (matmul_bf16_sgemm.cc); fp8
+//     weights take the portable kernel; f32 keeps oneDNN's sgemm (it picks its own
+//     ISA from cpuid, so it is safe on any x86-64 CPU).
 //   CPUs with AVX2 and FMA but not AVX-512: the GEMV is gemv_avx2.cc's (f32, bf16, f16)
 //     or gemv_fp8_avx2.cc's (fp8).
 //   f16 and GGUF block formats (matmul_block.cc): f16 as f32 (GEMV below kGemmMinRows,
@@ -184,8 +186,9 @@ using namespace matmul_internal;
 constexpr int64_t kBf16DotXPad = 32;
 
 // oneDNN only where it has a fast kernel for the dtype on this CPU (see top): f16,
-// bf16 and block formats reach it as f32 where the CPU lacks AVX-512 (bf16 from
-// kBf16Avx2GemvMaxRows + 1 rows where the AVX2 GEMV runs below).
+// bf16 and block formats reach it as f32 where the CPU lacks AVX-512 (bf16 on AVX2
+// CPUs: the GEMM side from kBf16Avx2GemvMaxRows + 1 rows, the AVX2 GEMM up to
+// kBf16Avx2GemmMaxRows).
 bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
   if (dtype == DType::kBF16 && !cpu.avx512f) {
     return m > (cpu.avx2 && cpu.fma ? kBf16Avx2GemvMaxRows : kGemmMinRows - 1);
@@ -278,6 +281,9 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
       done = true;
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {
       done = MatmulBlockOneDnn(p, /*bf16_gemm=*/cpu.avx512f);
+    } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f && cpu.avx2 && cpu.fma && p.m <= kBf16Avx2GemmMaxRows) {
+      GemmBf16Avx2(p, threaded);
+      done = true;
     } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f) {
       done = MatmulBf16Sgemm(p);
     } else {

@@ -33,9 +33,16 @@ inline constexpr int64_t kGemmMinRows = 6;
 inline constexpr int64_t kBf16DotMaxRows = 16;
 
 // bf16 weights on CPUs with AVX2 and FMA but not AVX-512 take the AVX2 GEMV (gemv_avx2.cc)
-// up to this many rows of x, then chunks widened to f32 for oneDNN's sgemm
-// (MatmulBf16Sgemm): see bench/matmul_bench.cc's LATTE_AVX2_BF16_BY_M.
+// up to kBf16Avx2GemvMaxRows rows of x, the AVX2 GEMM (GemmBf16Avx2: the same sums, so
+// the same bits, blocked for cache) up to kBf16Avx2GemmMaxRows, then chunks widened to
+// f32 for oneDNN's sgemm (MatmulBf16Sgemm), whose outer-product kernel runs ~10% faster
+// at 512 rows. Measured (bench/matmul_bench.cc LATTE_AVX2_BF16_BY_M, one and two threads
+// of a 2-vCPU Zen 2 VM, GFLOP/s, GEMM vs sgemm; single pairs move by +-5%): a prefill's
+// expert at 48 rows (1408 x 2048) 69-77 vs 54-59 on one thread; 96-256 rows 77-84 vs
+// 73-76 on one, 142-161 vs 115-133 on two; 512 rows on the V2-Lite shapes 70-81 vs 78-85
+// on one, 113-145 vs 110-163 on two.
 inline constexpr int64_t kBf16Avx2GemvMaxRows = 16;
+inline constexpr int64_t kBf16Avx2GemmMaxRows = 255;
 
 // Block-format weights (Q8_0 ... Q6_K, Q5_0, Q5_1) take the integer GEMV up to this many
 // rows of x (see the block-format section below): a batched decode step (16 sequences) stays on it,
@@ -156,6 +163,11 @@ bool MatmulFp8OneDnn(const MatmulProblem& p);
 // widened to f32 (exact) for oneDNN's sgemm. Same products as the bf16 GEMV; only the
 // order of the f32 sums differs. Same contract as MatmulOneDnn.
 bool MatmulBf16Sgemm(const MatmulProblem& p);
+
+// Product with a bf16 weight past the GEMV's rows on CPUs with AVX2 and FMA
+// (gemm_bf16_avx2.cc): the AVX2 GEMV's arithmetic blocked for cache, y bit for bit the
+// GEMV's (GemvAvx2 on x rounded to bf16). Requires GetCpuFeatures().avx2 and .fma.
+void GemmBf16Avx2(const MatmulProblem& p, bool threaded = true);
 
 // oneDNN matmul (bf16 weights: x rounded to bf16, bf16 x bf16 -> f32; f32 weights:
 // sgemm). Primitives are cached per thread by shape. Returns false (and writes
