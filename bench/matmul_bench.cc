@@ -79,7 +79,8 @@ enum class Path {
   kGemvAvx2,
   kGemvFp8Avx2,
   kBf16Sgemm,
-  kGemmBf16Avx2
+  kGemmBf16Avx2,
+  kGemmBf16PackedAvx2
 };
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
@@ -92,6 +93,7 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
     case Path::kGemvFp8Avx2: matmul_internal::GemvFp8Avx2(p); break;
     case Path::kBf16Sgemm: matmul_internal::MatmulBf16Sgemm(p); break;
     case Path::kGemmBf16Avx2: matmul_internal::GemmBf16Avx2(p); break;
+    case Path::kGemmBf16PackedAvx2: matmul_internal::GemmBf16PackedAvx2(p); break;
     case Path::kOneDnn: matmul_internal::MatmulOneDnn(p); break;
     case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(p); break;
     case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(p); break;
@@ -112,7 +114,8 @@ bool Unsupported(benchmark::State& state, Path path) {
     state.SkipWithError("CPU lacks AVX-512");
     return true;
   }
-  if ((path == Path::kGemvAvx2 || path == Path::kGemvFp8Avx2 || path == Path::kGemmBf16Avx2) &&
+  if ((path == Path::kGemvAvx2 || path == Path::kGemvFp8Avx2 || path == Path::kGemmBf16Avx2 ||
+       path == Path::kGemmBf16PackedAvx2) &&
       !(GetCpuFeatures().avx2 && GetCpuFeatures().fma)) {
     state.SkipWithError("CPU lacks AVX2 or FMA");
     return true;
@@ -420,6 +423,7 @@ LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kBF16>));
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Sgemm, DType::kBF16>));
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemmBf16Avx2, DType::kBF16>));
+LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemmBf16PackedAvx2, DType::kBF16>));
 BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>)
     ->ArgsProduct({{2048}, {1408}, {64, 512}})
     ->UseRealTime()

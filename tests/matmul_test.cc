@@ -390,10 +390,28 @@ const Path kGemmBf16Avx2 = [](const MatmulProblem& p) { matmul_internal::GemmBf1
 TEST(MatmulGemmBf16Avx2Test, Bf16) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
   CheckAllShapes(kGemmBf16Avx2, DType::kBF16, kBf16XGemvTol);
+  // No columns: every output is an empty sum, 0, in both GEMMs.
+  const Path packed = [](const MatmulProblem& p) { matmul_internal::GemmBf16PackedAvx2(p); };
+  CheckPath(kGemmBf16Avx2, MakeProblem(20, 9, 0, DType::kBF16, 2), kBf16XGemvTol);
+  CheckPath(packed, MakeProblem(20, 9, 0, DType::kBF16, 2), kBf16XGemvTol);
   Problem p = MakeProblem(45, 301, 2900, DType::kBF16, 1, 3);
   std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
   const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
   kGemmBf16Avx2(problem);
+  ExpectClose(problem, kBf16XGemvTol, /*row_step=*/4);
+}
+
+// The packed outer-product GEMM (from kBf16Avx2GemmMaxRows + 1 rows on the same CPUs):
+// every shape (tails of the 6-row tiles, of the 16-row panels and of the 8-column
+// transposes); a problem of several row blocks and column blocks split over the threads.
+TEST(MatmulGemmBf16Avx2Test, Packed) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  const Path packed = [](const MatmulProblem& p) { matmul_internal::GemmBf16PackedAvx2(p); };
+  CheckAllShapes(packed, DType::kBF16, kBf16XGemvTol);
+  Problem p = MakeProblem(45, 301, 700, DType::kBF16, 1, 3);
+  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
+  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
+  packed(problem);
   ExpectClose(problem, kBf16XGemvTol, /*row_step=*/4);
 }
 

@@ -214,6 +214,10 @@ void GemmBf16Avx2(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
   const int64_t k = w.cols;
+  if (k == 0) {  // no column block runs: y = 0, as the GEMV's empty sums give
+    for (int64_t i = 0; i < p.m; ++i) std::fill(p.y + i * p.ldy, p.y + i * p.ldy + w.rows, 0.0f);
+    return;
+  }
   // x rounded to bf16 (as every bf16 path multiplies it), widened back and permuted.
   // Per-thread, grown only; filled by the calling thread before the team reads it.
   thread_local std::vector<bf16> rounded;

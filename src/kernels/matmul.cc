@@ -8,9 +8,10 @@
 //     time, matmul_fp8.cc). Without AVX-512 oneDNN 2.6
 //     has only a scalar reference bf16 matmul, so bf16 weights then go to the AVX2
 //     GEMM from kBf16Avx2GemvMaxRows + 1 to kBf16Avx2GemmMaxRows rows
-//     (gemm_bf16_avx2.cc: the AVX2 GEMV's sums blocked for cache, the same bits), and
-//     past it or on CPUs without AVX2 to oneDNN's sgemm a chunk of rows widened to
-//     f32 at a time (matmul_bf16_sgemm.cc); fp8
+//     (gemm_bf16_avx2.cc: the AVX2 GEMV's sums blocked for cache, the same bits), past
+//     it to the packed outer-product GEMM (gemm_bf16_packed_avx2.cc), and on CPUs
+//     without AVX2 to oneDNN's sgemm a chunk of rows widened to f32 at a time
+//     (matmul_bf16_sgemm.cc); fp8
 //     weights take the portable kernel; f32 keeps oneDNN's sgemm (it picks its own
 //     ISA from cpuid, so it is safe on any x86-64 CPU).
 //   CPUs with AVX2 and FMA but not AVX-512: the GEMV is gemv_avx2.cc's (f32, bf16, f16)
@@ -187,8 +188,7 @@ constexpr int64_t kBf16DotXPad = 32;
 
 // oneDNN only where it has a fast kernel for the dtype on this CPU (see top): f16,
 // bf16 and block formats reach it as f32 where the CPU lacks AVX-512 (bf16 on AVX2
-// CPUs: the GEMM side from kBf16Avx2GemvMaxRows + 1 rows, the AVX2 GEMM up to
-// kBf16Avx2GemmMaxRows).
+// CPUs: the GEMM side from kBf16Avx2GemvMaxRows + 1 rows is the AVX2 GEMMs').
 bool UseOneDnn(const CpuFeatures& cpu, int64_t m, DType dtype) {
   if (dtype == DType::kBF16 && !cpu.avx512f) {
     return m > (cpu.avx2 && cpu.fma ? kBf16Avx2GemvMaxRows : kGemmMinRows - 1);
@@ -281,8 +281,12 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
       done = true;
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {
       done = MatmulBlockOneDnn(p, /*bf16_gemm=*/cpu.avx512f);
-    } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f && cpu.avx2 && cpu.fma && p.m <= kBf16Avx2GemmMaxRows) {
-      GemmBf16Avx2(p, threaded);
+    } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f && cpu.avx2 && cpu.fma) {
+      if (p.m <= kBf16Avx2GemmMaxRows) {
+        GemmBf16Avx2(p, threaded);
+      } else {
+        GemmBf16PackedAvx2(p, threaded);
+      }
       done = true;
     } else if (p.w.dtype == DType::kBF16 && !cpu.avx512f) {
       done = MatmulBf16Sgemm(p);

@@ -34,13 +34,14 @@ inline constexpr int64_t kBf16DotMaxRows = 16;
 
 // bf16 weights on CPUs with AVX2 and FMA but not AVX-512 take the AVX2 GEMV (gemv_avx2.cc)
 // up to kBf16Avx2GemvMaxRows rows of x, the AVX2 GEMM (GemmBf16Avx2: the same sums, so
-// the same bits, blocked for cache) up to kBf16Avx2GemmMaxRows, then chunks widened to
-// f32 for oneDNN's sgemm (MatmulBf16Sgemm), whose outer-product kernel runs ~10% faster
-// at 512 rows. Measured (bench/matmul_bench.cc LATTE_AVX2_BF16_BY_M, one and two threads
-// of a 2-vCPU Zen 2 VM, GFLOP/s, GEMM vs sgemm; single pairs move by +-5%): a prefill's
-// expert at 48 rows (1408 x 2048) 69-77 vs 54-59 on one thread; 96-256 rows 77-84 vs
-// 73-76 on one, 142-161 vs 115-133 on two; 512 rows on the V2-Lite shapes 70-81 vs 78-85
-// on one, 113-145 vs 110-163 on two.
+// the same bits, blocked for cache) up to kBf16Avx2GemmMaxRows, then the packed
+// outer-product GEMM (GemmBf16PackedAvx2), ~10% ahead of the first at 512 rows.
+// Measured (bench/matmul_bench.cc LATTE_AVX2_BF16_BY_M, one and two threads of a 2-vCPU
+// Zen 2 VM, GFLOP/s; single pairs move by +-5%): a prefill's expert at 48 rows (1408 x
+// 2048) 69-77 (blocked) vs 69 (packed) vs 54-59 (oneDNN's sgemm on widened chunks, the
+// path before both) on one thread; 96-256 rows blocked 77-84 vs sgemm 73-76 on one,
+// 142-161 vs 115-133 on two; 512 rows on the V2-Lite shapes blocked 70-81, packed 75-83,
+// sgemm 67-85 on one. In a pp512 the blocked GEMM for every m was 0.90x the split.
 inline constexpr int64_t kBf16Avx2GemvMaxRows = 16;
 inline constexpr int64_t kBf16Avx2GemmMaxRows = 255;
 
@@ -168,6 +169,11 @@ bool MatmulBf16Sgemm(const MatmulProblem& p);
 // (gemm_bf16_avx2.cc): the AVX2 GEMV's arithmetic blocked for cache, y bit for bit the
 // GEMV's (GemvAvx2 on x rounded to bf16). Requires GetCpuFeatures().avx2 and .fma.
 void GemmBf16Avx2(const MatmulProblem& p, bool threaded = true);
+
+// The outer-product GEMM for bf16 weights on CPUs with AVX2 and FMA, past
+// kBf16Avx2GemmMaxRows rows (gemm_bf16_packed_avx2.cc): blocks of weight rows widened
+// and transposed into f32 panels, 6 x 16 tiles. Requires GetCpuFeatures().avx2 and .fma.
+void GemmBf16PackedAvx2(const MatmulProblem& p, bool threaded = true);
 
 // oneDNN matmul (bf16 weights: x rounded to bf16, bf16 x bf16 -> f32; f32 weights:
 // sgemm). Primitives are cached per thread by shape. Returns false (and writes
