@@ -775,6 +775,23 @@ TEST(MatmulFp8Test, GemvAvx2) {
   }
 }
 
+// The AVX2 fp8 GEMV scales x by 2^64 so that its products with e4m3 values placed at
+// 2^-120 stay normal f32: then scaling x by a power of two scales y by it exactly, also
+// for x far from 1 (2^-40: without the scaling, products with the smallest e4m3 values
+// would fall below f32's normal range and lose bits) and for large x (2^30).
+TEST(MatmulFp8Test, GemvAvx2ScalesExactlyWithX) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  const Problem p = MakeProblem(3, 37, 300, DType::kF8E4M3, 1, 21, 16, 32);
+  std::vector<float> base(static_cast<size_t>(p.m * p.n));
+  matmul_internal::GemvFp8Avx2({p.x.data(), p.m, p.ldx, p.View(), base.data(), p.n});
+  for (int e : {-40, 30}) {
+    std::vector<float> x(p.x.size()), y(base.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(p.x[i], e);
+    matmul_internal::GemvFp8Avx2({x.data(), p.m, p.ldx, p.View(), y.data(), p.n});
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], std::ldexp(base[i], e)) << "x * 2^" << e << " at " << i;
+  }
+}
+
 // The fp8 GEMV's decode and x layout at every column position: a one-hot x
 // (exact in bf16) picks out one weight per row, which must come out as exactly
 // e4m3 × scale, for every code but the NaNs, in full and partial 64-wide steps,

@@ -1,11 +1,11 @@
 // AVX2 GEMV for fp8 e4m3 weights with block scales on CPUs without AVX-512: the f32
-// path of gemv_fp8_avx512.cc (GemvFp8Avx512F32) with 8-float registers. For an e4m3
-// byte b, sign-extended to 16 bits, (b << 7) & 0xBF80 is the f16 bit pattern of the
-// e4m3 value × 2^-8, subnormals included (see gemv_fp8_avx512.cc), and vcvtph2ps makes
-// it f32 exactly: 4 instructions per 8 weights, plus an FMA per x row. x stays f32.
+// path of gemv_fp8_avx512.cc (GemvFp8Avx512F32) with 8-float registers. An e4m3 byte,
+// sign-extended to 32 bits, shifted left by 20 and masked, is the f32 bit pattern of
+// its value × 2^-120, subnormals included (Fp8E4M3x8AsF32Bits): 3 instructions per 8
+// weights, plus an FMA per x row. x stays f32, scaled by 2^64 (exact) once per call.
 //
 // Each tile accumulates x·w over one block_cols-wide column block in f32, then adds
-// that partial sum × (the block's scale × 2^8) to the total when the block ends, so
+// that partial sum × (the block's scale × 2^56) to the total when the block ends, so
 // the scale costs one FMA per row and block. Tiles keep 2·M·R accumulators (block
 // partial + total) of M x rows by R weight rows within the 16 ymm registers; output
 // rows go in groups of kRows, split into contiguous per-thread ranges, with a software
@@ -17,8 +17,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/avx2_inl.h"
 #include "kernels/matmul_internal.h"
 
@@ -27,9 +29,20 @@ namespace {
 
 constexpr int kRows = 4;
 constexpr int kMaxM = 3;
-// The f16 pattern is the e4m3 value × 2^-8; the block scale takes the 2^8 back
-// (a power of two: the product is exact, so results match value × scale).
-constexpr float kFp8ViaF16 = 256.0f;
+// 8 e4m3 bytes -> 8 f32 values × 2^-120, exactly, in three integer instructions: the
+// byte sign-extended to 32 bits, shifted left by 20 (exponent and mantissa land on the
+// low end of f32's, the sign on bit 31), masked. F16C's route (e4m3 -> f16 pattern ->
+// vcvtph2ps) bounded this GEMV: Zen 2 runs vcvtph2ps ymm as two uops, one a cycle. e4m3
+// subnormals land on f32 subnormals; x is scaled by kXScale first so that the products
+// are normal f32 (|x| >= 2^-61 for the smallest subnormal), and the block scale takes
+// back kWeightScale = 2^120 / 2^64. Both are powers of two: every sum is the f16 route's
+// times 2^-48, so y has the same bits.
+constexpr float kXScale = 18446744073709551616.0f;    // 2^64
+constexpr float kWeightScale = 72057594037927936.0f;  // 2^56
+inline __m256 Fp8E4M3x8AsF32Bits(__m128i bytes) {
+  const __m256i v = _mm256_slli_epi32(_mm256_cvtepi8_epi32(bytes), 20);
+  return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
+}
 
 // Weight rows per tile for M x rows: 2·M·R accumulators + R weights + 1 x <= 16.
 template <int M> constexpr int TileRows() { return M == 1 ? 4 : 2; }
@@ -57,7 +70,7 @@ template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w,
       }
       __m256 wv[R];
       for (int r = 0; r < R; ++r)
-        wv[r] = Fp8E4M3x8ViaF16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ld + kk)));
+        wv[r] = Fp8E4M3x8AsF32Bits(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ld + kk)));
       for (int i = 0; i < M; ++i) {
         const __m256 xv = _mm256_loadu_ps(x + i * ldx + kk);
         for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
@@ -69,7 +82,7 @@ template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w,
       for (int r = 0; r < R; ++r) {
         alignas(16) uint8_t buf[16] = {};
         std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k1 - kk));
-        wv[r] = Fp8E4M3x8ViaF16(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+        wv[r] = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
       }
       for (int i = 0; i < M; ++i) {
         const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, mask);
@@ -77,7 +90,7 @@ template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w,
       }
     }
     for (int r = 0; r < R; ++r) {
-      const __m256 s = _mm256_set1_ps(scale_rows[r][block] * kFp8ViaF16);
+      const __m256 s = _mm256_set1_ps(scale_rows[r][block] * kWeightScale);
       for (int i = 0; i < M; ++i) total[i][r] = _mm256_fmadd_ps(acc[i][r], s, total[i][r]);
     }
   }
@@ -141,10 +154,18 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
     MatmulPortable(p, threaded);
     return;
   }
+  // x × kXScale, [m, k]: per-thread, grown only (a decode step allocates nothing once
+  // warm); filled by the calling thread before the team reads it.
+  const int64_t k = w.cols;
+  thread_local std::vector<float> scaled;
+  float* xs = Grow(scaled, p.m * k);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t c = 0; c < k; ++c) xs[i * k + c] = p.x[i * p.ldx + c] * kXScale;
+  }
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
   // A contiguous, kRows-aligned share per thread: one sequential region each.
   SplitRowsOverThreads(parallel, w.rows, kRows,
-                       [&](RowRange rows) { Rows(p.x, p.m, p.ldx, w, rows.begin, rows.end, p.y, p.ldy); });
+                       [&](RowRange rows) { Rows(xs, p.m, k, w, rows.begin, rows.end, p.y, p.ldy); });
 }
 
 }  // namespace latte::matmul_internal
