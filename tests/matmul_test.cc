@@ -160,7 +160,8 @@ void ExpectClose(const MatmulProblem& p, double tol, int64_t row_step = 1) {
 
 using Path = std::function<void(const MatmulProblem&)>;
 
-void CheckPath(const Path& path, const Problem& p, double tol) {
+// row_step: as ExpectClose's (big problems check every row_step-th row of x).
+void CheckPath(const Path& path, const Problem& p, double tol, int64_t row_step = 1) {
   SCOPED_TRACE("m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                " ld=" + std::to_string(p.ld) + " ldx=" + std::to_string(p.ldx) + " ldy=" + std::to_string(p.ldy) + " " +
                std::string(DTypeName(p.dtype)));
@@ -170,7 +171,7 @@ void CheckPath(const Path& path, const Problem& p, double tol) {
   }
   const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
   path(problem);
-  ExpectClose(problem, tol);
+  ExpectClose(problem, tol, row_step);
 }
 
 struct Shape {
@@ -375,11 +376,7 @@ TEST(MatmulOneDnnTest, Bf16ViaSgemm) {
   const Path sgemm = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBf16Sgemm(p)); };
   CheckAllShapes(sgemm, DType::kBF16, kBf16XGemvTol);
   // 8 MiB chunks of 2900-wide f32 rows are 720 rows: three chunks, the last short.
-  Problem p = MakeProblem(7, 1500, 2900, DType::kBF16, 1, 3);
-  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
-  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
-  sgemm(problem);
-  ExpectClose(problem, kBf16XGemvTol, /*row_step=*/3);
+  CheckPath(sgemm, MakeProblem(7, 1500, 2900, DType::kBF16, 1, 3), kBf16XGemvTol, /*row_step=*/3);
 }
 
 // The AVX2 bf16 GEMM (CPUs without AVX-512 from kBf16Avx2GemvMaxRows + 1 rows), x
@@ -394,11 +391,7 @@ TEST(MatmulGemmBf16Avx2Test, Bf16) {
   const Path packed = [](const MatmulProblem& p) { matmul_internal::GemmBf16PackedAvx2(p); };
   CheckPath(kGemmBf16Avx2, MakeProblem(20, 9, 0, DType::kBF16, 2), kBf16XGemvTol);
   CheckPath(packed, MakeProblem(20, 9, 0, DType::kBF16, 2), kBf16XGemvTol);
-  Problem p = MakeProblem(45, 301, 2900, DType::kBF16, 1, 3);
-  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
-  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
-  kGemmBf16Avx2(problem);
-  ExpectClose(problem, kBf16XGemvTol, /*row_step=*/4);
+  CheckPath(kGemmBf16Avx2, MakeProblem(45, 301, 2900, DType::kBF16, 1, 3), kBf16XGemvTol, /*row_step=*/4);
 }
 
 // The packed outer-product GEMM (from kBf16Avx2GemmMaxRows + 1 rows on the same CPUs):
@@ -408,11 +401,7 @@ TEST(MatmulGemmBf16Avx2Test, Packed) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
   const Path packed = [](const MatmulProblem& p) { matmul_internal::GemmBf16PackedAvx2(p); };
   CheckAllShapes(packed, DType::kBF16, kBf16XGemvTol);
-  Problem p = MakeProblem(45, 301, 700, DType::kBF16, 1, 3);
-  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
-  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
-  packed(problem);
-  ExpectClose(problem, kBf16XGemvTol, /*row_step=*/4);
+  CheckPath(packed, MakeProblem(45, 301, 700, DType::kBF16, 1, 3), kBf16XGemvTol, /*row_step=*/4);
 }
 
 // The GEMM's sums are the GEMV's, blocked: y bit for bit the AVX2 GEMV's on x rounded to
@@ -897,11 +886,7 @@ TEST(MatmulFp8Test, OneDnnChunks) {
   const Path chunked = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulFp8OneDnn(p)); };
   for (int64_t m : {6, 9, 33}) CheckPath(chunked, MakeProblem(m, 300, 300, DType::kF8E4M3, 1), kBf16XTol);
   // 8 MiB chunks of 2900-wide bf16 rows are 1440 rows: three chunks, the last short.
-  Problem p = MakeProblem(7, 3000, 2900, DType::kF8E4M3, 0, 3);
-  std::vector<float> y(static_cast<size_t>(p.m * p.ldy), kSentinel);
-  const MatmulProblem problem{p.x.data(), p.m, p.ldx, p.View(), y.data(), p.ldy};
-  chunked(problem);
-  ExpectClose(problem, kBf16XTol, /*row_step=*/3);
+  CheckPath(chunked, MakeProblem(7, 3000, 2900, DType::kF8E4M3, 0, 3), kBf16XTol, /*row_step=*/3);
 }
 
 TEST(MatmulFp8Test, DispatchDetectedAndPortable) {
