@@ -118,8 +118,9 @@ inline void Bf16Steps6x2(const float* xp, int64_t ldp, const bf16* w, int64_t ld
 
 // Columns [c0, c1) (c0 a multiple of 16; c1 = c0 + a multiple of 16, or ldp for the last
 // block) of x rows [0, M) of xp against weight rows [0, R) of w. `first`: the sums start
-// at 0, else from `carry` ([M][R] 8-lane sums between column blocks); `last`: they end in y, else in `carry`. k: the
-// real columns (the last 16-column group may be partial: its weights are read through a zeroed copy, as the GEMV does).
+// at 0, else from `carry` ([M][R] 8-lane sums between column blocks); `last`: they end
+// in y, else in `carry`. k: the real columns (the last 16-column group may be partial:
+// its weights are read through a zeroed copy, as the GEMV does).
 template <int M, int R> void BlockTile(const float* xp, int64_t ldp, const bf16* w, int64_t ld, int64_t k, int64_t c0,
                                        int64_t c1, bool first, bool last, __m256* carry, float* y, int64_t ldy) {
   __m256 acc[M][R];
