@@ -39,14 +39,15 @@ namespace {
 
 // Weight rows per group (the unit of the thread split and of the prefetch), and x
 // rows per tile. Tiles fit the 16 ymm registers: M x R accumulators plus the R
-// converted weight vectors (bf16: 2R) and one x vector; TileRows below.
+// converted weight vectors and one x vector; TileRows below.
 constexpr int kRows = 4;
 constexpr int kMaxM = 4;
 // Rows ahead for the L2 prefetch (8 rows of a 2048-wide bf16 matrix: 32 KiB).
 constexpr int64_t kPrefetchRows = 8;
 
-// Weight rows per tile for M rows of x: f32 / f16 M·R + R + 1 <= 16 registers, bf16
-// M·R + 2R + 1 <= 16.
+// Weight rows per tile for M rows of x: M·R + R + 1 <= 16 registers (Bf16Step widens a
+// bf16 row's even halves, then its odd ones, into the same R vectors). bf16 keeps 2 rows
+// from 2 x rows on, the tiles measured when it held both halves at once (2R vectors).
 template <DType kW, int M> constexpr int TileRows() {
   if constexpr (M == 1) return 4;
   if constexpr (kW == DType::kBF16) return 2;
