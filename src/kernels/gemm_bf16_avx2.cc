@@ -25,7 +25,6 @@
 #include "base/scratch.h"
 #include "kernels/avx2_inl.h"
 #include "kernels/bf16_avx2_inl.h"
-#include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -221,12 +220,8 @@ void GemmBf16Avx2(const MatmulProblem& p, bool threaded) {
   }
   // x rounded to bf16 (as every bf16 path multiplies it), widened back and permuted.
   // Per-thread, grown only; filled by the calling thread before the team reads it.
-  thread_local std::vector<bf16> rounded;
-  thread_local std::vector<float> widened, permuted;
-  bf16* r = Grow(rounded, p.m * k);
-  float* xf = Grow(widened, p.m * k);
-  RoundToBf16(p.x, p.m, p.ldx, k, r);
-  for (int64_t i = 0; i < p.m * k; ++i) xf[i] = Bf16ToF32(r[i]);
+  thread_local std::vector<float> permuted;
+  const float* xf = XRoundedToBf16(p);
   const int64_t ldp = PermutedXStride(k);
   float* xp = Grow(permuted, p.m * ldp);
   PermuteX(xf, p.m, k, k, xp);

@@ -14,12 +14,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "base/parallel.h"
-#include "base/scratch.h"
-#include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -209,14 +206,9 @@ void GemmBf16PackedAvx2(const MatmulProblem& p, bool threaded) {
     for (int64_t i = 0; i < p.m; ++i) std::fill(p.y + i * p.ldy, p.y + i * p.ldy + w.rows, 0.0f);
     return;
   }
-  // x: [m, k] rounded to bf16, widened back. Per-thread, grown only; filled by the
-  // calling thread before the team reads it.
-  thread_local std::vector<bf16> rounded;
-  thread_local std::vector<float> widened;
-  bf16* r = Grow(rounded, p.m * k);
-  float* xf = Grow(widened, p.m * k);
-  RoundToBf16(p.x, p.m, p.ldx, k, r);
-  for (int64_t i = 0; i < p.m * k; ++i) xf[i] = Bf16ToF32(r[i]);
+  // x: [m, k] rounded to bf16, widened back; filled by the calling thread before the
+  // team reads it.
+  const float* xf = XRoundedToBf16(p);
   const Operands o{xf, p.m, w, p.y, p.ldy};
   const bool parallel = threaded && w.rows >= 2 * kPanelRows && WorthParallel(p.m * w.rows * k);
   SplitRowsOverThreads(parallel, w.rows, kPanelRows, [&](RowRange rows) { Rows(o, rows.begin, rows.end); });

@@ -239,15 +239,8 @@ void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
     return;
   }
   if (p.w.dtype != DType::kF32) {
-    thread_local std::vector<bf16> rounded;
-    thread_local std::vector<float> widened;
-    const int64_t k = p.w.cols;
-    bf16* r = Grow(rounded, p.m * k);
-    float* x = Grow(widened, p.m * k);  // x: [m, k], x rounded to bf16, as f32
-    RoundToBf16(p.x, p.m, p.ldx, k, r);
-    for (int64_t i = 0; i < p.m * k; ++i) x[i] = Bf16ToF32(r[i]);
-    q.x = x;
-    q.ldx = k;
+    q.x = XRoundedToBf16(p);
+    q.ldx = p.w.cols;
   }
   if (avx2) {
     if (q.w.dtype == DType::kF8E4M3) {
@@ -263,6 +256,21 @@ void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
     GemvAvx512(q, threaded);
   }
 }
+
+}  // namespace
+
+const float* matmul_internal::XRoundedToBf16(const MatmulProblem& p) {
+  thread_local std::vector<bf16> rounded;
+  thread_local std::vector<float> widened;
+  const int64_t k = p.w.cols;
+  bf16* r = Grow(rounded, p.m * k);
+  float* x = Grow(widened, p.m * k);
+  RoundToBf16(p.x, p.m, p.ldx, k, r);
+  for (int64_t i = 0; i < p.m * k; ++i) x[i] = Bf16ToF32(r[i]);
+  return x;
+}
+
+namespace {
 
 // One problem; `threaded` false when the caller already runs one per thread.
 void MatmulOne(const MatmulProblem& p, bool threaded) {

@@ -165,6 +165,10 @@ bool MatmulFp8OneDnn(const MatmulProblem& p);
 // order of the f32 sums differs. Same contract as MatmulOneDnn.
 bool MatmulBf16Sgemm(const MatmulProblem& p);
 
+// p.x rounded to bf16 (as every bf16 and fp8 path multiplies it) and widened back:
+// [p.m, p.w.cols] f32, in per-thread scratch that this thread's next call reuses.
+const float* XRoundedToBf16(const MatmulProblem& p);
+
 // Product with a bf16 weight past the GEMV's rows on CPUs with AVX2 and FMA
 // (gemm_bf16_avx2.cc): the AVX2 GEMV's arithmetic blocked for cache, y bit for bit the
 // GEMV's (GemvAvx2 on x rounded to bf16). Requires GetCpuFeatures().avx2 and .fma.
