@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -154,6 +155,31 @@ template <Path kPath, DType kDType> void BM_MatmulGemv(benchmark::State& state) 
   }
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(o.view.Bytes() + o.view.ScaleBytes()) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// As BM_MatmulGemv, but each call takes the next of enough weight copies (64 MiB and more
+// in all) that its weights come from memory, not from the last call's cache: a prefill
+// meets each expert's weights once.
+template <Path kPath, DType kDType> void BM_MatmulGemvColdWeights(benchmark::State& state) {
+  if (Unsupported(state, kPath)) return;
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeOperands(m, n, k, kDType);
+  const size_t bytes = o.view.Bytes();
+  const size_t copies = std::max<size_t>(2, (size_t{64} << 20) / bytes + 1);
+  std::vector<AlignedBuffer> weights;
+  for (size_t c = 0; c < copies; ++c) {
+    weights.emplace_back(bytes);
+    std::memcpy(weights.back().data(), o.w.data(), bytes);
+  }
+  size_t next = 0;
+  for (auto _ : state) {
+    WeightView view = o.view;
+    view.data = weights[next].data();
+    next = (next + 1) % copies;
+    Run(kPath, o.x.data(), m, view, o.y.data());
+    benchmark::ClobberMemory();
+  }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -424,6 +450,14 @@ LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemvAvx2, DType::kBF16>));
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kBf16Sgemm, DType::kBF16>));
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemmBf16Avx2, DType::kBF16>));
 LATTE_AVX2_BF16_BY_M(BENCHMARK(BM_MatmulGemv<Path::kGemmBf16PackedAvx2, DType::kBF16>));
+// A prefill's expert products with the weights from memory.
+#define LATTE_AVX2_BF16_COLD(b)             \
+  b->ArgsProduct({{1408}, {2048}, {48}})    \
+      ->ArgsProduct({{2048}, {1408}, {48}}) \
+      ->UseRealTime()                       \
+      ->Unit(benchmark::kMicrosecond)
+LATTE_AVX2_BF16_COLD(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemmBf16Avx2, DType::kBF16>));
+LATTE_AVX2_BF16_COLD(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemmBf16PackedAvx2, DType::kBF16>));
 BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kBF16>)
     ->ArgsProduct({{2048}, {1408}, {64, 512}})
     ->UseRealTime()
