@@ -158,26 +158,40 @@ template <Path kPath, DType kDType> void BM_MatmulGemv(benchmark::State& state) 
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// As BM_MatmulGemv, but each call takes the next of enough weight copies (64 MiB and more
-// in all) that its weights come from memory, not from the last call's cache: a prefill
-// meets each expert's weights once.
+// Copies of a weight, enough (64 MiB and more in all) that taking the next one each call
+// reads the weights from memory, not from the last call's cache: a prefill meets each
+// expert's weights once. (fp8 block scales are shared, not copied.)
+class ColdWeights {
+ public:
+  explicit ColdWeights(const WeightView& w) : view_(w) {
+    const size_t bytes = w.Bytes();
+    const size_t copies = std::max<size_t>(2, (size_t{64} << 20) / std::max<size_t>(bytes, 1) + 1);
+    for (size_t c = 0; c < copies; ++c) {
+      copies_.emplace_back(bytes);
+      std::memcpy(copies_.back().data(), w.data, bytes);
+    }
+  }
+  WeightView Next() {
+    WeightView v = view_;
+    v.data = copies_[next_].data();
+    next_ = (next_ + 1) % copies_.size();
+    return v;
+  }
+
+ private:
+  WeightView view_;
+  std::vector<AlignedBuffer> copies_;
+  size_t next_ = 0;
+};
+
+// BM_MatmulGemv with the weights from memory.
 template <Path kPath, DType kDType> void BM_MatmulGemvColdWeights(benchmark::State& state) {
   if (Unsupported(state, kPath)) return;
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   Operands o = MakeOperands(m, n, k, kDType);
-  const size_t bytes = o.view.Bytes();
-  const size_t copies = std::max<size_t>(2, (size_t{64} << 20) / bytes + 1);
-  std::vector<AlignedBuffer> weights;
-  for (size_t c = 0; c < copies; ++c) {
-    weights.emplace_back(bytes);
-    std::memcpy(weights.back().data(), o.w.data(), bytes);
-  }
-  size_t next = 0;
+  ColdWeights weights(o.view);
   for (auto _ : state) {
-    WeightView view = o.view;
-    view.data = weights[next].data();
-    next = (next + 1) % copies;
-    Run(kPath, o.x.data(), m, view, o.y.data());
+    Run(kPath, o.x.data(), m, weights.Next(), o.y.data());
     benchmark::ClobberMemory();
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -406,6 +420,27 @@ LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ8_0);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ4_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ6_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ5_0);
+// The AVX2 GEMM on a prefill's expert products with the weights from memory.
+template <DType kDType> void BM_BlockGemmAvx2ColdWeights(benchmark::State& state) {
+  if (!GetCpuFeatures().avx2) {
+    state.SkipWithError("CPU lacks AVX2");
+    return;
+  }
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeBlockOperands(m, n, k, kDType);
+  ColdWeights weights(o.view);
+  for (auto _ : state) {
+    matmul_internal::GemmBlockAvx2({o.x.data(), m, k, weights.Next(), o.y.data(), n});
+    benchmark::ClobberMemory();
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+// Gate/up (k = 2048); the down projection's k = 1408 is no whole number of K-quant
+// super-blocks, so a Q4_K_M file stores it as Q5_0 (or Q8_0 / Q6_K).
+#define LATTE_BLOCK_COLD_SHAPES(b) b->Args({1408, 2048, 48})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_BLOCK_COLD_SHAPES(BENCHMARK(BM_BlockGemmAvx2ColdWeights<DType::kQ8_0>))->Args({2048, 1408, 48});
+LATTE_BLOCK_COLD_SHAPES(BENCHMARK(BM_BlockGemmAvx2ColdWeights<DType::kQ4_K>));
+LATTE_BLOCK_COLD_SHAPES(BENCHMARK(BM_BlockGemmAvx2ColdWeights<DType::kQ5_0>))->Args({2048, 1408, 48});
 
 // The AVX2 GEMV (CPUs without AVX-512) against the portable loop it replaces there:
 // bf16 at an expert's 2048 x 1408 (in L3) and the V2 lm_head (from memory), m = 1 (decode)

@@ -26,6 +26,7 @@
 #include "kernels/avx2_inl.h"
 #include "kernels/bf16_avx2_inl.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/row_prefetch_inl.h"
 
 namespace latte::matmul_internal {
 namespace {
@@ -38,7 +39,7 @@ constexpr int kTileM = 6;
 constexpr int kTileR = 2;
 // The loops, outermost first: blocks of kBlockRows weight rows; within one, spans of
 // kSpanCols columns (the block's span, 32 x 2048 bf16 = 128 KiB, stays in L2 beside the
-// next span, which NextSpanPrefetch brings in meanwhile: together half the L2 of Zen 2
+// next span, which RowPrefetch brings in meanwhile: together half the L2 of Zen 2
 // and 3); every x tile over the span; within it, kBlockCols columns at a time (a 6-row x
 // slice of 512 f32 is 12 KiB, in L1) against every 2-row tile of the block. Between
 // column blocks and spans each tile's sums wait in `carry` scratch: [m][32] 8-lane sums
@@ -161,42 +162,10 @@ struct Operands {
   int64_t ldy;
 };
 
-// The weights of the span after the current one, fetched into L2 a few lines per tile
-// while the current span computes: the first x tile over a span would otherwise wait on
-// memory for every line (a prefill meets each expert's weights once), and the hardware
-// prefetchers follow two weight rows 4 KiB apart poorly.
-class NextSpanPrefetch {
- public:
-  NextSpanPrefetch() = default;
-  // rows [r0, r1), columns [c0, c1) of w (row stride ld), `lines_per_call` lines a call.
-  NextSpanPrefetch(const bf16* w, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t lines_per_call)
-      : row_(reinterpret_cast<const char*>(w + r0 * ld + c0)),
-        ld_bytes_(ld * static_cast<int64_t>(sizeof(bf16))),
-        rows_left_(r1 - r0),
-        row_bytes_((c1 - c0) * static_cast<int64_t>(sizeof(bf16))),
-        lines_per_call_(lines_per_call) {}
-
-  void Next() {
-    for (int64_t l = 0; l < lines_per_call_ && rows_left_ > 0; ++l) {
-      _mm_prefetch(row_ + offset_, _MM_HINT_T1);
-      offset_ += 64;
-      if (offset_ >= row_bytes_) {
-        offset_ = 0;
-        row_ += ld_bytes_;
-        --rows_left_;
-      }
-    }
-  }
-
- private:
-  const char* row_ = nullptr;
-  int64_t ld_bytes_ = 0, rows_left_ = 0, row_bytes_ = 0, offset_ = 0, lines_per_call_ = 0;
-};
-
 // x rows [i, i + M) against weight rows [n0, n1) (one block), columns [c0, c1) (one span);
 // `carry`: [n1 - n0][M] 8-lane sums of this x tile and block.
 template <int M> void XTile(const Operands& o, int64_t i, int64_t n0, int64_t n1, int64_t c0, int64_t c1, __m256* carry,
-                            NextSpanPrefetch& prefetch) {
+                            RowPrefetch& prefetch) {
   const bf16* w = static_cast<const bf16*>(o.w.data);
   const int64_t k = o.w.cols;
   const float* xi = o.xp + i * o.ldp;
@@ -218,7 +187,7 @@ template <int M> void XTile(const Operands& o, int64_t i, int64_t n0, int64_t n1
 
 // The last x rows [i, m) (fewer than kTileM) as one tile.
 template <int M> void XTail(const Operands& o, int64_t i, int64_t n0, int64_t n1, int64_t c0, int64_t c1, __m256* carry,
-                            NextSpanPrefetch& prefetch) {
+                            RowPrefetch& prefetch) {
   if constexpr (M > 0) {
     if (o.m - i == M) {
       XTile<M>(o, i, n0, n1, c0, c1, carry, prefetch);
@@ -245,12 +214,13 @@ void Rows(const Operands& o, int64_t n0, int64_t n1) {
       const int64_t pr0 = more_cols ? r0 : r1, pr1 = more_cols ? r1 : std::min(n1, r1 + kBlockRows);
       const int64_t pc0 = more_cols ? c1 : 0, pc1 = std::min(k, pc0 + kSpanCols);
       // Spread over this span's calls of Next (one per row pair, x tile and column block).
-      const int64_t calls = std::max<int64_t>(
-          1, (o.m + kTileM - 1) / kTileM * ((r1 - r0) / kTileR) * ((c1 - c0 + kBlockCols - 1) / kBlockCols));
-      const int64_t lines = (pr1 - pr0) * (((pc1 - pc0) * static_cast<int64_t>(sizeof(bf16)) + 63) / 64);
-      NextSpanPrefetch prefetch;
-      if (pr1 > pr0 && pc1 > pc0)
-        prefetch = NextSpanPrefetch(w, o.w.ld, pr0, pr1, pc0, pc1, (lines + calls - 1) / calls);
+      const int64_t calls =
+          (o.m + kTileM - 1) / kTileM * ((r1 - r0) / kTileR) * ((c1 - c0 + kBlockCols - 1) / kBlockCols);
+      constexpr int64_t kBytes = sizeof(bf16);
+      RowPrefetch prefetch;
+      if (pr1 > pr0 && pc1 > pc0) {
+        prefetch = RowPrefetch(w + pr0 * o.w.ld + pc0, o.w.ld * kBytes, pr1 - pr0, (pc1 - pc0) * kBytes, calls);
+      }
       int64_t i = 0;
       for (; i + kTileM <= o.m; i += kTileM) XTile<kTileM>(o, i, r0, r1, c0, c1, sums + i * kBlockRows, prefetch);
       XTail<kTileM - 1>(o, i, r0, r1, c0, c1, sums + i * kBlockRows, prefetch);

@@ -52,6 +52,7 @@
 #include "kernels/gemm_block_x_inl.h"
 #include "kernels/gemv_block_avx2_inl.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/row_prefetch_inl.h"
 
 namespace latte::matmul_internal {
 namespace {
@@ -393,19 +394,31 @@ void GemmRows(const GemmX<F>& x, const WeightView& w, int64_t n0, int64_t n1, fl
     panels[g].scales = reinterpret_cast<float*>(panels[g].codes + code_bytes);
     panels[g].mins = reinterpret_cast<float*>(panels[g].codes + code_bytes + scale_bytes);
   }
+  const int64_t stride = static_cast<int64_t>(DTypeRowBytes(w.dtype, w.ld));
+  const int64_t row_bytes = static_cast<int64_t>(DTypeRowBytes(w.dtype, w.cols));
   for (int64_t n = n0; n < n1; n += kGroupPanels * kPanelRows) {
     const int count = static_cast<int>(std::min<int64_t>(kGroupPanels, (n1 - n + kPanelRows - 1) / kPanelRows));
     for (int g = 0; g < count; ++g) PackPanel<F>(w, n + g * kPanelRows, n1, panels[g]);
+    // The next group's weights into L2 while this one computes, over its tiles' calls.
+    const int64_t next = n + kGroupPanels * kPanelRows;
+    RowPrefetch prefetch;
+    if (next < n1) {
+      prefetch = RowPrefetch(static_cast<const std::byte*>(w.data) + next * stride, stride,
+                             std::min<int64_t>(kGroupPanels * kPanelRows, n1 - next), row_bytes, x.tiles * count);
+    }
     for (int64_t t = 0; t < x.tiles; ++t) {
       int g = 0;
       if constexpr (kPairedPanels<F>) {  // pairs of panels while the second holds rows
         for (; g + 1 < count; g += 2) {
+          prefetch.Next();
+          prefetch.Next();
           const int64_t first = n + g * kPanelRows;
           const int valid = static_cast<int>(std::min<int64_t>(2 * kPanelRows, n1 - first));
           PanelPairTileRows<F>(x, t, panels[g], panels[g + 1], y + first, ldy, valid);
         }
       }
       for (; g < count; ++g) {
+        prefetch.Next();
         const int64_t first = n + g * kPanelRows;
         const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, n1 - first));
         PanelTileRows<F>(x, t, panels[g], y + first, ldy, valid);
