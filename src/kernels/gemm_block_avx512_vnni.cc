@@ -44,6 +44,7 @@
 #include "base/parallel.h"
 #include "kernels/block_quant.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/row_prefetch_inl.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
@@ -180,31 +181,17 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
   }
 }
 
-// Where the next panel group's rows are read ahead from: a few lines per slot of every
-// tile, so the requests trickle out beside the arithmetic (a burst of hundreds would
-// overrun the core's outstanding-miss queue, which drops software prefetches).
-struct ReadAhead {
-  const uint8_t* next = nullptr;
-  const uint8_t* end = nullptr;
-  int lines_per_slot = 0;
-  void Step() {
-    for (int l = 0; l < lines_per_slot && next < end; ++l, next += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
-    }
-  }
-};
-
 // y[row][0 .. valid) = x row · the panel's rows for the first M rows of the tile (the
 // last tile: only its real rows, M = m % kGemmTileM; the layout keeps kGemmTileM).
 template <class F, int M> void PanelTile(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy,
-                                         __mmask16 valid, ReadAhead& ahead) {
+                                         __mmask16 valid, RowPrefetch& ahead) {
   constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
   const __m512i* codes = reinterpret_cast<const __m512i*>(panel.codes);
   const std::byte* slot = x.Slot(tile, 0);
   for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
-    ahead.Step();
+    ahead.Next();                                               // a few lines a slot
     const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
     const int32_t* corr = GemmX::Corr(slot);
     const float* dx = GemmX::Dx(slot, kSubs);
@@ -246,7 +233,7 @@ template <class F, int M> void PanelTile(const GemmX& x, int64_t tile, const Pan
 
 // The tile's real rows against the panel.
 template <class F> void PanelTileRows(const GemmX& x, int64_t tile, const Panel& panel, float* y, int64_t ldy,
-                                      __mmask16 valid, ReadAhead& ahead) {
+                                      __mmask16 valid, RowPrefetch& ahead) {
   switch (std::min<int64_t>(kGemmTileM, x.m - tile * kGemmTileM)) {
     case 1: PanelTile<F, 1>(x, tile, panel, y, ldy, valid, ahead); break;
     case 2: PanelTile<F, 2>(x, tile, panel, y, ldy, valid, ahead); break;
@@ -285,12 +272,8 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
     // arithmetic, so that reading them from memory does not stall the next packing.
     const int64_t next = std::min(n1, n + kGroupPanels * kPanelRows);
     const int64_t next_rows = std::min<int64_t>(n1 - next, kGroupPanels * kPanelRows);
-    ReadAhead ahead;
-    ahead.next = base + next * row_bytes;
-    ahead.end = ahead.next + next_rows * static_cast<int64_t>(row_bytes);
-    const int64_t lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
-    const int64_t slot_visits = x.tiles * count * x.slots;
-    ahead.lines_per_slot = static_cast<int>((lines + slot_visits - 1) / slot_visits);
+    const int64_t stride = static_cast<int64_t>(row_bytes);
+    RowPrefetch ahead(base + next * row_bytes, stride, next_rows, stride, x.tiles * count * x.slots);
     for (int64_t t = 0; t < x.tiles; ++t) {
       for (int g = 0; g < count; ++g) {
         const int64_t first = n + g * kPanelRows;

@@ -1,8 +1,9 @@
 // Software prefetch of a block of weight rows into L2, a few cache lines per call, spread
-// over the compute that precedes its use. The GEMMs over weights a prefill meets once (an
-// expert's) prefetch the next block while they compute on the current one: without it the
-// first pass over each block waits on memory line by line, since the hardware prefetchers
-// follow several rows a power of two apart poorly.
+// over the compute that precedes its use (a burst of hundreds would overrun the core's
+// outstanding-miss queue, which drops software prefetches). The GEMMs over weights a
+// prefill meets once (an expert's) prefetch the next block while they compute on the
+// current one: without it the first pass over each block waits on memory line by line,
+// since the hardware prefetchers follow several rows a power of two apart poorly.
 #pragma once
 
 #include <xmmintrin.h>
