@@ -186,6 +186,65 @@ TEST(ModelBatch, SpansInOneForwardEqualSeparateRuns) {
   }
 }
 
+// The last layer's MoE runs on the rows that need logits alone. In one forward: a prompt
+// wanting its last row's logits, one wanting none, one wanting every row's; then a second
+// chunk of the logit-less prompt (its cache must hold what a full forward writes). Each
+// against the same tokens run with every row's logits (the last MoE over every row),
+// within the f32 tolerance; and with final_hidden asked for (the MoE over every row for
+// it) the logits are the same bits.
+TEST(ModelBatch, LastMoeOnTheLogitRowsAlone) {
+  MakeModelOverrides o;
+  o.dtype = CheckpointDType::kF32;
+  auto w = Load(MakeModel("tiny", o), MlaMode::kAbsorbed);
+  ASSERT_TRUE(w->config().IsMoeLayer(w->config().num_hidden_layers - 1));
+  DeepSeekModel model(*w);
+  const int64_t vocab = w->config().vocab_size;
+  const std::vector<int64_t> lengths = {6, 5, 4};
+  const SpanLogits wants[] = {SpanLogits::kLast, SpanLogits::kNone, SpanLogits::kAll};
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    seqs.push_back(RandomTokens(lengths[i] + 3, vocab, 31 + i));
+    tokens.insert(tokens.end(), seqs[i].begin(), seqs[i].begin() + lengths[i]);
+  }
+  // Every row's logits, each prompt alone: the expected rows.
+  std::vector<float> expected, all;
+  std::vector<float> second_chunk;  // prompt 1's next 3 tokens, after its first chunk
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    SequenceCaches alone = model.NewCaches(1, 32, KvCacheDtype::kAuto, 4);
+    const std::vector<int32_t> prompt(seqs[i].begin(), seqs[i].begin() + lengths[i]);
+    const SequenceSpan span[] = {{alone.table(0), 0, lengths[i], SpanLogits::kAll}};
+    ASSERT_TRUE(model.Forward(prompt, span, alone.cache(), all).ok());
+    if (wants[i] == SpanLogits::kLast) expected.insert(expected.end(), all.end() - vocab, all.end());
+    if (wants[i] == SpanLogits::kAll) expected.insert(expected.end(), all.begin(), all.end());
+    if (i == 1) {
+      const std::vector<int32_t> next(seqs[i].begin() + lengths[i], seqs[i].end());
+      const SequenceSpan more[] = {{alone.table(0), lengths[i], 3, SpanLogits::kAll}};
+      ASSERT_TRUE(model.Forward(next, more, alone.cache(), second_chunk).ok());
+    }
+  }
+  std::vector<float> without_final_hidden;
+  for (const bool with_final_hidden : {false, true}) {
+    SCOPED_TRACE(with_final_hidden ? "with final_hidden" : "without");
+    SequenceCaches caches = model.NewCaches(3, 32, KvCacheDtype::kAuto, 4);
+    std::vector<SequenceSpan> spans;
+    for (size_t i = 0; i < lengths.size(); ++i) spans.push_back({caches.table(i), 0, lengths[i], wants[i]});
+    std::vector<float> logits, final_hidden;
+    ASSERT_TRUE(model.Forward(tokens, spans, caches.cache(), logits, with_final_hidden ? &final_hidden : nullptr).ok());
+    EXPECT_LE(RelativeError(logits, expected), kF32Tolerance);
+    if (with_final_hidden) {
+      EXPECT_EQ(final_hidden.size(), tokens.size() * static_cast<size_t>(w->config().hidden_size));
+      EXPECT_EQ(logits, without_final_hidden) << "differs from the forward without final_hidden";
+    } else {
+      without_final_hidden = logits;
+    }
+    const std::vector<int32_t> next(seqs[1].begin() + lengths[1], seqs[1].end());
+    const SequenceSpan more[] = {{caches.table(1), lengths[1], 3, SpanLogits::kAll}};
+    ASSERT_TRUE(model.Forward(next, more, caches.cache(), logits).ok());
+    EXPECT_LE(RelativeError(logits, second_chunk), kF32Tolerance);
+  }
+}
+
 // A prompt prefilled in chunks: keeping its decompressed K/V across the chunks (whole,
 // or only its first positions) gives the logits of decompressing every cached row in
 // every chunk, and one forward's within the f32 tolerance.

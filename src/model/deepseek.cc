@@ -60,8 +60,9 @@ int64_t DeepSeekModel::ScratchBytes(const ModelConfig& c, int64_t max_tokens, in
   const int64_t B = settings.decompress_block;
   // Grow() may reserve half again over the size asked for.
   const auto grown = [](int64_t floats) { return floats + floats / 2; };
-  int64_t floats = 3 * T * d + max_logit_rows * (d + c.vocab_size);  // hidden, normed, delta; final rows, logits
-  if (tp_ranks > 1) floats += 2 * max_logit_rows * c.vocab_size;     // local and gathered logits
+  // hidden, normed, delta; final rows, the logit rows kept beside final_hidden, logits
+  int64_t floats = 3 * T * d + max_logit_rows * (2 * d + c.vocab_size);
+  if (tp_ranks > 1) floats += 2 * max_logit_rows * c.vocab_size;  // local and gathered logits
   // MLA: c_q, kv, rows_in, q, q_lat, query, o_lat, o, rows_out; the decompress blocks; lse / o_part.
   floats += grown(T * d_in) + grown(T * d_l) + grown(T * d_in) + grown(T * H * qk) + grown(T * H * d_c) +
             grown(T * H * d_l) + grown(T * H * d_c) + grown(T * H * d_v) + grown(T * d);
@@ -88,9 +89,9 @@ int64_t DeepSeekModel::ScratchBytesInUse() const {
   const MlaScratch& m = mla_scratch_;
   const FfnScratch& f = ffn_scratch_;
   int64_t bytes = CapacityBytes(hidden_) + CapacityBytes(joined_) + CapacityBytes(normed_) + CapacityBytes(delta_) +
-                  CapacityBytes(final_rows_) + CapacityBytes(logit_rows_) + CapacityBytes(local_logits_) +
-                  CapacityBytes(gathered_logits_) + CapacityBytes(gathered_) + CapacityBytes(moe_partial_) +
-                  CapacityBytes(rank_tokens_);
+                  CapacityBytes(final_rows_) + CapacityBytes(kept_rows_) + CapacityBytes(logit_rows_) +
+                  CapacityBytes(local_logits_) + CapacityBytes(gathered_logits_) + CapacityBytes(gathered_) +
+                  CapacityBytes(moe_partial_) + CapacityBytes(rank_tokens_);
   for (const std::vector<float>* v :
        {&m.c_q,      &m.kv,         &m.rows_in, &m.q,        &m.q_lat,  &m.query,        &m.o_lat,  &m.o,
         &m.rows_out, &m.cache_rows, &m.kv_dec,  &m.k,        &m.v,      &m.lse,          &m.o_part, &m.lse_part,
@@ -160,19 +161,31 @@ Status DeepSeekModel::CheckBatch(std::span<const int32_t> tokens, std::span<cons
 
 void DeepSeekModel::RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache,
                              int64_t T) {
+  AttentionSublayer(lw, layer, spans, cache, T);
+  FfnSublayer(lw, layer, T);
+}
+
+void DeepSeekModel::AttentionSublayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans,
+                                      KvCache& cache, int64_t T) {
+  if (T == 0) return;
   const ModelConfig& c = config();
   const int64_t d = c.hidden_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, static_cast<float>(c.rms_norm_eps), normed_.data());
+  mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
+  SumPartials(T * d);
+  AddToResidual(T * d, layer, NonFiniteSite::kAttention);
+  CheckReplicated(T * d, layer, NonFiniteSite::kAttention);
+}
+
+void DeepSeekModel::FfnSublayer(const LayerWeights& lw, int64_t layer, int64_t T) {
+  const ModelConfig& c = config();
+  const int64_t d = c.hidden_size;
   if (T > 0) {
-    RmsNorm(hidden_.data(), lw.input_layernorm.data(), T, d, eps, normed_.data());
-    mla_.Forward(lw.attn, layer, normed_.data(), spans, cache, delta_.data(), mla_scratch_);
-    SumPartials(T * d);
-    AddToResidual(T * d, layer, NonFiniteSite::kAttention);
-    CheckReplicated(T * d, layer, NonFiniteSite::kAttention);
-    RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, eps, normed_.data());
+    RmsNorm(hidden_.data(), lw.post_attention_layernorm.data(), T, d, static_cast<float>(c.rms_norm_eps),
+            normed_.data());
   }
   if (lw.is_moe && experts_ != nullptr) {
-    DataParallelMoe(lw, T);
+    DataParallelMoe(lw, T);  // joins the exchanges with no rows too
   } else if (T == 0) {
     return;
   } else if (lw.is_moe) {
@@ -186,9 +199,16 @@ void DeepSeekModel::RunLayer(const LayerWeights& lw, int64_t layer, std::span<co
   CheckReplicated(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
 }
 
-void DeepSeekModel::NormLogitRows(std::span<const SequenceSpan> spans, const std::vector<float>& norm) {
-  const int64_t d = config().hidden_size;
-  const float eps = static_cast<float>(config().rms_norm_eps);
+int64_t DeepSeekModel::KeepRows(const std::vector<int64_t>& rows) {
+  const int64_t d = config().hidden_size, n = static_cast<int64_t>(rows.size());
+  // rows[i] >= i (increasing), so moving them in order reads no row already overwritten.
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows[i] != i) std::memcpy(hidden_.data() + i * d, hidden_.data() + rows[i] * d, d * sizeof(float));
+  }
+  return n;
+}
+
+void DeepSeekModel::CollectLogitRows(std::span<const SequenceSpan> spans) {
   std::vector<int64_t>& rows = logit_rows_;
   rows.clear();
   int64_t first = 0;
@@ -200,10 +220,16 @@ void DeepSeekModel::NormLogitRows(std::span<const SequenceSpan> spans, const std
     }
     first += span.count;
   }
-  const int64_t n = static_cast<int64_t>(rows.size());
+}
+
+void DeepSeekModel::NormLogitRows(const std::vector<float>& norm, bool kept) {
+  const int64_t d = config().hidden_size;
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  const int64_t n = static_cast<int64_t>(logit_rows_.size());
   final_rows_.resize(n * d);
   for (int64_t i = 0; i < n; ++i) {
-    RmsNorm(hidden_.data() + rows[i] * d, norm.data(), 1, d, eps, final_rows_.data() + i * d);
+    const int64_t row = kept ? i : logit_rows_[i];
+    RmsNorm(hidden_.data() + row * d, norm.data(), 1, d, eps, final_rows_.data() + i * d);
   }
 }
 
@@ -231,15 +257,41 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     rank_tokens_.resize(experts_->size());
     experts_->AllGatherBytes(&moe_rows_.count, sizeof moe_rows_.count, rank_tokens_.data());
   }
-  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) RunLayer(w_.layers()[layer], layer, spans, cache, T);
-
+  CollectLogitRows(spans);
+  const int64_t L = c.num_hidden_layers;
+  for (int64_t layer = 0; layer + 1 < L; ++layer) RunLayer(w_.layers()[layer], layer, spans, cache, T);
+  // The last layer's output is read only by the final norm of the logit rows (and by
+  // final_hidden), so past its attention, which every row runs for the cache, its MLP /
+  // MoE runs on the logit rows alone, as llama.cpp's graph does: a prompt's last MoE for
+  // one row instead of all of them. Not under data-parallel attention, whose MoE
+  // exchanges were sized for every row above.
+  const LayerWeights& last = w_.layers()[L - 1];
+  AttentionSublayer(last, L - 1, spans, cache, T);
+  const bool keep_logit_rows = experts_ == nullptr;
+  const int64_t n = static_cast<int64_t>(logit_rows_.size());
   if (final_hidden != nullptr) {
-    // final_hidden: [T, d], every row after the final norm (what the MTP layer reads).
+    // The MTP layer reads every row: the last MLP / MoE over all of them for it, and the
+    // logit rows' own pass below, so that their logits are the bits of a Forward without
+    // final_hidden (speculative decoding changes no logprob).
+    if (keep_logit_rows) {
+      kept_rows_.resize(n * d);
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(kept_rows_.data() + i * d, hidden_.data() + logit_rows_[i] * d, d * sizeof(float));
+      }
+    }
+    FfnSublayer(last, L - 1, T);
+    // final_hidden: [T, d], every row after the final norm.
     final_hidden->resize(T * d);
     RmsNorm(hidden_.data(), w_.final_norm().data(), T, d, static_cast<float>(c.rms_norm_eps), final_hidden->data());
+    if (keep_logit_rows) {
+      std::copy(kept_rows_.begin(), kept_rows_.end(), hidden_.begin());
+      FfnSublayer(last, L - 1, n);
+    }
+  } else {
+    FfnSublayer(last, L - 1, keep_logit_rows ? KeepRows(logit_rows_) : T);
   }
   // Final norm and lm_head on the rows that need logits.
-  NormLogitRows(spans, w_.final_norm());
+  NormLogitRows(w_.final_norm(), keep_logit_rows);
   LmHead(static_cast<int64_t>(logit_rows_.size()), logits);
   return Status::Ok();
 }
@@ -284,7 +336,8 @@ Status DeepSeekModel::DraftForward(std::span<const int32_t> next_tokens, std::sp
   if (T > 0) Matmul(joined_.data(), T, mtp.eh_proj, hidden_.data());
   RunLayer(mtp.block, L, spans, cache, T);
   draft_hidden.assign(hidden_.begin(), hidden_.begin() + T * d);
-  NormLogitRows(spans, mtp.head_norm);
+  CollectLogitRows(spans);
+  NormLogitRows(mtp.head_norm, /*kept=*/false);
   const int64_t n = static_cast<int64_t>(logit_rows_.size());
   logits.resize(n * c.vocab_size);
   if (n > 0) Matmul(final_rows_.data(), n, mtp.head, logits.data());

@@ -133,15 +133,25 @@ class DeepSeekModel {
   std::vector<float> joined_;                          // the MTP layer's [T, 2d] input
   std::vector<float> local_logits_, gathered_logits_;  // tensor parallel: [n, local vocab], every rank's
   std::vector<int64_t> logit_rows_;
+  std::vector<float> kept_rows_;  // [n, d]: the logit rows of hidden_ before the last MLP / MoE
   std::optional<NonFiniteSite> first_non_finite_;
 
   // The checks of Forward's inputs, against a cache of at least `cache_layers` layers.
   Status CheckBatch(std::span<const int32_t> tokens, std::span<const SequenceSpan> spans, const KvCache& cache,
                     int64_t cache_layers) const;
-  // One decoder layer over hidden_ [T, d] (its latent rows into cache layer `layer`).
+  // One decoder layer over hidden_ [T, d] (its latent rows into cache layer `layer`):
+  // the attention sublayer, then the MLP / MoE sublayer, each adding to hidden_.
   void RunLayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache, int64_t T);
-  // final_rows_: the rows of hidden_ the spans ask logits for, normed by `norm`.
-  void NormLogitRows(std::span<const SequenceSpan> spans, const std::vector<float>& norm);
+  void AttentionSublayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache,
+                         int64_t T);
+  void FfnSublayer(const LayerWeights& lw, int64_t layer, int64_t T);
+  // hidden_ rows `rows` (increasing) moved to rows 0 .. rows.size() - 1; returns the count.
+  int64_t KeepRows(const std::vector<int64_t>& rows);
+  // logit_rows_: the rows the spans ask logits for, in order.
+  void CollectLogitRows(std::span<const SequenceSpan> spans);
+  // final_rows_: those rows of hidden_ (rows 0 .. n - 1 where the last layer kept them
+  // alone), normed by `norm`.
+  void NormLogitRows(const std::vector<float>& norm, bool kept);
   // hidden_ += delta_ over `count` values, noting the first non-finite sublayer output.
   void AddToResidual(int64_t count, int64_t layer, NonFiniteSite::Sublayer sublayer);
   // --dist-check after one sublayer (see set_dist_check).
