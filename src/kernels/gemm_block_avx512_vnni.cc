@@ -191,7 +191,7 @@ template <class F, int M> void PanelTile(const GemmX& x, int64_t tile, const Pan
   const __m512i* codes = reinterpret_cast<const __m512i*>(panel.codes);
   const std::byte* slot = x.Slot(tile, 0);
   for (int64_t s = 0; s < x.slots; ++s, slot += x.slot_bytes) {
-    ahead.Next();                                               // a few lines a slot
+    ahead.Next();
     const int32_t* q = reinterpret_cast<const int32_t*>(slot);  // [M][8] groups of 4 codes
     const int32_t* corr = GemmX::Corr(slot);
     const float* dx = GemmX::Dx(slot, kSubs);
