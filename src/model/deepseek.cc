@@ -264,11 +264,12 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
   // final_hidden), so past its attention, which every row runs for the cache, its MLP /
   // MoE runs on the logit rows alone, as llama.cpp's graph does: a prompt's last MoE for
   // one row instead of all of them. Not under data-parallel attention, whose MoE
-  // exchanges were sized for every row above.
+  // exchanges were sized for every row above, nor where every row wants logits (decode
+  // and verify steps: the logit rows are rows 0 .. T - 1 already).
   const LayerWeights& last = w_.layers()[L - 1];
   AttentionSublayer(last, L - 1, spans, cache, T);
-  const bool keep_logit_rows = experts_ == nullptr;
   const int64_t n = static_cast<int64_t>(logit_rows_.size());
+  const bool keep_logit_rows = experts_ == nullptr && n < T;
   if (final_hidden != nullptr) {
     // The MTP layer reads every row: the last MLP / MoE over all of them for it, and the
     // logit rows' own pass below, so that their logits are the bits of a Forward without
