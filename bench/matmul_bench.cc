@@ -194,6 +194,8 @@ template <Path kPath, DType kDType> void BM_MatmulGemvColdWeights(benchmark::Sta
     Run(kPath, o.x.data(), m, weights.Next(), o.y.data());
     benchmark::ClobberMemory();
   }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(o.view.Bytes() + o.view.ScaleBytes()) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -334,6 +336,32 @@ template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemv(be
   state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// BM_BlockGemv with the weights from memory: a decode step meets each expert once.
+template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemvColdWeights(benchmark::State& state) {
+  if (kIsa == matmul_internal::BlockGemvIsa::kAvx2 && !GetCpuFeatures().avx2) {
+    state.SkipWithError("CPU lacks AVX2");
+    return;
+  }
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Operands o = MakeBlockOperands(m, n, k, kDType);
+  ColdWeights weights(o.view);
+  for (auto _ : state) {
+    matmul_internal::GemvBlock({o.x.data(), m, k, weights.Next(), o.y.data(), n}, kIsa);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(o.view.Bytes()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#define LATTE_BLOCK_GEMV_COLD(dtype)                                              \
+  BENCHMARK(BM_BlockGemvColdWeights<matmul_internal::BlockGemvIsa::kAvx2, dtype>) \
+      ->Args({1408, 2048, 1})                                                     \
+      ->UseRealTime()                                                             \
+      ->Unit(benchmark::kMicrosecond)
+LATTE_BLOCK_GEMV_COLD(DType::kQ8_0);
+LATTE_BLOCK_GEMV_COLD(DType::kQ4_K);
+LATTE_BLOCK_GEMV_COLD(DType::kQ6_K);
+LATTE_BLOCK_GEMV_COLD(DType::kQ5_0)->Args({2048, 1408, 1});
+
 // {n, k, m}: a V2-Lite expert's gate/up (1408 x 2048, 1.5-3 MB: partly cache-resident) and
 // the V2 lm_head (102400 x 2048, 118-223 MB from memory), at a decode step's m = 1 and a
 // batched step's m = 16.
@@ -467,6 +495,15 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
+// A decode step's expert products (m = 1) with the weights from memory, fp8 and bf16.
+BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>)
+    ->Args({1408, 2048, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>)
+    ->Args({1408, 2048, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 // Large m with bf16 weights where oneDNN has no fast bf16 GEMM (no AVX-512): the AVX2
 // GEMV, chunks widened to f32 for sgemm, the AVX2 GEMM (the GEMV's sums blocked for
 // cache), and the portable loop, to place the switches. A V2-Lite expert's down and
