@@ -362,6 +362,27 @@ LATTE_BLOCK_GEMV_COLD(DType::kQ4_K);
 LATTE_BLOCK_GEMV_COLD(DType::kQ6_K);
 LATTE_BLOCK_GEMV_COLD(DType::kQ5_0)->Args({2048, 1408, 1});
 
+// A decode step's routed experts as the MoE runs them: `count` expert matrices of n x k
+// (weights from memory, the next copies each call) against one x row in one MatmulMany.
+template <DType kDType> void BM_MatmulManyColdExperts(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), count = state.range(2);
+  Operands o = IsBlockQuantized(kDType) ? MakeBlockOperands(1, n, k, kDType) : MakeOperands(1, n, k, kDType);
+  ColdWeights weights(o.view);
+  std::vector<float> y(static_cast<size_t>(n * count));
+  std::vector<MatmulProblem> problems(static_cast<size_t>(count));
+  for (auto _ : state) {
+    for (int64_t e = 0; e < count; ++e) problems[e] = {o.x.data(), 1, k, weights.Next(), y.data() + e * n, n};
+    MatmulMany(problems.data(), count);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(count * (o.view.Bytes() + o.view.ScaleBytes())) / 1e9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatmulManyColdExperts<DType::kF8E4M3>)->Args({1408, 2048, 8})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulManyColdExperts<DType::kQ8_0>)->Args({1408, 2048, 8})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulManyColdExperts<DType::kBF16>)->Args({1408, 2048, 8})->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // {n, k, m}: a V2-Lite expert's gate/up (1408 x 2048, 1.5-3 MB: partly cache-resident) and
 // the V2 lm_head (102400 x 2048, 118-223 MB from memory), at a decode step's m = 1 and a
 // batched step's m = 16.
