@@ -375,11 +375,13 @@ template <DType kDType> void BM_MatmulManyColdExperts(benchmark::State& state) {
     MatmulMany(problems.data(), count);
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(count * (o.view.Bytes() + o.view.ScaleBytes())) / 1e9,
-                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(count * (o.view.Bytes() + o.view.ScaleBytes())) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_MatmulManyColdExperts<DType::kF8E4M3>)->Args({1408, 2048, 8})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulManyColdExperts<DType::kF8E4M3>)
+    ->Args({1408, 2048, 8})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MatmulManyColdExperts<DType::kQ8_0>)->Args({1408, 2048, 8})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MatmulManyColdExperts<DType::kBF16>)->Args({1408, 2048, 8})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
