@@ -1,10 +1,12 @@
-// Scratch vectors that grow to the largest size asked for and never shrink, so a
-// steady step reuses its buffers instead of allocating.
+// Scratch vectors and buffers that grow to the largest size asked for and never
+// shrink, so a steady step reuses its buffers instead of allocating.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "base/aligned_buffer.h"
 
 namespace latte {
 
@@ -18,6 +20,13 @@ template <typename T> T* Grow(std::vector<T>& v, int64_t n) {
     v.resize(want);
   }
   return v.data();
+}
+
+// b's data with room for at least `bytes`: b is replaced by a bigger buffer (its
+// contents not kept) only when smaller.
+template <typename T = std::byte> T* GrowAligned(AlignedBuffer& b, size_t bytes) {
+  if (b.size() < bytes) b = AlignedBuffer(bytes);
+  return b.as<T>();
 }
 
 }  // namespace latte

@@ -201,8 +201,7 @@ template <int M> void XTail(const Operands& o, int64_t i, int64_t n0, int64_t n1
 void Rows(const Operands& o, int64_t n0, int64_t n1) {
   thread_local AlignedBuffer carry;  // [m][kBlockRows] 8-lane sums; grown only
   const size_t carry_bytes = static_cast<size_t>(o.m * kBlockRows) * sizeof(__m256);
-  if (carry.size() < carry_bytes) carry = AlignedBuffer(carry_bytes);
-  __m256* sums = carry.as<__m256>();
+  __m256* sums = GrowAligned<__m256>(carry, carry_bytes);
   const bf16* w = static_cast<const bf16*>(o.w.data);
   const int64_t k = o.w.cols;
   for (int64_t r0 = n0; r0 < n1; r0 += kBlockRows) {
@@ -245,8 +244,7 @@ void GemmBf16Avx2(const MatmulProblem& p, bool threaded) {
   // Rows one cache line more than a power of two apart share fewer L1 sets.
   const int64_t cols = PermutedXStride(k), ldp = cols + 16;
   const size_t x_bytes = static_cast<size_t>(p.m * ldp) * sizeof(float);
-  if (permuted.size() < x_bytes) permuted = AlignedBuffer(x_bytes);
-  float* xp = permuted.as<float>();
+  float* xp = GrowAligned<float>(permuted, x_bytes);
   for (int64_t i = 0; i < p.m; ++i) PermuteX(xf + i * k, 1, k, k, xp + i * ldp);
   const Operands o{xp, p.m, cols, ldp, w, p.y, p.ldy};
   const bool parallel = threaded && w.rows >= 2 * kTileR && WorthParallel(p.m * w.rows * k);

@@ -17,6 +17,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -164,8 +165,7 @@ void Rows(const Operands& o, int64_t n0, int64_t n1) {
   const bf16* w = static_cast<const bf16*>(o.w.data);
   thread_local AlignedBuffer packed;  // [kBlockRows / 16][kBlockCols][16] f32; grown only
   const size_t bytes = static_cast<size_t>(kBlockRows * kBlockCols) * sizeof(float);
-  if (packed.size() < bytes) packed = AlignedBuffer(bytes);
-  float* panels = packed.as<float>();
+  float* panels = GrowAligned<float>(packed, bytes);
   for (int64_t r0 = n0; r0 < n1; r0 += kBlockRows) {
     const int64_t r1 = std::min(n1, r0 + kBlockRows);
     for (int64_t c0 = 0; c0 < k; c0 += kBlockCols) {

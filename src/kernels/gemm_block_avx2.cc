@@ -47,6 +47,7 @@
 #include "base/aligned_buffer.h"
 #include "base/check.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/avx2_inl.h"
 #include "kernels/block_quant.h"
 #include "kernels/gemm_block_x_inl.h"
@@ -387,7 +388,7 @@ void GemmRows(const GemmX<F>& x, const WeightView& w, int64_t n0, int64_t n1, fl
   const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * kPanelRows * sizeof(float);
   const size_t min_bytes = static_cast<size_t>(x.slots) * kPanelRows * sizeof(float);
   const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;  // each a multiple of 32
-  if (storage.size() < kGroupPanels * panel_bytes) storage = AlignedBuffer(kGroupPanels * panel_bytes);
+  GrowAligned(storage, kGroupPanels * panel_bytes);
   Panel panels[kGroupPanels];
   for (int g = 0; g < kGroupPanels; ++g) {
     panels[g].codes = storage.as<uint8_t>() + g * panel_bytes;

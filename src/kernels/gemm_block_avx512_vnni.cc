@@ -42,6 +42,7 @@
 #include "base/aligned_buffer.h"
 #include "base/check.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/block_quant.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/row_prefetch_inl.h"
@@ -256,7 +257,7 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
   const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * 16 * sizeof(float);
   const size_t min_bytes = F::kHasMin ? static_cast<size_t>(x.slots) * 16 * sizeof(float) : 0;
   const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;
-  if (storage.size() < kGroupPanels * panel_bytes) storage = AlignedBuffer(kGroupPanels * panel_bytes);
+  GrowAligned(storage, kGroupPanels * panel_bytes);
   Panel panels[kGroupPanels];
   for (int g = 0; g < kGroupPanels; ++g) {
     panels[g].codes = storage.as<uint8_t>() + g * panel_bytes;

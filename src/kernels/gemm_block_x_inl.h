@@ -15,6 +15,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -108,7 +109,7 @@ template <int kTileM, class MultiplyRows> void RunBlockGemm(const MatmulProblem&
   const DType layout = k_order ? w.dtype : DType::kQ8_0;
   const size_t prepared_bytes = PreparedXBytes(x_isa, layout, p.m, k);
   thread_local AlignedBuffer storage;  // grown once per calling thread
-  if (storage.size() < prepared_bytes + g.Bytes()) storage = AlignedBuffer(prepared_bytes + g.Bytes());
+  GrowAligned(storage, prepared_bytes + g.Bytes());
   const PreparedX x = PlaceX(x_isa, layout, p.m, k, storage.as<std::byte>());
   g.data = storage.as<std::byte>() + prepared_bytes;
   auto prepare = [&](RowRange tiles) {

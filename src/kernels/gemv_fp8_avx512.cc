@@ -63,6 +63,7 @@
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/avx512_inl.h"
 #include "kernels/matmul_internal.h"
 
@@ -399,8 +400,7 @@ void GemvFp8Bf16(const MatmulProblem& p, bool threaded) {
   // Shared with the team below (read-only there).
   thread_local AlignedBuffer x_scratch;
   const size_t bytes = static_cast<size_t>(p.m * ldxb) * sizeof(bf16);
-  if (x_scratch.size() < bytes) x_scratch = AlignedBuffer(bytes);
-  bf16* xb = x_scratch.as<bf16>();
+  bf16* xb = GrowAligned<bf16>(x_scratch, bytes);
   RoundX(p.x, p.m, p.ldx, w.cols, w.block_cols, xb, ldxb);
   const int64_t pf_rows = std::max<int64_t>(kRows, (kPrefetchBytes + w.ld - 1) / std::max<int64_t>(w.ld, 1));
   const Bf16Ctx ctx{xb, ldxb, w.cols, w.block_cols, stride, &Fp8Bf16Lut(), pf_rows};

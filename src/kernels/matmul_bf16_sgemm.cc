@@ -12,6 +12,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
@@ -30,8 +31,7 @@ int64_t ChunkRows(const WeightView& w) {
 
 float* Scratch(AlignedBuffer& buffer, int64_t count) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  if (buffer.size() < bytes) buffer = AlignedBuffer(bytes);
-  return buffer.as<float>();
+  return GrowAligned<float>(buffer, bytes);
 }
 
 // out[i * cols + c] = in[i * ld + c] as f32, for i < rows. Plain shifts: GCC vectorises

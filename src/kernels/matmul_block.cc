@@ -233,8 +233,7 @@ int64_t ChunkRows(const WeightView& w, int64_t value_bytes) {
 
 template <typename T> T* Scratch(AlignedBuffer& buffer, int64_t count) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(T);
-  if (buffer.size() < bytes) buffer = AlignedBuffer(bytes);
-  return buffer.as<T>();
+  return GrowAligned<T>(buffer, bytes);
 }
 
 const uint8_t* RowData(const WeightView& w, int64_t r) {

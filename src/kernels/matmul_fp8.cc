@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/cpu_features.h"
 #include "base/parallel.h"
+#include "base/scratch.h"
 #include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
@@ -62,8 +63,7 @@ void PortableRows(const float* x, int64_t m, int64_t ldx, const WeightView& w, i
 // Per-thread bf16 scratch, grown once and reused (never shrinks).
 bf16* Scratch(AlignedBuffer& buffer, int64_t count) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(bf16);
-  if (buffer.size() < bytes) buffer = AlignedBuffer(bytes);
-  return buffer.as<bf16>();
+  return GrowAligned<bf16>(buffer, bytes);
 }
 
 // Rows of w dequantized per oneDNN call: 8 MiB of bf16, so matrices up to

@@ -17,6 +17,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
+#include "base/scratch.h"
 #include "kernels/bf16_round.h"
 #include "kernels/matmul_internal.h"
 
@@ -135,8 +136,7 @@ bool Run(Context& c, const void* src, int64_t m, int64_t ldsrc, const WeightView
 // so steady-state calls allocate nothing).
 bf16* Scratch(Context& c, int64_t count) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(bf16);
-  if (c.x_bf16.size() < bytes) c.x_bf16 = AlignedBuffer(bytes);
-  return c.x_bf16.as<bf16>();
+  return GrowAligned<bf16>(c.x_bf16, bytes);
 }
 
 }  // namespace
