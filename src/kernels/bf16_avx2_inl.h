@@ -20,9 +20,8 @@ namespace latte::matmul_internal {
 inline int64_t PermutedXStride(int64_t k) { return (k + 15) / 16 * 16; }
 
 // x rows [m, ldp] in the bf16 tiles' order: per 16 columns the 8 even then the 8 odd
-// ones, zero-padded to ldp = PermutedXStride(k).
-inline void PermuteX(const float* x, int64_t m, int64_t ldx, int64_t k, float* out) {
-  const int64_t ldp = PermutedXStride(k);
+// ones, zero-padded to PermutedXStride(k) (ldp: that or more; columns past it untouched).
+inline void PermuteX(const float* x, int64_t m, int64_t ldx, int64_t k, float* out, int64_t ldp) {
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * ldx;
     float* o = out + i * ldp;

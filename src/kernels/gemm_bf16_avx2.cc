@@ -185,18 +185,6 @@ template <int M> void XTile(const Operands& o, int64_t i, int64_t n0, int64_t n1
   }
 }
 
-// The last x rows [i, m) (fewer than kTileM) as one tile.
-template <int M> void XTail(const Operands& o, int64_t i, int64_t n0, int64_t n1, int64_t c0, int64_t c1, __m256* carry,
-                            RowPrefetch& prefetch) {
-  if constexpr (M > 0) {
-    if (o.m - i == M) {
-      XTile<M>(o, i, n0, n1, c0, c1, carry, prefetch);
-    } else {
-      XTail<M - 1>(o, i, n0, n1, c0, c1, carry, prefetch);
-    }
-  }
-}
-
 // Weight rows [n0, n1): block by block, span by span, every x tile over each.
 void Rows(const Operands& o, int64_t n0, int64_t n1) {
   thread_local AlignedBuffer carry;  // [m][kBlockRows] 8-lane sums; grown only
@@ -222,7 +210,8 @@ void Rows(const Operands& o, int64_t n0, int64_t n1) {
       }
       int64_t i = 0;
       for (; i + kTileM <= o.m; i += kTileM) XTile<kTileM>(o, i, r0, r1, c0, c1, sums + i * kBlockRows, prefetch);
-      XTail<kTileM - 1>(o, i, r0, r1, c0, c1, sums + i * kBlockRows, prefetch);
+      WithTileRows<kTileM - 1>(o.m - i,
+                               [&]<int M>() { XTile<M>(o, i, r0, r1, c0, c1, sums + i * kBlockRows, prefetch); });
     }
   }
 }
@@ -233,8 +222,8 @@ void GemmBf16Avx2(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
   const int64_t k = w.cols;
-  if (k == 0) {  // no column block runs: y = 0, as the GEMV's empty sums give
-    for (int64_t i = 0; i < p.m; ++i) std::fill(p.y + i * p.ldy, p.y + i * p.ldy + w.rows, 0.0f);
+  if (k == 0) {
+    ZeroY(p);
     return;
   }
   // x rounded to bf16 (as every bf16 path multiplies it), widened back and permuted.
@@ -245,7 +234,7 @@ void GemmBf16Avx2(const MatmulProblem& p, bool threaded) {
   const int64_t cols = PermutedXStride(k), ldp = cols + 16;
   const size_t x_bytes = static_cast<size_t>(p.m * ldp) * sizeof(float);
   float* xp = GrowAligned<float>(permuted, x_bytes);
-  for (int64_t i = 0; i < p.m; ++i) PermuteX(xf + i * k, 1, k, k, xp + i * ldp);
+  PermuteX(xf, p.m, k, k, xp, ldp);
   const Operands o{xp, p.m, cols, ldp, w, p.y, p.ldy};
   const bool parallel = threaded && w.rows >= 2 * kTileR && WorthParallel(p.m * w.rows * k);
   SplitRowsOverThreads(parallel, w.rows, kTileR, [&](RowRange rows) { Rows(o, rows.begin, rows.end); });

@@ -140,17 +140,6 @@ template <int M> void PanelTile(const float* x, int64_t ldx, const float* panel,
   }
 }
 
-template <int M> void XTail(const float* x, int64_t ldx, int64_t m, const float* panel, int64_t cols, float* y,
-                            int64_t ldy, int64_t rows, bool add) {
-  if constexpr (M > 0) {
-    if (m == M) {
-      PanelTile<M>(x, ldx, panel, cols, y, ldy, rows, add);
-    } else {
-      XTail<M - 1>(x, ldx, m, panel, cols, y, ldy, rows, add);
-    }
-  }
-}
-
 struct Operands {
   const float* x;  // [m, k] rounded to bf16, as f32
   int64_t m;
@@ -185,11 +174,7 @@ void Rows(const Operands& o, int64_t n0, int64_t n1) {
           const float* xi = o.x + i * k + c0;
           float* yi = o.y + i * o.ldy + row;
           const float* panel = panels + p * kBlockCols * kPanelRows;
-          if (tm == kTileM) {
-            PanelTile<kTileM>(xi, k, panel, cols, yi, o.ldy, rows, add);
-          } else {
-            XTail<kTileM - 1>(xi, k, tm, panel, cols, yi, o.ldy, rows, add);
-          }
+          WithTileRows<kTileM>(tm, [&]<int M>() { PanelTile<M>(xi, k, panel, cols, yi, o.ldy, rows, add); });
         }
       }
     }
@@ -202,8 +187,8 @@ void GemmBf16PackedAvx2(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
   const int64_t k = w.cols;
-  if (k == 0) {  // no block of columns runs: y = 0
-    for (int64_t i = 0; i < p.m; ++i) std::fill(p.y + i * p.ldy, p.y + i * p.ldy + w.rows, 0.0f);
+  if (k == 0) {
+    ZeroY(p);
     return;
   }
   // x: [m, k] rounded to bf16, widened back; filled by the calling thread before the

@@ -6,6 +6,8 @@
 // kF8E4M3, kF16 or the block formats where a comment says so).
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -168,6 +170,24 @@ bool MatmulBf16Sgemm(const MatmulProblem& p);
 // p.x rounded to bf16 (as every bf16 and fp8 path multiplies it) and widened back:
 // [p.m, p.w.cols] f32, in per-thread scratch that this thread's next call reuses.
 const float* XRoundedToBf16(const MatmulProblem& p);
+
+// y = 0 for p's m x rows and p.w.rows outputs: a product over k = 0 columns, where a
+// kernel's column blocks would not run (the GEMV's empty sums give 0).
+inline void ZeroY(const MatmulProblem& p) {
+  for (int64_t i = 0; i < p.m; ++i) std::fill(p.y + i * p.ldy, p.y + i * p.ldy + p.w.rows, 0.0f);
+}
+
+// f.template operator()<M>() with M = rows, for 0 < rows <= kMax (else nothing): a tile
+// of a run-time number of x rows handed to code that takes it as a template argument.
+template <int kMax, class F> void WithTileRows(int64_t rows, F&& f) {
+  if constexpr (kMax > 0) {
+    if (rows == kMax) {
+      f.template operator()<kMax>();
+    } else {
+      WithTileRows<kMax - 1>(rows, f);
+    }
+  }
+}
 
 // Product with a bf16 weight past the GEMV's rows on CPUs with AVX2 and FMA
 // (gemm_bf16_avx2.cc): the AVX2 GEMV's arithmetic blocked for cache, y bit for bit the
