@@ -202,7 +202,7 @@ template <DType kW> void Gemv(const MatmulProblem& p, bool threaded) {
     thread_local std::vector<float> permuted;
     const int64_t ldp = PermutedXStride(w.cols);
     float* xp = Grow(permuted, p.m * ldp);
-    PermuteX(p.x, p.m, p.ldx, w.cols, xp, PermutedXStride(w.cols));
+    PermuteX(p.x, p.m, p.ldx, w.cols, xp, ldp);
     x = {xp, p.m, ldp};
   }
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
