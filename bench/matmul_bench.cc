@@ -336,9 +336,10 @@ template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemv(be
   state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// BM_BlockGemv with the weights from memory: a decode step meets each expert once.
-template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemvColdWeights(benchmark::State& state) {
-  if (kIsa == matmul_internal::BlockGemvIsa::kAvx2 && !GetCpuFeatures().avx2) {
+// A block-format product on the AVX2 kernels with the weights from memory: `product` runs
+// on the next copy each iteration (a decode step, or a prefill, meets each expert once).
+template <DType kDType, class Product> void BlockColdWeights(benchmark::State& state, Product product) {
+  if (!GetCpuFeatures().avx2) {
     state.SkipWithError("CPU lacks AVX2");
     return;
   }
@@ -346,21 +347,26 @@ template <matmul_internal::BlockGemvIsa kIsa, DType kDType> void BM_BlockGemvCol
   Operands o = MakeBlockOperands(m, n, k, kDType);
   ColdWeights weights(o.view);
   for (auto _ : state) {
-    matmul_internal::GemvBlock({o.x.data(), m, k, weights.Next(), o.y.data(), n}, kIsa);
+    product(MatmulProblem{o.x.data(), m, k, weights.Next(), o.y.data(), n});
     benchmark::ClobberMemory();
   }
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(o.view.Bytes()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
-#define LATTE_BLOCK_GEMV_COLD(dtype)                                              \
-  BENCHMARK(BM_BlockGemvColdWeights<matmul_internal::BlockGemvIsa::kAvx2, dtype>) \
-      ->Args({1408, 2048, 1})                                                     \
-      ->UseRealTime()                                                             \
-      ->Unit(benchmark::kMicrosecond)
-LATTE_BLOCK_GEMV_COLD(DType::kQ8_0);
-LATTE_BLOCK_GEMV_COLD(DType::kQ4_K);
-LATTE_BLOCK_GEMV_COLD(DType::kQ6_K);
-LATTE_BLOCK_GEMV_COLD(DType::kQ5_0)->Args({2048, 1408, 1});
+
+// The AVX2 block GEMV (a decode step's products) with the weights from memory.
+template <DType kDType> void BM_BlockGemvAvx2ColdWeights(benchmark::State& state) {
+  BlockColdWeights<kDType>(
+      state, [](const MatmulProblem& p) { matmul_internal::GemvBlock(p, matmul_internal::BlockGemvIsa::kAvx2); });
+}
+
+// {n, k, m}: a decode step's V2-Lite expert gate/up product, one x row.
+#define LATTE_EXPERT_DECODE_SHAPE(b) b->Args({1408, 2048, 1})->UseRealTime()->Unit(benchmark::kMicrosecond)
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_BlockGemvAvx2ColdWeights<DType::kQ8_0>));
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_BlockGemvAvx2ColdWeights<DType::kQ4_K>));
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_BlockGemvAvx2ColdWeights<DType::kQ6_K>));
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_BlockGemvAvx2ColdWeights<DType::kQ5_0>))->Args({2048, 1408, 1});
 
 // A decode step's routed experts as the MoE runs them: `count` expert matrices of n x k
 // (weights from memory, the next copies each call) against one x row in one MatmulMany.
@@ -473,18 +479,7 @@ LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ6_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ5_0);
 // The AVX2 GEMM on a prefill's expert products with the weights from memory.
 template <DType kDType> void BM_BlockGemmAvx2ColdWeights(benchmark::State& state) {
-  if (!GetCpuFeatures().avx2) {
-    state.SkipWithError("CPU lacks AVX2");
-    return;
-  }
-  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
-  Operands o = MakeBlockOperands(m, n, k, kDType);
-  ColdWeights weights(o.view);
-  for (auto _ : state) {
-    matmul_internal::GemmBlockAvx2({o.x.data(), m, k, weights.Next(), o.y.data(), n});
-    benchmark::ClobberMemory();
-  }
-  state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  BlockColdWeights<kDType>(state, [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); });
 }
 // Gate/up (k = 2048); the down projection's k = 1408 is no whole number of K-quant
 // super-blocks, so a Q4_K_M file stores it as Q5_0 (or Q8_0 / Q6_K).
@@ -519,14 +514,8 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
     ->Unit(benchmark::kMicrosecond);
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
 // A decode step's expert products (m = 1) with the weights from memory, fp8 and bf16.
-BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>)
-    ->Args({1408, 2048, 1})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>)
-    ->Args({1408, 2048, 1})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>));
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>));
 // Large m with bf16 weights where oneDNN has no fast bf16 GEMM (no AVX-512): the AVX2
 // GEMV, chunks widened to f32 for sgemm, the AVX2 GEMM (the GEMV's sums blocked for
 // cache), and the portable loop, to place the switches. A V2-Lite expert's down and
