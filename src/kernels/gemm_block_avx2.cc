@@ -388,10 +388,10 @@ void GemmRows(const GemmX<F>& x, const WeightView& w, int64_t n0, int64_t n1, fl
   const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * kPanelRows * sizeof(float);
   const size_t min_bytes = static_cast<size_t>(x.slots) * kPanelRows * sizeof(float);
   const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;  // each a multiple of 32
-  GrowAligned(storage, kGroupPanels * panel_bytes);
+  uint8_t* packed = GrowAligned<uint8_t>(storage, kGroupPanels * panel_bytes);
   Panel panels[kGroupPanels];
   for (int g = 0; g < kGroupPanels; ++g) {
-    panels[g].codes = storage.as<uint8_t>() + g * panel_bytes;
+    panels[g].codes = packed + g * panel_bytes;
     panels[g].scales = reinterpret_cast<float*>(panels[g].codes + code_bytes);
     panels[g].mins = reinterpret_cast<float*>(panels[g].codes + code_bytes + scale_bytes);
   }

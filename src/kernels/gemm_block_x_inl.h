@@ -109,9 +109,9 @@ template <int kTileM, class MultiplyRows> void RunBlockGemm(const MatmulProblem&
   const DType layout = k_order ? w.dtype : DType::kQ8_0;
   const size_t prepared_bytes = PreparedXBytes(x_isa, layout, p.m, k);
   thread_local AlignedBuffer storage;  // grown once per calling thread
-  GrowAligned(storage, prepared_bytes + g.Bytes());
-  const PreparedX x = PlaceX(x_isa, layout, p.m, k, storage.as<std::byte>());
-  g.data = storage.as<std::byte>() + prepared_bytes;
+  std::byte* scratch = GrowAligned(storage, prepared_bytes + g.Bytes());
+  const PreparedX x = PlaceX(x_isa, layout, p.m, k, scratch);
+  g.data = scratch + prepared_bytes;
   auto prepare = [&](RowRange tiles) {
     FillX(x, p.x, p.ldx, tiles.begin * kTileM, std::min(p.m, tiles.end * kTileM));
     g.Fill(x, zero_point, tiles.begin, tiles.end);

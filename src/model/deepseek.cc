@@ -199,11 +199,13 @@ void DeepSeekModel::FfnSublayer(const LayerWeights& lw, int64_t layer, int64_t T
   CheckReplicated(T * d, layer, lw.is_moe ? NonFiniteSite::kMoe : NonFiniteSite::kMlp);
 }
 
-int64_t DeepSeekModel::KeepRows(const std::vector<int64_t>& rows) {
+int64_t DeepSeekModel::GatherRows(const std::vector<int64_t>& rows, float* out) {
   const int64_t d = config().hidden_size, n = static_cast<int64_t>(rows.size());
-  // rows[i] >= i (increasing), so moving them in order reads no row already overwritten.
+  // rows[i] >= i (increasing): with out = hidden_, moving them in order reads no row
+  // already overwritten.
   for (int64_t i = 0; i < n; ++i) {
-    if (rows[i] != i) std::memcpy(hidden_.data() + i * d, hidden_.data() + rows[i] * d, d * sizeof(float));
+    const float* row = hidden_.data() + rows[i] * d;
+    if (row != out + i * d) std::memcpy(out + i * d, row, d * sizeof(float));
   }
   return n;
 }
@@ -276,9 +278,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
     // final_hidden (speculative decoding changes no logprob).
     if (keep_logit_rows) {
       kept_rows_.resize(n * d);
-      for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(kept_rows_.data() + i * d, hidden_.data() + logit_rows_[i] * d, d * sizeof(float));
-      }
+      GatherRows(logit_rows_, kept_rows_.data());
     }
     FfnSublayer(last, L - 1, T);
     // final_hidden: [T, d], every row after the final norm.
@@ -289,7 +289,7 @@ Status DeepSeekModel::Forward(std::span<const int32_t> tokens, std::span<const S
       FfnSublayer(last, L - 1, n);
     }
   } else {
-    FfnSublayer(last, L - 1, keep_logit_rows ? KeepRows(logit_rows_) : T);
+    FfnSublayer(last, L - 1, keep_logit_rows ? GatherRows(logit_rows_, hidden_.data()) : T);
   }
   // Final norm and lm_head on the rows that need logits.
   NormLogitRows(w_.final_norm(), keep_logit_rows);

@@ -145,8 +145,9 @@ class DeepSeekModel {
   void AttentionSublayer(const LayerWeights& lw, int64_t layer, std::span<const SequenceSpan> spans, KvCache& cache,
                          int64_t T);
   void FfnSublayer(const LayerWeights& lw, int64_t layer, int64_t T);
-  // hidden_ rows `rows` (increasing) moved to rows 0 .. rows.size() - 1; returns the count.
-  int64_t KeepRows(const std::vector<int64_t>& rows);
+  // hidden_ rows `rows` (increasing) to rows 0 .. rows.size() - 1 of out [rows.size(), d]
+  // (hidden_ itself, or another buffer); returns the count.
+  int64_t GatherRows(const std::vector<int64_t>& rows, float* out);
   // logit_rows_: the rows the spans ask logits for, in order.
   void CollectLogitRows(std::span<const SequenceSpan> spans);
   // final_rows_: those rows of hidden_ (rows 0 .. n - 1 where the last layer kept them
