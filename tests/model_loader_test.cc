@@ -414,10 +414,34 @@ TEST(ModelLoader, Fp8DequantizedEqualsItsBf16Copy) {
 // dequantizes to the very same bf16 values, so its rows differ only where an
 // expert sees fewer than kGemmMinRows tokens (GEMV) or through the cache. Across
 // ~5 projections a layer plus lm_head the independent errors add in quadrature:
-// ~2.3e-3·√(5·3 + 1) ≈ 9e-3 for the 3-layer tiny model; measured 2.3e-3 (tiny)
-// and 3.0e-3 (2-layer r1), both modes (the norms damp what the estimate adds up).
-// 2e-2 leaves ~7x headroom and still catches a wrong block scale (an O(1) error).
+// ~2.3e-3·√(5·3 + 1) ≈ 9e-3 for the 3-layer tiny model; measured per row 3-5e-3
+// (tiny) and 4.6-5.4e-3 (2-layer r1), every mode (the norms damp what the estimate
+// adds up). 2e-2 leaves ~4x headroom and still catches a wrong block scale (an O(1)
+// error in every row).
 constexpr double kFp8KeptTolerance = 2e-2;
+// Those rounding differences also move the router's scores, and where two experts'
+// scores nearly tie, a token's top-k can change: a discrete step, not a small one
+// (the r1 case's row 4 moved by 18% when only the GEMV's order of f32 additions
+// changed). So the bound holds per teacher-forced row, and at most one row may exceed
+// it, by less than kFp8FlippedRowTolerance: a flipped expert changes part of one
+// layer's output, while logits unrelated to the reference's (equal norm) differ by √2.
+constexpr int kFp8FlippedRowsAllowed = 1;
+constexpr double kFp8FlippedRowTolerance = 0.5;
+
+// Relative RMS difference of each row of got against ref ([rows, vocab] both).
+std::vector<double> RowRelativeRms(const std::vector<float>& got, const std::vector<float>& ref, int64_t vocab) {
+  std::vector<double> rel;
+  for (size_t row = 0; row * vocab < ref.size(); ++row) {
+    double diff = 0, norm = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double r = ref[row * vocab + v], d = double(got[row * vocab + v]) - r;
+      diff += d * d;
+      norm += r * r;
+    }
+    rel.push_back(std::sqrt(diff / norm));
+  }
+  return rel;
+}
 
 TEST(ModelLoader, Fp8KeptMatchesItsBf16Dequantization) {
   for (const std::string& fp8 : Fp8Models()) {
@@ -435,17 +459,28 @@ TEST(ModelLoader, Fp8KeptMatchesItsBf16Dequantization) {
       ASSERT_TRUE(kept->fp8_kept());
       const std::vector<float> got = TeacherForced(*kept, kFp8Tokens, kFp8Prompt);
       ASSERT_EQ(got.size(), ref.size());
-      double diff = 0, norm = 0;
+      double norm = 0;
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_TRUE(std::isfinite(got[i]));
-        diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
         norm += double(ref[i]) * ref[i];
       }
-      const double rel = std::sqrt(diff / norm);
-      std::printf("[ fp8 keep vs bf16 ] %s %s: relative RMS difference %.2e\n", fs::path(fp8).filename().c_str(),
-                  std::string(MlaModeName(mode)).c_str(), rel);
-      EXPECT_LE(rel, kFp8KeptTolerance);
       EXPECT_GT(norm, 0.01 * ref.size());
+      const std::vector<double> rel = RowRelativeRms(got, ref, vocab);
+      ASSERT_EQ(rel.size(), kFp8Tokens.size());
+      std::string per_row;
+      int flipped = 0;
+      for (size_t row = 0; row < rel.size(); ++row) {
+        char cell[16];
+        std::snprintf(cell, sizeof cell, "%s%.2e", row ? " " : "", rel[row]);
+        per_row += cell;
+        if (rel[row] > kFp8KeptTolerance) {
+          ++flipped;
+          EXPECT_LE(rel[row], kFp8FlippedRowTolerance) << "row " << row;
+        }
+      }
+      std::printf("[ fp8 keep vs bf16 ] %s %s: relative RMS difference per row %s\n", fs::path(fp8).filename().c_str(),
+                  std::string(MlaModeName(mode)).c_str(), per_row.c_str());
+      EXPECT_LE(flipped, kFp8FlippedRowsAllowed) << "rows past " << kFp8KeptTolerance << ": " << per_row;
       // Greedy ids: equal wherever the reference's top-1 margin exceeds twice the
       // largest logit change of that row (then no change can swap the order).
       int64_t checked = 0;
