@@ -770,14 +770,18 @@ TEST(MatmulFp8Test, GemvAvx2) {
 // would fall below f32's normal range and lose bits) and for large x (2^30).
 TEST(MatmulFp8Test, GemvAvx2ScalesExactlyWithX) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
-  const Problem p = MakeProblem(3, 37, 300, DType::kF8E4M3, 1, 21, 16, 32);
-  std::vector<float> base(static_cast<size_t>(p.m * p.n));
-  matmul_internal::GemvFp8Avx2({p.x.data(), p.m, p.ldx, p.View(), base.data(), p.n});
-  for (int e : {-40, 30}) {
-    std::vector<float> x(p.x.size()), y(base.size());
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(p.x[i], e);
-    matmul_internal::GemvFp8Avx2({x.data(), p.m, p.ldx, p.View(), y.data(), p.n});
-    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], std::ldexp(base[i], e)) << "x * 2^" << e << " at " << i;
+  for (int64_t m : {1, 3}) {  // one x row streams each weight row; several take the tiles
+    const Problem p = MakeProblem(m, 37, 300, DType::kF8E4M3, 1, 21, 16, 32);
+    std::vector<float> base(static_cast<size_t>(p.m * p.n));
+    matmul_internal::GemvFp8Avx2({p.x.data(), p.m, p.ldx, p.View(), base.data(), p.n});
+    for (int e : {-40, 30}) {
+      std::vector<float> x(p.x.size()), y(base.size());
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(p.x[i], e);
+      matmul_internal::GemvFp8Avx2({x.data(), p.m, p.ldx, p.View(), y.data(), p.n});
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_EQ(y[i], std::ldexp(base[i], e)) << "m " << m << " x * 2^" << e << " at " << i;
+      }
+    }
   }
 }
 

@@ -11,6 +11,14 @@
 // rows go in groups of kRows, split into contiguous per-thread ranges, with a software
 // prefetch two groups ahead.
 //
+// One x row (a decode's m = 1) takes StreamRow instead: one weight row at a time, front to
+// back, with an L2 prefetch kStreamAhead along that one stream, and 32 weights a step
+// (Fp8E4M3x32AsF32Bits) against a copy of x in that step's column order. Rows read
+// together in 4-row tiles are four streams the hardware prefetcher follows less well:
+// from memory, the tiles read ~22.5 GB/s in a decode where Q8_0's streaming GEMV
+// (gemv_block_avx2.cc) reads ~28. A row's sum then runs in another order than in a tile
+// of several x rows, so its last bits depend on whether it ran alone.
+//
 // Compiled with -mavx2 -mfma -mf16c -mbmi2 (see CMakeLists.txt); reached only
 // through matmul.cc's dispatch after GetCpuFeatures().avx2 and .fma.
 #include <immintrin.h>
@@ -42,6 +50,81 @@ constexpr float kWeightScale = 72057594037927936.0f;  // 2^56
 inline __m256 Fp8E4M3x8AsF32Bits(__m128i bytes) {
   const __m256i v = _mm256_slli_epi32(_mm256_cvtepi8_epi32(bytes), 20);
   return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
+}
+
+// 32 bytes -> 4 vectors of 8 weights each, the same bit patterns as Fp8E4M3x8AsF32Bits
+// makes: w[0] / w[1] the even / odd 16-bit words of the low interleave with zeros
+// (bytes 0..7 and 16..23), w[2] / w[3] those of the high one (bytes 8..15, 24..31). The
+// byte on a word's top, shifted right by 4 (arithmetic), holds the sign on bits 15..11
+// and bits 6..0 on 10..4: at a 32-bit lane's top (the odd word, or the even word << 16)
+// that is the f32 pattern once masked. 10 integer ops and one load per 32 weights, where
+// four 8-byte steps take 12 ops (their vpmovsxbd crosses lanes) and 4 loads.
+inline void Fp8E4M3x32AsF32Bits(const uint8_t* p, __m256 w[4]) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  const __m256i lo = _mm256_srai_epi16(_mm256_unpacklo_epi8(zero, bytes), 4);
+  const __m256i hi = _mm256_srai_epi16(_mm256_unpackhi_epi8(zero, bytes), 4);
+  w[0] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(lo, 16), mask));
+  w[1] = _mm256_castsi256_ps(_mm256_and_si256(lo, mask));
+  w[2] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(hi, 16), mask));
+  w[3] = _mm256_castsi256_ps(_mm256_and_si256(hi, mask));
+}
+constexpr int64_t kWide = 32;  // columns a step of Fp8E4M3x32AsF32Bits takes
+
+// The column (of its 32) that lane d of Fp8E4M3x32AsF32Bits's vector v holds.
+constexpr int64_t WideColumn(int v, int d) { return (d < 4 ? 2 * d : 2 * d + 8) + (v % 2) + 8 * (v / 2); }
+
+// out[8v + d] = x[WideColumn(v, d)] · kXScale for the 32 columns at x.
+inline void PermuteChunk(const float* x, float* out) {
+  const __m256 s = _mm256_set1_ps(kXScale);
+  const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+  const __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+  // vshufps takes columns {0, 2, 16, 18 | 4, 6, 20, 22} of x0, x2 (or the odd ones); the
+  // 64-bit permute puts them in lane order.
+  auto order = [](__m256 v) { return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8)); };
+  _mm256_storeu_ps(out, _mm256_mul_ps(order(_mm256_shuffle_ps(x0, x2, 0x88)), s));
+  _mm256_storeu_ps(out + 8, _mm256_mul_ps(order(_mm256_shuffle_ps(x0, x2, 0xDD)), s));
+  _mm256_storeu_ps(out + 16, _mm256_mul_ps(order(_mm256_shuffle_ps(x1, x3, 0x88)), s));
+  _mm256_storeu_ps(out + 24, _mm256_mul_ps(order(_mm256_shuffle_ps(x1, x3, 0xDD)), s));
+}
+
+// How far ahead along its one weight row StreamRow prefetches into L2: as the Q8_0
+// stream's kStreamPrefetchBytes (gemv_block_avx2.cc), a few rows of an expert ahead.
+constexpr int64_t kStreamAhead = int64_t{8} << 10;
+
+// x · w for one weight row w (k columns, scale_row: one f32 per column block) and one x
+// row xs: × kXScale, each whole 32 columns below wide_cols in PermuteChunk's order, the
+// rest as they are. wide_cols is a multiple of 32 that no column block boundary splits.
+// Each step's four vectors go to their own accumulator, so one row's chain of FMAs does
+// not wait on their latency.
+inline float StreamRow(const float* xs, const uint8_t* w, int64_t k, int64_t wide_cols, const float* scale_row,
+                       int64_t block_cols) {
+  __m256 total = _mm256_setzero_ps();
+  for (int64_t k0 = 0, block = 0; k0 < k; k0 += block_cols, ++block) {
+    const int64_t k1 = std::min(k, k0 + block_cols);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t kk = k0;
+    for (; kk + kWide <= std::min(k1, wide_cols); kk += kWide) {
+      if (kk % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + kk + kStreamAhead), _MM_HINT_T1);
+      __m256 wv[4];
+      Fp8E4M3x32AsF32Bits(w + kk, wv);
+      for (int v = 0; v < 4; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + kk + 8 * v), wv[v], acc[v]);
+    }
+    for (; kk + 8 <= k1; kk += 8) {
+      const __m256 wv = Fp8E4M3x8AsF32Bits(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + kk)));
+      acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + kk), wv, acc[0]);
+    }
+    if (kk < k1) {  // only in the last block, when k is not a multiple of 8
+      alignas(16) uint8_t buf[16] = {};
+      std::memcpy(buf, w + kk, static_cast<size_t>(k1 - kk));
+      const __m256 wv = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+      acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(xs + kk, TailMask8(k1 - kk)), wv, acc[0]);
+    }
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    total = _mm256_fmadd_ps(sum, _mm256_set1_ps(scale_row[block] * kWeightScale), total);
+  }
+  return HorizontalSum(total);
 }
 
 // Weight rows per tile for M x rows: 2·M·R accumulators + R weights + 1 x <= 16.
@@ -155,17 +238,27 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
     return;
   }
   // x × kXScale, [m, k]: per-thread, grown only (a decode step allocates nothing once
-  // warm); filled by the calling thread before the team reads it.
+  // warm); filled by the calling thread before the team reads it. One x row streams
+  // (StreamRow) where whole 32-column steps fit the column blocks.
   const int64_t k = w.cols;
+  const bool stream = p.m == 1 && w.block_cols % kWide == 0;
+  const int64_t wide_cols = stream ? k / kWide * kWide : 0;
   thread_local std::vector<float> scaled;
   float* xs = Grow(scaled, p.m * k);
   for (int64_t i = 0; i < p.m; ++i) {
-    for (int64_t c = 0; c < k; ++c) xs[i * k + c] = p.x[i * p.ldx + c] * kXScale;
+    int64_t c = 0;
+    for (; c < wide_cols; c += kWide) PermuteChunk(p.x + i * p.ldx + c, xs + i * k + c);
+    for (; c < k; ++c) xs[i * k + c] = p.x[i * p.ldx + c] * kXScale;
   }
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
   // A contiguous, kRows-aligned share per thread: one sequential region each.
-  SplitRowsOverThreads(parallel, w.rows, kRows,
-                       [&](RowRange rows) { Rows(xs, p.m, k, w, rows.begin, rows.end, p.y, p.ldy); });
+  SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
+    if (!stream) return Rows(xs, p.m, k, w, rows.begin, rows.end, p.y, p.ldy);
+    const uint8_t* base = static_cast<const uint8_t*>(w.data);
+    for (int64_t n = rows.begin; n < rows.end; ++n) {
+      p.y[n] = StreamRow(xs, base + n * w.ld, k, wide_cols, w.ScaleRow(n), w.block_cols);
+    }
+  });
 }
 
 }  // namespace latte::matmul_internal
