@@ -515,7 +515,9 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
 // A decode step's expert products (m = 1) with the weights from memory, fp8 and bf16.
 LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>));
-LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>));
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>))
+    ->Args({1408, 2048, 2})
+    ->Args({1408, 2048, 3});
 // Large m with bf16 weights where oneDNN has no fast bf16 GEMM (no AVX-512): the AVX2
 // GEMV, chunks widened to f32 for sgemm, the AVX2 GEMM (the GEMV's sums blocked for
 // cache), and the portable loop, to place the switches. A V2-Lite expert's down and
