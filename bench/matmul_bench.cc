@@ -517,7 +517,18 @@ LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3
 LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>));
 LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>))
     ->Args({1408, 2048, 2})
-    ->Args({1408, 2048, 3});
+    ->Args({1408, 2048, 3})
+    ->Args({1408, 2048, 4})
+    ->Args({1408, 2048, 8})
+    ->Args({1408, 2048, 12})
+    ->Args({1408, 2048, 16});
+// The GEMM at a batched decode's 8-16 x rows, against the GEMV just above.
+BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemmBf16Avx2, DType::kBF16>)
+    ->Args({1408, 2048, 8})
+    ->Args({1408, 2048, 12})
+    ->Args({1408, 2048, 16})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 // Large m with bf16 weights where oneDNN has no fast bf16 GEMM (no AVX-512): the AVX2
 // GEMV, chunks widened to f32 for sgemm, the AVX2 GEMM (the GEMV's sums blocked for
 // cache), and the portable loop, to place the switches. A V2-Lite expert's down and

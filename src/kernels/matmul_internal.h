@@ -44,7 +44,12 @@ inline constexpr int64_t kBf16DotMaxRows = 16;
 // path before both) on one thread; 96-256 rows blocked 77-84 vs sgemm 73-76 on one,
 // 142-161 vs 115-133 on two; 512 rows on the V2-Lite shapes blocked 70-81, packed 75-83,
 // sgemm 67-85 on one. In a pp512 the blocked GEMM for every m was 0.90x the split.
-inline constexpr int64_t kBf16Avx2GemvMaxRows = 16;
+// From 9 rows the GEMM's 6-row x tiles beat the GEMV's 4-row ones, whose x rows come from
+// L2 again for every group of weight rows (BM_MatmulGemvColdWeights, 1408 x 2048 from
+// memory, 2 threads, GFLOP/s GEMM / GEMV: m = 8 104 / 109, 9 115 / 108, 11 133 / 105,
+// 12 140 / 122, 16 131-140 / 125): a batched decode's lm_head, attention and shared
+// experts at 16 sequences run there (bench model --batch 16, bf16: 1.09-1.15x).
+inline constexpr int64_t kBf16Avx2GemvMaxRows = 8;
 inline constexpr int64_t kBf16Avx2GemmMaxRows = 255;
 
 // Block-format weights (Q8_0 ... Q6_K, Q5_0, Q5_1) take the integer GEMV up to this many
