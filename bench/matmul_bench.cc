@@ -514,7 +514,11 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
     ->Unit(benchmark::kMicrosecond);
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
 // A decode step's expert products (m = 1) with the weights from memory, fp8 and bf16.
-LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>));
+LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>))
+    ->Args({1408, 2048, 2})
+    ->Args({1408, 2048, 3})
+    ->Args({1408, 2048, 4})
+    ->Args({1408, 2048, 16});
 LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvAvx2, DType::kBF16>))
     ->Args({1408, 2048, 2})
     ->Args({1408, 2048, 3})

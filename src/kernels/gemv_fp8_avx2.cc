@@ -11,13 +11,15 @@
 // rows go in groups of kRows, split into contiguous per-thread ranges, with a software
 // prefetch two groups ahead.
 //
-// One x row (a decode's m = 1) takes StreamRow instead: one weight row at a time, front to
-// back, with an L2 prefetch kStreamAhead along that one stream, and 32 weights a step
+// Up to kMaxStreamM x rows (a decode's m = 1; a batched decode's routed experts, 1-3
+// rows each) take StreamRow instead: one weight row at a time, front to back, with an L2
+// prefetch kStreamAhead along that one stream, and 32 weights a step
 // (Fp8E4M3x32AsF32Bits) against a copy of x in that step's column order. Rows read
 // together in 4-row tiles are four streams the hardware prefetcher follows less well:
 // from memory, the tiles read ~22.5 GB/s in a decode where Q8_0's streaming GEMV
-// (gemv_block_avx2.cc) reads ~28. A row's sum then runs in another order than in a tile
-// of several x rows, so its last bits depend on whether it ran alone.
+// (gemv_block_avx2.cc) reads ~28 (1408 x 2048, 2 threads: m = 1 22.6 -> 24-27 GB/s, m = 2
+// 15.6 -> 19.8, m = 3 14.5 -> 15.1). A row's sum runs in another order there than in
+// the tiles (and at m = 1 than at 2-3), so its last bits depend on the rows beside it.
 //
 // Compiled with -mavx2 -mfma -mf16c -mbmi2 (see CMakeLists.txt); reached only
 // through matmul.cc's dispatch after GetCpuFeatures().avx2 and .fma.
@@ -92,39 +94,59 @@ inline void PermuteChunk(const float* x, float* out) {
 // How far ahead along its one weight row StreamRow prefetches into L2: as the Q8_0
 // stream's kStreamPrefetchBytes (gemv_block_avx2.cc), a few rows of an expert ahead.
 constexpr int64_t kStreamAhead = int64_t{8} << 10;
+// x rows up to which StreamRow takes the product (a batched decode's routed experts see
+// 1-3 each); more take the tiles.
+constexpr int64_t kMaxStreamM = 3;
 
-// x · w for one weight row w (k columns, scale_row: one f32 per column block) and one x
-// row xs: × kXScale, each whole 32 columns below wide_cols in PermuteChunk's order, the
-// rest as they are. wide_cols is a multiple of 32 that no column block boundary splits.
-// Each step's four vectors go to their own accumulator, so one row's chain of FMAs does
-// not wait on their latency.
-inline float StreamRow(const float* xs, const uint8_t* w, int64_t k, int64_t wide_cols, const float* scale_row,
-                       int64_t block_cols) {
-  __m256 total = _mm256_setzero_ps();
+// y[i · ldy] = x row i · w for i < M: one weight row w (k columns, scale_row: one f32 per
+// column block), x rows xs (row stride k) × kXScale, each whole 32 columns below wide_cols
+// in PermuteChunk's order, the rest as they are. wide_cols is a multiple of 32 that no
+// column block boundary splits. Each step's four vectors go to kBanks accumulators per x
+// row in turn (4 for one x row, 2 for two or three: 2·M + M + 4 + 1 registers), so the
+// chains of FMAs do not wait on their latency.
+template <int M> inline void StreamRow(const float* xs, const uint8_t* w, int64_t k, int64_t wide_cols,
+                                       const float* scale_row, int64_t block_cols, float* y, int64_t ldy) {
+  constexpr int kBanks = M == 1 ? 4 : 2;
+  __m256 total[M];
+  for (int i = 0; i < M; ++i) total[i] = _mm256_setzero_ps();
   for (int64_t k0 = 0, block = 0; k0 < k; k0 += block_cols, ++block) {
     const int64_t k1 = std::min(k, k0 + block_cols);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[kBanks][M];
+    for (int b = 0; b < kBanks; ++b) {
+      for (int i = 0; i < M; ++i) acc[b][i] = _mm256_setzero_ps();
+    }
     int64_t kk = k0;
     for (; kk + kWide <= std::min(k1, wide_cols); kk += kWide) {
       if (kk % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + kk + kStreamAhead), _MM_HINT_T1);
       __m256 wv[4];
       Fp8E4M3x32AsF32Bits(w + kk, wv);
-      for (int v = 0; v < 4; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + kk + 8 * v), wv[v], acc[v]);
+      for (int v = 0; v < 4; ++v) {
+        for (int i = 0; i < M; ++i) {
+          acc[v % kBanks][i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + kk + 8 * v), wv[v], acc[v % kBanks][i]);
+        }
+      }
     }
     for (; kk + 8 <= k1; kk += 8) {
       const __m256 wv = Fp8E4M3x8AsF32Bits(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + kk)));
-      acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + kk), wv, acc[0]);
+      for (int i = 0; i < M; ++i) acc[0][i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + kk), wv, acc[0][i]);
     }
     if (kk < k1) {  // only in the last block, when k is not a multiple of 8
       alignas(16) uint8_t buf[16] = {};
       std::memcpy(buf, w + kk, static_cast<size_t>(k1 - kk));
       const __m256 wv = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
-      acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(xs + kk, TailMask8(k1 - kk)), wv, acc[0]);
+      const __m256i mask = TailMask8(k1 - kk);
+      for (int i = 0; i < M; ++i) {
+        acc[0][i] = _mm256_fmadd_ps(_mm256_maskload_ps(xs + i * k + kk, mask), wv, acc[0][i]);
+      }
     }
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    total = _mm256_fmadd_ps(sum, _mm256_set1_ps(scale_row[block] * kWeightScale), total);
+    const __m256 s = _mm256_set1_ps(scale_row[block] * kWeightScale);
+    for (int i = 0; i < M; ++i) {
+      __m256 sum = _mm256_add_ps(acc[0][i], acc[1][i]);
+      if constexpr (kBanks == 4) sum = _mm256_add_ps(sum, _mm256_add_ps(acc[2][i], acc[3][i]));
+      total[i] = _mm256_fmadd_ps(sum, s, total[i]);
+    }
   }
-  return HorizontalSum(total);
+  for (int i = 0; i < M; ++i) y[i * ldy] = HorizontalSum(total[i]);
 }
 
 // Weight rows per tile for M x rows: 2·M·R accumulators + R weights + 1 x <= 16.
@@ -241,7 +263,7 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
   // warm); filled by the calling thread before the team reads it. One x row streams
   // (StreamRow) where whole 32-column steps fit the column blocks.
   const int64_t k = w.cols;
-  const bool stream = p.m == 1 && w.block_cols % kWide == 0;
+  const bool stream = p.m <= kMaxStreamM && w.block_cols % kWide == 0;
   const int64_t wide_cols = stream ? k / kWide * kWide : 0;
   thread_local std::vector<float> scaled;
   float* xs = Grow(scaled, p.m * k);
@@ -256,7 +278,12 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
     if (!stream) return Rows(xs, p.m, k, w, rows.begin, rows.end, p.y, p.ldy);
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
     for (int64_t n = rows.begin; n < rows.end; ++n) {
-      p.y[n] = StreamRow(xs, base + n * w.ld, k, wide_cols, w.ScaleRow(n), w.block_cols);
+      const uint8_t* row = base + n * w.ld;
+      switch (p.m) {
+        case 1: StreamRow<1>(xs, row, k, wide_cols, w.ScaleRow(n), w.block_cols, p.y + n, p.ldy); break;
+        case 2: StreamRow<2>(xs, row, k, wide_cols, w.ScaleRow(n), w.block_cols, p.y + n, p.ldy); break;
+        default: StreamRow<3>(xs, row, k, wide_cols, w.ScaleRow(n), w.block_cols, p.y + n, p.ldy); break;
+      }
     }
   });
 }
