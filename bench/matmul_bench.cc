@@ -81,7 +81,8 @@ enum class Path {
   kGemvFp8Avx2,
   kBf16Sgemm,
   kGemmBf16Avx2,
-  kGemmBf16PackedAvx2
+  kGemmBf16PackedAvx2,
+  kFp8SgemmAvx2
 };
 
 void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
@@ -95,6 +96,7 @@ void Run(Path path, const float* x, int64_t m, const WeightView& w, float* y) {
     case Path::kBf16Sgemm: matmul_internal::MatmulBf16Sgemm(p); break;
     case Path::kGemmBf16Avx2: matmul_internal::GemmBf16Avx2(p); break;
     case Path::kGemmBf16PackedAvx2: matmul_internal::GemmBf16PackedAvx2(p); break;
+    case Path::kFp8SgemmAvx2: matmul_internal::MatmulFp8SgemmAvx2(p); break;
     case Path::kOneDnn: matmul_internal::MatmulOneDnn(p); break;
     case Path::kGemvFp8Avx512: matmul_internal::GemvFp8Avx512(p); break;
     case Path::kFp8OneDnn: matmul_internal::MatmulFp8OneDnn(p); break;
@@ -116,7 +118,7 @@ bool Unsupported(benchmark::State& state, Path path) {
     return true;
   }
   if ((path == Path::kGemvAvx2 || path == Path::kGemvFp8Avx2 || path == Path::kGemmBf16Avx2 ||
-       path == Path::kGemmBf16PackedAvx2) &&
+       path == Path::kFp8SgemmAvx2 || path == Path::kGemmBf16PackedAvx2) &&
       !(GetCpuFeatures().avx2 && GetCpuFeatures().fma)) {
     state.SkipWithError("CPU lacks AVX2 or FMA");
     return true;
@@ -514,6 +516,16 @@ BENCHMARK(BM_MatmulGemv<Path::kPortable, DType::kF16>)
     ->Unit(benchmark::kMicrosecond);
 LATTE_GEMV_FP8_SHAPES(BENCHMARK(BM_MatmulGemv<Path::kGemvFp8Avx2, DType::kF8E4M3>));
 // A decode step's expert products (m = 1) with the weights from memory, fp8 and bf16.
+// fp8 past the GEMV's rows on AVX2: chunks dequantized to f32 for oneDNN's sgemm, against
+// the GEMV (a prefill's expert at 48 rows; a batched decode at 16).
+BENCHMARK(BM_MatmulGemvColdWeights<Path::kFp8SgemmAvx2, DType::kF8E4M3>)
+    ->ArgsProduct({{1408}, {2048}, {16, 24, 32, 48}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>)
+    ->ArgsProduct({{1408}, {2048}, {24, 32, 48}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 LATTE_EXPERT_DECODE_SHAPE(BENCHMARK(BM_MatmulGemvColdWeights<Path::kGemvFp8Avx2, DType::kF8E4M3>))
     ->Args({1408, 2048, 2})
     ->Args({1408, 2048, 3})

@@ -764,6 +764,22 @@ TEST(MatmulFp8Test, GemvAvx2) {
   }
 }
 
+// Past kFp8Avx2GemvMaxRows rows of x, AVX2 CPUs multiply fp8 weights dequantized to f32
+// (exactly the GEMV's weights) with oneDNN's sgemm: against the reference loop, column
+// blocks of 128, 32 and 48, k not a multiple of 8, a padded row stride, directly and
+// through the dispatch.
+TEST(MatmulFp8Test, SgemmAvx2) {
+  if (!HasAvx2() || HasAvx512()) GTEST_SKIP() << "the AVX2 path runs on CPUs with AVX2 and without AVX-512";
+  const Path sgemm = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulFp8SgemmAvx2(p)); };
+  const Fp8Shape shapes[] = {{64, 261, 257, 3, 128, 128}, {100, 37, 131, 0, 16, 32}, {70, 45, 100, 1, 32, 48}};
+  uint32_t seed = 90;
+  for (const Fp8Shape& s : shapes) {
+    const Problem p = MakeProblem(s.m, s.n, s.k, DType::kF8E4M3, s.pad, seed++, s.block_rows, s.block_cols);
+    CheckPath(sgemm, p, kF32Tol);
+    CheckPath(kDispatch, p, DispatchTolAnyM(DType::kF8E4M3));
+  }
+}
+
 // The AVX2 fp8 GEMV scales x by 2^64 so that its products with e4m3 values placed at
 // 2^-120 stay normal f32: then scaling x by a power of two scales y by it exactly, also
 // for x far from 1 (2^-40: without the scaling, products with the smallest e4m3 values
@@ -876,6 +892,18 @@ TEST(MatmulFp8Test, DequantizeRowsMatchesScalar) {
   std::fill(got.begin(), got.end(), bf16{0xdead});
   DequantizeFp8ToBf16(w, first, count, got.data());
   expect_equal(got, "dispatched");
+  if (HasAvx2()) {
+    std::fill(got.begin(), got.end(), bf16{0xdead});
+    matmul_internal::DequantizeFp8ToBf16Avx2(w, first, count, got.data());
+    expect_equal(got, "avx2");
+    // The f32 values the AVX2 sgemm path multiplies: e4m3 × scale, rounded once.
+    std::vector<float> f32(static_cast<size_t>(count * w.cols) + 1, -1.0f);
+    matmul_internal::DequantizeFp8ToF32Avx2(w, first, count, f32.data());
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t c = 0; c < w.cols; ++c) ASSERT_EQ(f32[r * w.cols + c], w.At(first + r, c)) << r << " " << c;
+    }
+    EXPECT_EQ(f32.back(), -1.0f) << "f32: wrote past the end";
+  }
   if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
   for (bool has_bf16 : {false, true}) {
     if (has_bf16 && !GetCpuFeatures().avx512_bf16) continue;

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "base/parallel.h"
 #include "base/scratch.h"
 #include "kernels/avx2_inl.h"
@@ -286,6 +287,73 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
       }
     }
   });
+}
+
+// 8 f32 values rounded to nearest even as bf16, in order: F32ToBf16 for every finite
+// value (an e4m3 value times a scale is never NaN or infinite here).
+inline __m128i RoundToBf16x8(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+  // 32-bit lanes holding 0 .. 0xffff: packus keeps them, 128-bit lane by lane.
+  return _mm_packus_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1));
+}
+
+namespace {
+
+// Rows [first, first + count) of w, each weight as e4m3 value × its block scale in f32
+// (value × 2^-120, the bit pattern, × 2^120 is the value exactly; × the scale rounds
+// once, as the portable loop's value × scale does), 8 at a time to store(out_row, c, v)
+// and the last k % 8 through a buffer to store_tail(out_row, c, v, count).
+template <class Out, class Store, class StoreTail>
+void DequantizeFp8Rows(const WeightView& w, int64_t first, int64_t count, Out* out, Store store, StoreTail store_tail) {
+  const int64_t k = w.cols;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const __m256 unbias = _mm256_set1_ps(kXScale * kWeightScale);  // 2^120
+#pragma omp parallel for schedule(static) if (WorthParallel(count * k) && !omp_in_parallel())
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t r = first + i;
+    const uint8_t* wr = base + r * w.ld;
+    const float* scales = w.ScaleRow(r);
+    Out* out_row = out + i * k;
+    auto value = [&](__m128i bytes, int64_t c) {
+      return _mm256_mul_ps(_mm256_mul_ps(Fp8E4M3x8AsF32Bits(bytes), unbias), _mm256_set1_ps(scales[c / w.block_cols]));
+    };
+    int64_t c = 0;
+    for (; c + 8 <= k; c += 8) {
+      store(out_row + c, value(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wr + c)), c));
+    }
+    if (c < k) {
+      alignas(16) uint8_t in[16] = {};
+      std::memcpy(in, wr + c, static_cast<size_t>(k - c));
+      store_tail(out_row + c, value(_mm_load_si128(reinterpret_cast<const __m128i*>(in)), c), k - c);
+    }
+  }
+}
+
+}  // namespace
+
+void DequantizeFp8ToBf16Avx2(const WeightView& w, int64_t first, int64_t count, bf16* out) {
+  if (w.block_cols % 8 != 0) {  // the 8-wide steps would straddle blocks
+    DequantizeFp8ToBf16Portable(w, first, count, out);
+    return;
+  }
+  DequantizeFp8Rows(
+      w, first, count, out,
+      [](bf16* o, __m256 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(o), RoundToBf16x8(v)); },
+      [](bf16* o, __m256 v, int64_t n) {
+        alignas(16) bf16 b[8];
+        _mm_store_si128(reinterpret_cast<__m128i*>(b), RoundToBf16x8(v));
+        std::memcpy(o, b, static_cast<size_t>(n) * sizeof(bf16));
+      });
+}
+
+void DequantizeFp8ToF32Avx2(const WeightView& w, int64_t first, int64_t count, float* out) {
+  LATTE_CHECK(w.block_cols % 8 == 0, "DequantizeFp8ToF32Avx2: block_cols ", w.block_cols, " not a multiple of 8");
+  DequantizeFp8Rows(
+      w, first, count, out, [](float* o, __m256 v) { _mm256_storeu_ps(o, v); },
+      [](float* o, __m256 v, int64_t n) { _mm256_maskstore_ps(o, TailMask8(n), v); });
 }
 
 }  // namespace latte::matmul_internal

@@ -244,7 +244,8 @@ void Gemv(const CpuFeatures& cpu, const MatmulProblem& p, bool threaded) {
   }
   if (avx2) {
     if (q.w.dtype == DType::kF8E4M3) {
-      GemvFp8Avx2(q, threaded);
+      const bool sgemm = q.m > kFp8Avx2GemvMaxRows && q.w.block_cols % 8 == 0;
+      if (!sgemm || !MatmulFp8SgemmAvx2(q)) GemvFp8Avx2(q, threaded);
     } else {
       GemvAvx2(q, threaded);
     }

@@ -131,6 +131,22 @@ bool MatmulFp8OneDnn(const MatmulProblem& p) {
   return true;
 }
 
+bool MatmulFp8SgemmAvx2(const MatmulProblem& p) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return true;
+  const int64_t k = w.cols;
+  thread_local AlignedBuffer w_scratch;
+  // Rows per chunk: the same 8 MiB as the bf16 chunks, of f32.
+  const int64_t chunk = std::max<int64_t>(1, ChunkRows(w) / 2);
+  float* wf = GrowAligned<float>(w_scratch, static_cast<size_t>(chunk * k) * sizeof(float));  // [chunk, k]
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, w.rows - r0);
+    DequantizeFp8ToF32Avx2(w, r0, n, wf);
+    if (!MatmulOneDnn({p.x, p.m, p.ldx, WeightView{DType::kF32, n, k, k, wf}, p.y + r0, p.ldy})) return false;
+  }
+  return true;
+}
+
 }  // namespace matmul_internal
 
 void DequantizeFp8ToBf16(const WeightView& w, int64_t first, int64_t count, bf16* out) {
@@ -146,6 +162,8 @@ void DequantizeFp8ToBf16(const WeightView& w, int64_t first, int64_t count, bf16
   const CpuFeatures& cpu = GetCpuFeatures();
   if (cpu.avx512f) {
     matmul_internal::DequantizeFp8ToBf16Avx512(w, first, count, out, cpu.avx512_bf16);
+  } else if (cpu.avx2 && cpu.fma) {
+    matmul_internal::DequantizeFp8ToBf16Avx2(w, first, count, out);
   } else {
     matmul_internal::DequantizeFp8ToBf16Portable(w, first, count, out);
   }

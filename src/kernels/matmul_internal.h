@@ -158,12 +158,27 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded = true);
 // `has_bf16`; call only when GetCpuFeatures().avx512f). Same contract.
 void DequantizeFp8ToBf16Portable(const WeightView& w, int64_t first, int64_t count, bf16* out);
 void DequantizeFp8ToBf16Avx512(const WeightView& w, int64_t first, int64_t count, bf16* out, bool has_bf16);
+// The AVX2 one (gemv_fp8_avx2.cc; call only when GetCpuFeatures() has avx2 and fma).
+void DequantizeFp8ToBf16Avx2(const WeightView& w, int64_t first, int64_t count, bf16* out);
 
 // Large-m product with an fp8 weight (matmul_fp8.cc): x is rounded to bf16 once,
 // then a bounded chunk of weight rows at a time (8 MiB of bf16, matmul_fp8.cc) is
 // dequantized into per-thread scratch and multiplied by oneDNN's bf16 GEMM, so a
 // 129280 x 7168 matrix is never dequantized whole. Same contract as MatmulOneDnn.
 bool MatmulFp8OneDnn(const MatmulProblem& p);
+
+// fp8 weights past kFp8Avx2GemvMaxRows rows of x on CPUs with AVX2 and FMA but not AVX-512
+// (matmul_fp8.cc): chunks of weight rows (8 MiB of f32) dequantized exactly to f32 (e4m3 ×
+// scale, one rounding, DequantizeFp8ToF32Avx2) for oneDNN's sgemm, against x as the caller
+// gives it (the dispatch: rounded to bf16, as for every fp8 product). The weights stay the
+// GEMV's, so a row's result differs from the GEMV's only in the order of f32 sums, not by a
+// bf16 rounding of each weight (which, beside the GEMV's exact weights, moved the logits
+// of a batched engine run enough to flip a sampled token's distribution). The fp8 GEMV
+// widens every weight once per 3 x rows; on a pp512 most rows reach the sgemm. Returns
+// false where oneDNN fails (the caller then runs the GEMV). block_cols a multiple of 8.
+bool MatmulFp8SgemmAvx2(const MatmulProblem& p);
+void DequantizeFp8ToF32Avx2(const WeightView& w, int64_t first, int64_t count, float* out);
+inline constexpr int64_t kFp8Avx2GemvMaxRows = 63;
 
 // Large-m product with a bf16 weight on CPUs without AVX-512, where oneDNN 2.6 has no
 // fast bf16 GEMM (matmul_bf16_sgemm.cc): x rounded to bf16 (as on every bf16 path) and
