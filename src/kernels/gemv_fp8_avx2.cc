@@ -75,10 +75,9 @@ inline void Fp8E4M3x32AsF32Bits(const uint8_t* p, __m256 w[4]) {
 }
 constexpr int64_t kWide = 32;  // columns a step of Fp8E4M3x32AsF32Bits takes
 
-// The column (of its 32) that lane d of Fp8E4M3x32AsF32Bits's vector v holds.
-constexpr int64_t WideColumn(int v, int d) { return (d < 4 ? 2 * d : 2 * d + 8) + (v % 2) + 8 * (v / 2); }
-
-// out[8v + d] = x[WideColumn(v, d)] · kXScale for the 32 columns at x.
+// out[8v + d] = x[c] · kXScale for the 32 columns at x, where c is the column (of its 32)
+// that lane d of Fp8E4M3x32AsF32Bits's vector v holds:
+//   c = (d < 4 ? 2d : 2d + 8) + v % 2 + 8 · (v / 2).
 inline void PermuteChunk(const float* x, float* out) {
   const __m256 s = _mm256_set1_ps(kXScale);
   const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
