@@ -75,12 +75,6 @@ constexpr int kBlockMaxM = 4;
 // Software prefetch distance along each weight row's stream, as the AVX-512 kernels
 // (kBlockPrefetchBytes in gemv_block_avx512_inl.h): about 32 KiB of weights ahead, into L2.
 constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
-// The m = 1 streaming tile's distance, a few rows ahead along the one stream it reads: on
-// Zen 2 (2 threads, weights from memory) the hardware prefetcher alone kept Q8_0 at ~23 GB/s
-// where the bf16 GEMV reads ~31; a prefetch 2-12 KiB ahead gave 28-30 (flat across that
-// range), 32 KiB 26-28, 128 KiB 26-27 (1408 x 2048 experts; the 102400 x 2048 lm_head alike).
-// A Q8_0 file's decode (tg128, 2 threads) went from 40.3-40.9 to 47.3-48.1 tok/s.
-constexpr int64_t kStreamPrefetchBytes = int64_t{8} << 10;
 
 // y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile. kStream:
 // the m = 1 streaming tile (as gemv_block_avx512_inl.h's: one row, two accumulator banks

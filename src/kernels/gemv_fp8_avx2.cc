@@ -13,7 +13,7 @@
 //
 // Up to kMaxStreamM x rows (a decode's m = 1; a batched decode's routed experts, 1-3
 // rows each) take StreamRow instead: one weight row at a time, front to back, with an L2
-// prefetch kStreamAhead along that one stream, and 32 weights a step
+// prefetch kStreamPrefetchBytes along that one stream, and 32 weights a step
 // (Fp8E4M3x32AsF32Bits) against a copy of x in that step's column order. Rows read
 // together in 4-row tiles are four streams the hardware prefetcher follows less well:
 // from memory, the tiles read ~22.5 GB/s in a decode where Q8_0's streaming GEMV
@@ -91,9 +91,6 @@ inline void PermuteChunk(const float* x, float* out) {
   _mm256_storeu_ps(out + 24, _mm256_mul_ps(order(_mm256_shuffle_ps(x1, x3, 0xDD)), s));
 }
 
-// How far ahead along its one weight row StreamRow prefetches into L2: as the Q8_0
-// stream's kStreamPrefetchBytes (gemv_block_avx2.cc), a few rows of an expert ahead.
-constexpr int64_t kStreamAhead = int64_t{8} << 10;
 // x rows up to which StreamRow takes the product (a batched decode's routed experts see
 // 1-3 each); more take the tiles.
 constexpr int64_t kMaxStreamM = 3;
@@ -117,7 +114,7 @@ template <int M> inline void StreamRow(const float* xs, const uint8_t* w, int64_
     }
     int64_t kk = k0;
     for (; kk + kWide <= std::min(k1, wide_cols); kk += kWide) {
-      if (kk % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + kk + kStreamAhead), _MM_HINT_T1);
+      if (kk % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + kk + kStreamPrefetchBytes), _MM_HINT_T1);
       __m256 wv[4];
       Fp8E4M3x32AsF32Bits(w + kk, wv);
       for (int v = 0; v < 4; ++v) {
