@@ -19,16 +19,6 @@
 namespace latte::matmul_internal {
 namespace {
 
-// Rows of f32 per sgemm call: as the fp8 and block-format paths size their chunks
-// (matmul_fp8.cc, matmul_block.cc), 8 MiB of converted values in whole 16-row tiles.
-constexpr int64_t kChunkBytes = int64_t{8} << 20;
-
-int64_t ChunkRows(const WeightView& w) {
-  int64_t rows = kChunkBytes / (std::max<int64_t>(w.cols, 1) * int64_t{sizeof(float)});
-  rows = std::max<int64_t>(16, rows / 16 * 16);
-  return std::min(rows, w.rows);
-}
-
 float* Scratch(AlignedBuffer& buffer, int64_t count) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
   return GrowAligned<float>(buffer, bytes);
@@ -51,21 +41,15 @@ bool MatmulBf16Sgemm(const MatmulProblem& p) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return true;
   const int64_t k = w.cols;
-  thread_local AlignedBuffer xb_scratch, x_scratch, w_scratch;
+  thread_local AlignedBuffer xb_scratch, x_scratch;
   // x: [m, k] rounded to bf16, then widened back to f32.
   bf16* xb = reinterpret_cast<bf16*>(Scratch(xb_scratch, (p.m * k + 1) / 2));
   RoundToBf16(p.x, p.m, p.ldx, k, xb);
   float* xf = Scratch(x_scratch, p.m * k);
   Widen(xb, p.m, k, k, xf);
-  const int64_t chunk = ChunkRows(w);
-  float* wf = Scratch(w_scratch, chunk * k);  // [chunk, k]
   const bf16* wb = static_cast<const bf16*>(w.data);
-  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, w.rows - r0);
-    Widen(wb + r0 * w.ld, n, w.ld, k, wf);
-    if (!MatmulOneDnn({xf, p.m, k, WeightView{DType::kF32, n, k, k, wf}, p.y + r0, p.ldy})) return false;
-  }
-  return true;
+  return MatmulConvertedF32(
+      xf, k, p, [&](int64_t first, int64_t count, float* out) { Widen(wb + first * w.ld, count, w.ld, k, out); });
 }
 
 }  // namespace latte::matmul_internal

@@ -221,16 +221,6 @@ template <int kSub> float RowDot(const UnpackedRow& u, const PreparedX& x, int64
 // Rows per parallel work item, as the other GEMVs split them (SplitRows groups).
 constexpr int64_t kRowGroup = 4;
 
-// Output rows per converted chunk of the large-m path: kChunkBytes of converted values,
-// as the fp8 path sizes them (matmul_fp8.cc), in whole 16-row GEMM tiles.
-constexpr int64_t kChunkBytes = int64_t{8} << 20;
-
-int64_t ChunkRows(const WeightView& w, int64_t value_bytes) {
-  int64_t rows = kChunkBytes / (std::max<int64_t>(w.cols, 1) * value_bytes);
-  rows = std::max<int64_t>(16, rows / 16 * 16);
-  return std::min(rows, w.rows);
-}
-
 template <typename T> T* Scratch(AlignedBuffer& buffer, int64_t count) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(T);
   return GrowAligned<T>(buffer, bytes);
@@ -388,27 +378,15 @@ bool MatmulBlockOneDnn(const MatmulProblem& p, bool bf16_gemm) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return true;
   const int64_t k = w.cols;
-  thread_local AlignedBuffer x_scratch, w_scratch;
   if (bf16_gemm && w.dtype != DType::kF16) {
+    thread_local AlignedBuffer x_scratch;
     bf16* xb = Scratch<bf16>(x_scratch, p.m * k);  // [m, k]: x rounded to bf16 once for every chunk
     RoundToBf16(p.x, p.m, p.ldx, k, xb);
-    const int64_t chunk = ChunkRows(w, sizeof(bf16));
-    bf16* wb = Scratch<bf16>(w_scratch, chunk * k);  // [chunk, k]
-    for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-      const int64_t n = std::min(chunk, w.rows - r0);
-      DequantizeRowsToBf16(w, r0, n, wb);
-      if (!MatmulOneDnnBf16X({xb, p.m, k, WeightView{DType::kBF16, n, k, k, wb}, p.y + r0, p.ldy})) return false;
-    }
-    return true;
+    return MatmulConvertedBf16(
+        xb, p, [&](int64_t first, int64_t count, bf16* out) { DequantizeRowsToBf16(w, first, count, out); });
   }
-  const int64_t chunk = ChunkRows(w, sizeof(float));
-  float* wf = Scratch<float>(w_scratch, chunk * k);  // [chunk, k]
-  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, w.rows - r0);
-    DequantizeRowsToF32(w, r0, n, wf);
-    if (!MatmulOneDnn({p.x, p.m, p.ldx, WeightView{DType::kF32, n, k, k, wf}, p.y + r0, p.ldy})) return false;
-  }
-  return true;
+  return MatmulConvertedF32(
+      p.x, p.ldx, p, [&](int64_t first, int64_t count, float* out) { DequantizeRowsToF32(w, first, count, out); });
 }
 
 void MatmulF16Portable(const MatmulProblem& p, bool threaded) {

@@ -60,26 +60,6 @@ void PortableRows(const float* x, int64_t m, int64_t ldx, const WeightView& w, i
   }
 }
 
-// Per-thread bf16 scratch, grown once and reused (never shrinks).
-bf16* Scratch(AlignedBuffer& buffer, int64_t count) {
-  const size_t bytes = static_cast<size_t>(count) * sizeof(bf16);
-  return GrowAligned<bf16>(buffer, bytes);
-}
-
-// Rows of w dequantized per oneDNN call: 8 MiB of bf16, so matrices up to
-// 2048 x 2048 (or 1408 x 2900) are one chunk and one GEMM (splitting 1408 x 2048
-// ones in two cost ~25% more GEMM time in a 64-token V2-Lite-shaped prefill),
-// while a 129280 x 7168 matrix goes 576 rows at a time (8 MiB of scratch per
-// thread instead of 1.85 GB). With m = 512 a chunk is still ~4 GFLOP of GEMM
-// against ~4M values converted.
-constexpr int64_t kFp8GemmChunkBytes = int64_t{8} << 20;
-
-int64_t ChunkRows(const WeightView& w) {
-  int64_t rows = kFp8GemmChunkBytes / (std::max<int64_t>(w.cols, 1) * int64_t{sizeof(bf16)});
-  rows = std::max<int64_t>(16, rows / 16 * 16);  // whole 16-row GEMM tiles
-  return std::min(rows, w.rows);
-}
-
 }  // namespace
 
 void MatmulFp8Portable(const MatmulProblem& p, bool threaded) {
@@ -117,34 +97,17 @@ bool MatmulFp8OneDnn(const MatmulProblem& p) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return true;
   const int64_t k = w.cols;
-  thread_local AlignedBuffer x_scratch, w_scratch;
-  bf16* xb = Scratch(x_scratch, p.m * k);  // [m, k]: x rounded to bf16 once for every chunk
+  thread_local AlignedBuffer x_scratch;
+  // [m, k]: x rounded to bf16 once for every chunk
+  bf16* xb = GrowAligned<bf16>(x_scratch, static_cast<size_t>(p.m * k) * sizeof(bf16));
   RoundToBf16(p.x, p.m, p.ldx, k, xb);
-  const int64_t chunk = ChunkRows(w);
-  bf16* wb = Scratch(w_scratch, chunk * k);  // [chunk, k]
-  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, w.rows - r0);
-    DequantizeFp8ToBf16(w, r0, n, wb);
-    const WeightView block{DType::kBF16, n, k, k, wb};
-    if (!MatmulOneDnnBf16X({xb, p.m, k, block, p.y + r0, p.ldy})) return false;
-  }
-  return true;
+  return MatmulConvertedBf16(
+      xb, p, [&](int64_t first, int64_t count, bf16* out) { DequantizeFp8ToBf16(w, first, count, out); });
 }
 
 bool MatmulFp8SgemmAvx2(const MatmulProblem& p) {
-  const WeightView& w = p.w;
-  if (p.m <= 0 || w.rows <= 0) return true;
-  const int64_t k = w.cols;
-  thread_local AlignedBuffer w_scratch;
-  // Rows per chunk: the same 8 MiB as the bf16 chunks, of f32.
-  const int64_t chunk = std::max<int64_t>(1, ChunkRows(w) / 2);
-  float* wf = GrowAligned<float>(w_scratch, static_cast<size_t>(chunk * k) * sizeof(float));  // [chunk, k]
-  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, w.rows - r0);
-    DequantizeFp8ToF32Avx2(w, r0, n, wf);
-    if (!MatmulOneDnn({p.x, p.m, p.ldx, WeightView{DType::kF32, n, k, k, wf}, p.y + r0, p.ldy})) return false;
-  }
-  return true;
+  return MatmulConvertedF32(
+      p.x, p.ldx, p, [&](int64_t first, int64_t count, float* out) { DequantizeFp8ToF32Avx2(p.w, first, count, out); });
 }
 
 }  // namespace matmul_internal

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "kernels/matmul.h"
 
@@ -247,6 +248,23 @@ bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, i
 // MatmulBatched with x_stride 0 on the oneDNN path: x is rounded to bf16 once for
 // all heads. Same contract as MatmulOneDnn.
 bool MatmulOneDnnSharedX(const BatchedMatmulParams& p);
+
+// The large-m paths that hand oneDNN converted weights (fp8, block formats, bf16 on AVX2)
+// convert a bounded chunk of weight rows at a time into per-thread scratch:
+// ConvertedChunkRows(w, bytes per converted value) rows, 8 MiB of converted values in whole
+// 16-row GEMM tiles (matmul_onednn.cc), so a 129280 x 7168 matrix goes 576 rows of bf16 at a
+// time (8 MiB of scratch per thread, not 1.85 GB) while matrices up to 2048 x 2048 in bf16 are
+// one chunk and one GEMM (1408 x 2048 fp8 experts split in two cost ~25% more GEMM time in a
+// 64-token prefill).
+int64_t ConvertedChunkRows(const WeightView& w, int64_t value_bytes);
+// Fills out ([count, w.cols], row stride w.cols) with weight rows [first, first + count).
+template <class T> using ConvertRows = std::function<void(int64_t first, int64_t count, T* out)>;
+// y = x · w by oneDNN's sgemm on chunks of w's rows that `convert` turns into f32; x: [p.m,
+// p.w.cols] at row stride ldx (p.x itself, or a conversion of it). Same contract as
+// MatmulOneDnn.
+bool MatmulConvertedF32(const float* x, int64_t ldx, const MatmulProblem& p, const ConvertRows<float>& convert);
+// The same by oneDNN's bf16 GEMM with x already rounded to bf16 (xb: [p.m, p.w.cols]).
+bool MatmulConvertedBf16(const bf16* xb, const MatmulProblem& p, const ConvertRows<bf16>& convert);
 
 // ---- GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) and f16 weights --
 //

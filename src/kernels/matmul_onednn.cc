@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "base/aligned_buffer.h"
@@ -154,6 +155,43 @@ bool MatmulOneDnnBf16X(const Bf16XProblem& p) {
   if (p.m <= 0 || p.w.rows <= 0) return true;
   if (p.w.dtype != DType::kBF16) return false;
   return Run(ThreadContext(), p.x, p.m, p.ldx, p.w, p.y, p.ldy);
+}
+
+int64_t ConvertedChunkRows(const WeightView& w, int64_t value_bytes) {
+  constexpr int64_t kChunkBytes = int64_t{8} << 20;
+  int64_t rows = kChunkBytes / (std::max<int64_t>(w.cols, 1) * value_bytes);
+  rows = std::max<int64_t>(16, rows / 16 * 16);
+  return std::min(rows, w.rows);
+}
+
+bool MatmulConvertedF32(const float* x, int64_t ldx, const MatmulProblem& p, const ConvertRows<float>& convert) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return true;
+  const int64_t k = w.cols;
+  thread_local AlignedBuffer scratch;  // grown once per thread, shared by every f32 path
+  const int64_t chunk = ConvertedChunkRows(w, sizeof(float));
+  float* wf = GrowAligned<float>(scratch, static_cast<size_t>(chunk * k) * sizeof(float));  // [chunk, k]
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, w.rows - r0);
+    convert(r0, n, wf);
+    if (!MatmulOneDnn({x, p.m, ldx, WeightView{DType::kF32, n, k, k, wf}, p.y + r0, p.ldy})) return false;
+  }
+  return true;
+}
+
+bool MatmulConvertedBf16(const bf16* xb, const MatmulProblem& p, const ConvertRows<bf16>& convert) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return true;
+  const int64_t k = w.cols;
+  thread_local AlignedBuffer scratch;  // grown once per thread, shared by every bf16 path
+  const int64_t chunk = ConvertedChunkRows(w, sizeof(bf16));
+  bf16* wb = GrowAligned<bf16>(scratch, static_cast<size_t>(chunk * k) * sizeof(bf16));  // [chunk, k]
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, w.rows - r0);
+    convert(r0, n, wb);
+    if (!MatmulOneDnnBf16X({xb, p.m, k, WeightView{DType::kBF16, n, k, k, wb}, p.y + r0, p.ldy})) return false;
+  }
+  return true;
 }
 
 bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, int64_t k, int64_t n, int64_t ldb,
