@@ -50,9 +50,12 @@ constexpr int kMaxM = 3;
 // times 2^-48, so y has the same bits.
 constexpr float kXScale = 18446744073709551616.0f;    // 2^64
 constexpr float kWeightScale = 72057594037927936.0f;  // 2^56
+// The bits of a 32-bit lane that hold an e4m3 value once its byte sits at the lane's top,
+// shifted right by 4 (arithmetic): the sign on bit 31, exponent and mantissa on bits 26..20.
+inline __m256i Fp8FieldMask() { return _mm256_set1_epi32(static_cast<int>(0x87F00000u)); }
 inline __m256 Fp8E4M3x8AsF32Bits(__m128i bytes) {
   const __m256i v = _mm256_slli_epi32(_mm256_cvtepi8_epi32(bytes), 20);
-  return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
+  return _mm256_castsi256_ps(_mm256_and_si256(v, Fp8FieldMask()));
 }
 
 // 32 bytes -> 4 vectors of 8 weights each, the same bit patterns as Fp8E4M3x8AsF32Bits
@@ -65,7 +68,7 @@ inline __m256 Fp8E4M3x8AsF32Bits(__m128i bytes) {
 inline void Fp8E4M3x32AsF32Bits(const uint8_t* p, __m256 w[4]) {
   const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   const __m256i zero = _mm256_setzero_si256();
-  const __m256i mask = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  const __m256i mask = Fp8FieldMask();
   const __m256i lo = _mm256_srai_epi16(_mm256_unpacklo_epi8(zero, bytes), 4);
   const __m256i hi = _mm256_srai_epi16(_mm256_unpackhi_epi8(zero, bytes), 4);
   w[0] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(lo, 16), mask));
