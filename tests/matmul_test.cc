@@ -15,6 +15,7 @@
 
 #include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
+#include "test_util.h"
 
 namespace latte {
 namespace {
@@ -761,6 +762,39 @@ TEST(MatmulFp8Test, GemvAvx2) {
   for (int64_t m = 1; m <= 16; ++m) {
     CheckPath(gemv, MakeProblem(m, 4 * 3 + 3, 100, DType::kF8E4M3, 1, 6, 16, 24), kF32Tol);
     CheckPath(gemv, MakeProblem(m, 4 * 3 + 3, 77, DType::kF8E4M3, 1, 6, 16, 16), kF32Tol);
+  }
+}
+
+// From kFp8Avx2BlockedMinRows rows of x the AVX2 fp8 GEMV runs its tiles blocked for cache;
+// every output keeps the tiles' bits, so a row's result does not depend on the rows beside
+// it. Against the same rows in runs of 4-7 (the tiles): several 32-row weight blocks and an
+// odd last row, column spans of several scale blocks, scale blocks of 3 rows (a row pair
+// across two), k not a multiple of 8, every x tile size, a padded row stride, 1 and 2
+// threads.
+TEST(MatmulFp8Test, GemvAvx2BlockedMatchesTiles) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  static_assert(matmul_internal::kFp8Avx2BlockedMinRows == 8, "the runs of 4-7 rows below take the tiles");
+  const Fp8Shape shapes[] = {{37, 75, 300, 1, 128, 128}, {8, 64, 2048, 0, 128, 128}, {13, 33, 200, 2, 16, 16},
+                             {50, 70, 1030, 0, 32, 48},  {63, 9, 520, 3, 128, 128},  {21, 40, 260, 0, 3, 32}};
+  uint32_t seed = 130;
+  for (const Fp8Shape& s : shapes) {
+    SCOPED_TRACE(testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k);
+    const Problem p = MakeProblem(s.m, s.n, s.k, DType::kF8E4M3, s.pad, seed++, s.block_rows, s.block_cols);
+    for (int threads : {1, 2}) {
+      testing_util::ScopedOmpThreads team(threads);
+      std::vector<float> blocked(static_cast<size_t>(p.m * p.ldy)), tiles(blocked.size());
+      matmul_internal::GemvFp8Avx2({p.x.data(), p.m, p.ldx, p.View(), blocked.data(), p.ldy});
+      for (int64_t i = 0; i < p.m;) {
+        const int64_t rows = p.m - i >= 8 ? 4 : p.m - i;  // 4-7: the tiles
+        matmul_internal::GemvFp8Avx2({p.x.data() + i * p.ldx, rows, p.ldx, p.View(), tiles.data() + i * p.ldy, p.ldy});
+        i += rows;
+      }
+      for (int64_t i = 0; i < p.m; ++i) {
+        for (int64_t n = 0; n < p.n; ++n) {
+          ASSERT_EQ(blocked[i * p.ldy + n], tiles[i * p.ldy + n]) << "y[" << i << "][" << n << "], " << threads;
+        }
+      }
+    }
   }
 }
 

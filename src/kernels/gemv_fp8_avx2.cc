@@ -29,11 +29,13 @@
 #include <cstring>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/check.h"
 #include "base/parallel.h"
 #include "base/scratch.h"
 #include "kernels/avx2_inl.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/row_prefetch_inl.h"
 
 namespace latte::matmul_internal {
 namespace {
@@ -52,7 +54,9 @@ constexpr float kXScale = 18446744073709551616.0f;    // 2^64
 constexpr float kWeightScale = 72057594037927936.0f;  // 2^56
 // The bits of a 32-bit lane that hold an e4m3 value once its byte sits at the lane's top,
 // shifted right by 4 (arithmetic): the sign on bit 31, exponent and mantissa on bits 26..20.
-inline __m256i Fp8FieldMask() { return _mm256_set1_epi32(static_cast<int>(0x87F00000u)); }
+alignas(32) constexpr uint32_t kFieldMaskBits[8] = {0x87F00000u, 0x87F00000u, 0x87F00000u, 0x87F00000u,
+                                                    0x87F00000u, 0x87F00000u, 0x87F00000u, 0x87F00000u};
+inline __m256i Fp8FieldMask() { return _mm256_load_si256(reinterpret_cast<const __m256i*>(kFieldMaskBits)); }
 inline __m256 Fp8E4M3x8AsF32Bits(__m128i bytes) {
   const __m256i v = _mm256_slli_epi32(_mm256_cvtepi8_epi32(bytes), 20);
   return _mm256_castsi256_ps(_mm256_and_si256(v, Fp8FieldMask()));
@@ -250,6 +254,179 @@ void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n
   }
 }
 
+// ---- Blocked for cache: from kFp8Avx2BlockedMinRows rows of x (a prefill's experts) ----
+// Tile runs each x tile of up to 3 rows over whole weight rows, so every 8 weights are
+// widened again for each 3 x rows and the x tiles stream from L2 at every weight row pair.
+// Here a block of kBlockedRows weight rows stays in L2 while each 6-row x tile's slice of
+// columns, in L1, meets every row pair of it, as gemm_bf16_avx2.cc does for bf16. Per
+// (x row, weight row) the 8-lane block sums, their order, the close by the block scale and
+// the horizontal sum are Tile's, so y is the tiles' to the bit, whatever m.
+constexpr int kBlockedTileM = 6;
+constexpr int kBlockedTileR = 2;
+constexpr int64_t kBlockedRows = 32;       // 32 x 2048 e4m3 = 64 KiB in L2
+constexpr int64_t kBlockedSpanCols = 512;  // a 6-row x slice of 512 f32: 12 KiB in L1
+
+// `steps` 8-column steps of Tile<6, 2>'s inner loop from x (row stride ldx) and w (row
+// stride ld), in assembly: GCC keeps the intrinsics version's 12 sums in memory. The same
+// FMAs on the same values in the same order per sum, so the same bits.
+inline void Fp8Steps6x2(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t steps, __m256 (&acc)[6][2]) {
+  __m256 a00 = acc[0][0], a01 = acc[0][1], a10 = acc[1][0], a11 = acc[1][1], a20 = acc[2][0], a21 = acc[2][1];
+  __m256 a30 = acc[3][0], a31 = acc[3][1], a40 = acc[4][0], a41 = acc[4][1], a50 = acc[5][0], a51 = acc[5][1];
+  const float* x3 = x + 3 * ldx;
+  const int64_t ldx4 = ldx * 4;
+  for (int64_t s = 0; s < steps; ++s, x += 8, x3 += 8, w += 8) {
+    asm("vpmovsxbd (%[w]), %%ymm12\n\t"
+        "vpmovsxbd (%[w],%[ld]), %%ymm13\n\t"
+        "vpslld $20, %%ymm12, %%ymm12\n\t"
+        "vpslld $20, %%ymm13, %%ymm13\n\t"
+        "vpand %[mask], %%ymm12, %%ymm12\n\t"
+        "vpand %[mask], %%ymm13, %%ymm13\n\t"
+        "vmovups (%[x]), %%ymm14\n\t"
+        "vfmadd231ps %%ymm12, %%ymm14, %t[a00]\n\t"
+        "vfmadd231ps %%ymm13, %%ymm14, %t[a01]\n\t"
+        "vmovups (%[x],%[ldx4]), %%ymm15\n\t"
+        "vfmadd231ps %%ymm12, %%ymm15, %t[a10]\n\t"
+        "vfmadd231ps %%ymm13, %%ymm15, %t[a11]\n\t"
+        "vmovups (%[x],%[ldx4],2), %%ymm14\n\t"
+        "vfmadd231ps %%ymm12, %%ymm14, %t[a20]\n\t"
+        "vfmadd231ps %%ymm13, %%ymm14, %t[a21]\n\t"
+        "vmovups (%[x3]), %%ymm15\n\t"
+        "vfmadd231ps %%ymm12, %%ymm15, %t[a30]\n\t"
+        "vfmadd231ps %%ymm13, %%ymm15, %t[a31]\n\t"
+        "vmovups (%[x3],%[ldx4]), %%ymm14\n\t"
+        "vfmadd231ps %%ymm12, %%ymm14, %t[a40]\n\t"
+        "vfmadd231ps %%ymm13, %%ymm14, %t[a41]\n\t"
+        "vmovups (%[x3],%[ldx4],2), %%ymm15\n\t"
+        "vfmadd231ps %%ymm12, %%ymm15, %t[a50]\n\t"
+        "vfmadd231ps %%ymm13, %%ymm15, %t[a51]\n\t"
+        : [a00] "+x"(a00), [a01] "+x"(a01), [a10] "+x"(a10), [a11] "+x"(a11), [a20] "+x"(a20), [a21] "+x"(a21),
+          [a30] "+x"(a30), [a31] "+x"(a31), [a40] "+x"(a40), [a41] "+x"(a41), [a50] "+x"(a50), [a51] "+x"(a51)
+        : [x] "r"(x), [x3] "r"(x3), [ldx4] "r"(ldx4), [w] "r"(w), [ld] "r"(ld), [mask] "m"(kFieldMaskBits)
+        : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+  }
+  acc[0][0] = a00, acc[0][1] = a01, acc[1][0] = a10, acc[1][1] = a11, acc[2][0] = a20, acc[2][1] = a21;
+  acc[3][0] = a30, acc[3][1] = a31, acc[4][0] = a40, acc[4][1] = a41, acc[5][0] = a50, acc[5][1] = a51;
+}
+
+// Tile's inner loop for other tile shapes (the last x tile, an odd last weight row).
+template <int M, int R>
+inline void Fp8Steps(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t steps, __m256 (&acc)[M][R]) {
+  for (int64_t s = 0; s < steps; ++s, x += 8, w += 8) {
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r)
+      wv[r] = Fp8E4M3x8AsF32Bits(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + r * ld)));
+    for (int i = 0; i < M; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x + i * ldx);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+}
+
+// Column blocks [b0, b1) of x rows [0, M) (row stride ldx) against weight rows [0, R) of w
+// (row stride ld; scale_rows[r]: row r's scales), each block's sums closed into `total`
+// ([M][R], zero before block 0) as Tile closes them; after the last block, y.
+template <int M, int R> void BlockedTile(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
+                                         int64_t block_cols, int64_t b0, int64_t b1, const float* const* scale_rows,
+                                         __m256* total, float* y, int64_t ldy) {
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t k0 = b * block_cols, k1 = std::min(k, k0 + block_cols);
+    __m256 acc[M][R];
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+    }
+    const int64_t steps = (k1 - k0) / 8;
+    if constexpr (M == kBlockedTileM && R == kBlockedTileR) {
+      if (steps > 0) Fp8Steps6x2(x + k0, ldx, w + k0, ld, steps, acc);
+    } else {
+      Fp8Steps<M, R>(x + k0, ldx, w + k0, ld, steps, acc);
+    }
+    const int64_t kk = k0 + steps * 8;
+    if (kk < k1) {  // only in the last block, when k is not a multiple of 8
+      const __m256i mask = TailMask8(k1 - kk);
+      __m256 wv[R];
+      for (int r = 0; r < R; ++r) {
+        alignas(16) uint8_t buf[16] = {};
+        std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k1 - kk));
+        wv[r] = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+      }
+      for (int i = 0; i < M; ++i) {
+        const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, mask);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 s = _mm256_set1_ps(scale_rows[r][b] * kWeightScale);
+      for (int i = 0; i < M; ++i) total[i * R + r] = _mm256_fmadd_ps(acc[i][r], s, total[i * R + r]);
+    }
+  }
+  if (b1 * block_cols < k) return;
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(total[i * R + r]);
+  }
+}
+
+struct BlockedOperands {
+  const float* xs;  // x × kXScale: [m, k]
+  int64_t m;
+  const WeightView& w;
+  float* y;
+  int64_t ldy;
+};
+
+// x rows [i, i + M) against weight rows [n0, n1) (one block), column blocks [b0, b1);
+// totals: [n1 - n0][M] sums of this x tile and block, zeroed by the caller before block 0.
+template <int M> void BlockedXTile(const BlockedOperands& o, int64_t i, int64_t n0, int64_t n1, int64_t b0, int64_t b1,
+                                   __m256* totals, RowPrefetch& prefetch) {
+  const WeightView& w = o.w;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t k = w.cols;
+  const float* xi = o.xs + i * k;
+  float* yi = o.y + i * o.ldy;
+  int64_t n = n0;
+  for (; n + kBlockedTileR <= n1; n += kBlockedTileR) {
+    prefetch.Next();
+    const float* scales[kBlockedTileR] = {w.ScaleRow(n), w.ScaleRow(n + 1)};
+    BlockedTile<M, kBlockedTileR>(xi, k, base + n * w.ld, w.ld, k, w.block_cols, b0, b1, scales, totals + (n - n0) * M,
+                                  yi + n, o.ldy);
+  }
+  for (; n < n1; ++n) {
+    const float* scales[1] = {w.ScaleRow(n)};
+    BlockedTile<M, 1>(xi, k, base + n * w.ld, w.ld, k, w.block_cols, b0, b1, scales, totals + (n - n0) * M, yi + n,
+                      o.ldy);
+  }
+}
+
+// Weight rows [n0, n1): block by block, span by span (whole column blocks), every x tile
+// over each.
+void BlockedRows(const BlockedOperands& o, int64_t n0, int64_t n1) {
+  const WeightView& w = o.w;
+  const int64_t k = w.cols;
+  const int64_t blocks = (k + w.block_cols - 1) / w.block_cols;
+  const int64_t span_blocks = std::max<int64_t>(1, kBlockedSpanCols / w.block_cols);
+  thread_local AlignedBuffer storage;  // [m][kBlockedRows] sums; grown only
+  __m256* totals = GrowAligned<__m256>(storage, static_cast<size_t>(o.m * kBlockedRows) * sizeof(__m256));
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t r0 = n0; r0 < n1; r0 += kBlockedRows) {
+    const int64_t r1 = std::min(n1, r0 + kBlockedRows);
+    std::fill(totals, totals + o.m * kBlockedRows, _mm256_setzero_ps());
+    // The next block of weight rows into L2 over this one's calls of Next.
+    const int64_t next1 = std::min(n1, r1 + kBlockedRows);
+    const int64_t calls = (o.m + kBlockedTileM - 1) / kBlockedTileM * ((r1 - r0) / kBlockedTileR) *
+                          ((blocks + span_blocks - 1) / span_blocks);
+    RowPrefetch prefetch;
+    if (next1 > r1) prefetch = RowPrefetch(base + r1 * w.ld, w.ld, next1 - r1, k, calls);
+    for (int64_t b0 = 0; b0 < blocks; b0 += span_blocks) {
+      const int64_t b1 = std::min(blocks, b0 + span_blocks);
+      int64_t i = 0;
+      for (; i + kBlockedTileM <= o.m; i += kBlockedTileM) {
+        BlockedXTile<kBlockedTileM>(o, i, r0, r1, b0, b1, totals + i * kBlockedRows, prefetch);
+      }
+      WithTileRows<kBlockedTileM - 1>(
+          o.m - i, [&]<int M>() { BlockedXTile<M>(o, i, r0, r1, b0, b1, totals + i * kBlockedRows, prefetch); });
+    }
+  }
+}
+
 }  // namespace
 
 void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
@@ -273,8 +450,10 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
     for (; c < k; ++c) xs[i * k + c] = p.x[i * p.ldx + c] * kXScale;
   }
   const bool parallel = threaded && w.rows >= 2 * kRows && WorthParallel(w.rows * w.cols);
+  const BlockedOperands blocked{xs, p.m, w, p.y, p.ldy};
   // A contiguous, kRows-aligned share per thread: one sequential region each.
   SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
+    if (!stream && p.m >= kFp8Avx2BlockedMinRows) return BlockedRows(blocked, rows.begin, rows.end);
     if (!stream) return Rows(xs, p.m, k, w, rows.begin, rows.end, p.y, p.ldy);
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
     for (int64_t n = rows.begin; n < rows.end; ++n) {

@@ -189,6 +189,9 @@ bool MatmulFp8OneDnn(const MatmulProblem& p);
 bool MatmulFp8SgemmAvx2(const MatmulProblem& p);
 void DequantizeFp8ToF32Avx2(const WeightView& w, int64_t first, int64_t count, float* out);
 inline constexpr int64_t kFp8Avx2GemvMaxRows = 63;
+// From this many rows of x GemvFp8Avx2 runs its tiles blocked for cache (gemv_fp8_avx2.cc):
+// the same sums to the bit, the weights widened once per 6 x rows instead of 3.
+inline constexpr int64_t kFp8Avx2BlockedMinRows = 8;
 
 // Large-m product with a bf16 weight on CPUs without AVX-512, where oneDNN 2.6 has no
 // fast bf16 GEMM (matmul_bf16_sgemm.cc): x rounded to bf16 (as on every bf16 path) and
