@@ -153,6 +153,32 @@ template <int M> inline void StreamRow(const float* xs, const uint8_t* w, int64_
   for (int i = 0; i < M; ++i) y[i * ldy] = HorizontalSum(total[i]);
 }
 
+// The last step of a row whose k is not a multiple of 8: `cols` (< 8) columns, x read
+// through a mask, the weights through a zeroed copy.
+template <int M, int R>
+inline void TailStep(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t cols, __m256 (&acc)[M][R]) {
+  const __m256i mask = TailMask8(cols);
+  __m256 wv[R];
+  for (int r = 0; r < R; ++r) {
+    alignas(16) uint8_t buf[16] = {};
+    std::memcpy(buf, w + r * ld, static_cast<size_t>(cols));
+    wv[r] = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+  }
+  for (int i = 0; i < M; ++i) {
+    const __m256 xv = _mm256_maskload_ps(x + i * ldx, mask);
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+  }
+}
+
+// total[i · R + r] += a block's 8-lane sums acc[i][r] × the block's scale of weight row r.
+template <int M, int R>
+inline void CloseBlock(const __m256 (&acc)[M][R], const float* const* scale_rows, int64_t block, __m256* total) {
+  for (int r = 0; r < R; ++r) {
+    const __m256 s = _mm256_set1_ps(scale_rows[r][block] * kWeightScale);
+    for (int i = 0; i < M; ++i) total[i * R + r] = _mm256_fmadd_ps(acc[i][r], s, total[i * R + r]);
+  }
+}
+
 // Weight rows per tile for M x rows: 2·M·R accumulators + R weights + 1 x <= 16.
 template <int M> constexpr int TileRows() { return M == 1 ? 4 : 2; }
 
@@ -162,10 +188,8 @@ template <int M> constexpr int TileRows() { return M == 1 ? 4 : 2; }
 template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w, int64_t ld, int64_t k,
                                   const float* const* scale_rows, int64_t block_cols, float* y, int64_t ldy,
                                   const uint8_t* const* prefetch) {
-  __m256 total[M][R];
-  for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) total[i][r] = _mm256_setzero_ps();
-  }
+  __m256 total[M * R];
+  for (int j = 0; j < M * R; ++j) total[j] = _mm256_setzero_ps();
   for (int64_t k0 = 0, block = 0; k0 < k; k0 += block_cols, ++block) {
     const int64_t k1 = std::min(k, k0 + block_cols);
     __m256 acc[M][R];
@@ -185,26 +209,11 @@ template <int M, int R> void Tile(const float* x, int64_t ldx, const uint8_t* w,
         for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
       }
     }
-    if (kk < k1) {  // only in the last block, when k is not a multiple of 8
-      const __m256i mask = TailMask8(k1 - kk);
-      __m256 wv[R];
-      for (int r = 0; r < R; ++r) {
-        alignas(16) uint8_t buf[16] = {};
-        std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k1 - kk));
-        wv[r] = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
-      }
-      for (int i = 0; i < M; ++i) {
-        const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, mask);
-        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m256 s = _mm256_set1_ps(scale_rows[r][block] * kWeightScale);
-      for (int i = 0; i < M; ++i) total[i][r] = _mm256_fmadd_ps(acc[i][r], s, total[i][r]);
-    }
+    if (kk < k1) TailStep<M, R>(x + kk, ldx, w + kk, ld, k1 - kk, acc);  // the last block, k % 8 != 0
+    CloseBlock<M, R>(acc, scale_rows, block, total);
   }
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(total[i][r]);
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(total[i * R + r]);
   }
 }
 
@@ -341,23 +350,8 @@ template <int M, int R> void BlockedTile(const float* x, int64_t ldx, const uint
       Fp8Steps<M, R>(x + k0, ldx, w + k0, ld, steps, acc);
     }
     const int64_t kk = k0 + steps * 8;
-    if (kk < k1) {  // only in the last block, when k is not a multiple of 8
-      const __m256i mask = TailMask8(k1 - kk);
-      __m256 wv[R];
-      for (int r = 0; r < R; ++r) {
-        alignas(16) uint8_t buf[16] = {};
-        std::memcpy(buf, w + r * ld + kk, static_cast<size_t>(k1 - kk));
-        wv[r] = Fp8E4M3x8AsF32Bits(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
-      }
-      for (int i = 0; i < M; ++i) {
-        const __m256 xv = _mm256_maskload_ps(x + i * ldx + kk, mask);
-        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m256 s = _mm256_set1_ps(scale_rows[r][b] * kWeightScale);
-      for (int i = 0; i < M; ++i) total[i * R + r] = _mm256_fmadd_ps(acc[i][r], s, total[i * R + r]);
-    }
+    if (kk < k1) TailStep<M, R>(x + kk, ldx, w + kk, ld, k1 - kk, acc);  // the last block, k % 8 != 0
+    CloseBlock<M, R>(acc, scale_rows, b, total);
   }
   if (b1 * block_cols < k) return;
   for (int i = 0; i < M; ++i) {

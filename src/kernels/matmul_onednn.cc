@@ -14,6 +14,7 @@
 #include <dnnl.hpp>
 
 #include <algorithm>
+#include <type_traits>
 #include <unordered_map>
 
 #include "base/aligned_buffer.h"
@@ -140,6 +141,26 @@ bf16* Scratch(Context& c, int64_t count) {
   return GrowAligned<bf16>(c.x_bf16, bytes);
 }
 
+// The chunk loop of MatmulConvertedF32 / MatmulConvertedBf16: each chunk of w's rows
+// converted to T in per-thread scratch (one buffer per T, grown only), then
+// multiply(chunk's view, its y columns).
+template <class T, class Multiply>
+bool ConvertedChunks(const MatmulProblem& p, const ConvertRows<T>& convert, Multiply&& multiply) {
+  const WeightView& w = p.w;
+  if (p.m <= 0 || w.rows <= 0) return true;
+  const int64_t k = w.cols;
+  thread_local AlignedBuffer scratch;
+  const int64_t chunk = ConvertedChunkRows(w, sizeof(T));
+  T* converted = GrowAligned<T>(scratch, static_cast<size_t>(chunk * k) * sizeof(T));  // [chunk, k]
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, w.rows - r0);
+    convert(r0, n, converted);
+    constexpr DType kType = std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
+    if (!multiply(WeightView{kType, n, k, k, converted}, p.y + r0)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool MatmulOneDnn(const MatmulProblem& p) {
@@ -165,33 +186,15 @@ int64_t ConvertedChunkRows(const WeightView& w, int64_t value_bytes) {
 }
 
 bool MatmulConvertedF32(const float* x, int64_t ldx, const MatmulProblem& p, const ConvertRows<float>& convert) {
-  const WeightView& w = p.w;
-  if (p.m <= 0 || w.rows <= 0) return true;
-  const int64_t k = w.cols;
-  thread_local AlignedBuffer scratch;  // grown once per thread, shared by every f32 path
-  const int64_t chunk = ConvertedChunkRows(w, sizeof(float));
-  float* wf = GrowAligned<float>(scratch, static_cast<size_t>(chunk * k) * sizeof(float));  // [chunk, k]
-  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, w.rows - r0);
-    convert(r0, n, wf);
-    if (!MatmulOneDnn({x, p.m, ldx, WeightView{DType::kF32, n, k, k, wf}, p.y + r0, p.ldy})) return false;
-  }
-  return true;
+  return ConvertedChunks<float>(p, convert, [&](const WeightView& chunk, float* y) {
+    return MatmulOneDnn({x, p.m, ldx, chunk, y, p.ldy});
+  });
 }
 
 bool MatmulConvertedBf16(const bf16* xb, const MatmulProblem& p, const ConvertRows<bf16>& convert) {
-  const WeightView& w = p.w;
-  if (p.m <= 0 || w.rows <= 0) return true;
-  const int64_t k = w.cols;
-  thread_local AlignedBuffer scratch;  // grown once per thread, shared by every bf16 path
-  const int64_t chunk = ConvertedChunkRows(w, sizeof(bf16));
-  bf16* wb = GrowAligned<bf16>(scratch, static_cast<size_t>(chunk * k) * sizeof(bf16));  // [chunk, k]
-  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, w.rows - r0);
-    convert(r0, n, wb);
-    if (!MatmulOneDnnBf16X({xb, p.m, k, WeightView{DType::kBF16, n, k, k, wb}, p.y + r0, p.ldy})) return false;
-  }
-  return true;
+  return ConvertedChunks<bf16>(p, convert, [&](const WeightView& chunk, float* y) {
+    return MatmulOneDnnBf16X({xb, p.m, p.w.cols, chunk, y, p.ldy});
+  });
 }
 
 bool MatmulOneDnnF32KN(const float* x, int64_t m, int64_t ldx, const float* b, int64_t k, int64_t n, int64_t ldb,
