@@ -796,6 +796,13 @@ TEST(MatmulFp8Test, GemvAvx2BlockedMatchesTiles) {
       }
     }
   }
+  // k = 0: every output is the empty sum.
+  const Problem empty = MakeProblem(9, 5, 0, DType::kF8E4M3, 1);
+  std::vector<float> y(static_cast<size_t>(empty.m * empty.ldy), std::nanf(""));
+  matmul_internal::GemvFp8Avx2({empty.x.data(), empty.m, empty.ldx, empty.View(), y.data(), empty.ldy});
+  for (int64_t i = 0; i < empty.m; ++i) {
+    for (int64_t n = 0; n < empty.n; ++n) ASSERT_EQ(y[i * empty.ldy + n], 0.0f) << "y[" << i << "][" << n << "]";
+  }
 }
 
 // Past kFp8Avx2GemvMaxRows rows of x, AVX2 CPUs multiply fp8 weights dequantized to f32

@@ -447,7 +447,8 @@ void GemvFp8Avx2(const MatmulProblem& p, bool threaded) {
   const BlockedOperands blocked{xs, p.m, w, p.y, p.ldy};
   // A contiguous, kRows-aligned share per thread: one sequential region each.
   SplitRowsOverThreads(parallel, w.rows, kRows, [&](RowRange rows) {
-    if (!stream && p.m >= kFp8Avx2BlockedMinRows) return BlockedRows(blocked, rows.begin, rows.end);
+    // (k = 0: the tiles write the empty sums; the blocked run has no column block to close.)
+    if (!stream && p.m >= kFp8Avx2BlockedMinRows && k > 0) return BlockedRows(blocked, rows.begin, rows.end);
     if (!stream) return Rows(xs, p.m, k, w, rows.begin, rows.end, p.y, p.ldy);
     const uint8_t* base = static_cast<const uint8_t*>(w.data);
     for (int64_t n = rows.begin; n < rows.end; ++n) {
