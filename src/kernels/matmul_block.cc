@@ -376,14 +376,9 @@ void DequantizeRowsToBf16(const WeightView& w, int64_t first, int64_t count, bf1
 
 bool MatmulBlockOneDnn(const MatmulProblem& p, bool bf16_gemm) {
   const WeightView& w = p.w;
-  if (p.m <= 0 || w.rows <= 0) return true;
-  const int64_t k = w.cols;
   if (bf16_gemm && w.dtype != DType::kF16) {
-    thread_local AlignedBuffer x_scratch;
-    bf16* xb = Scratch<bf16>(x_scratch, p.m * k);  // [m, k]: x rounded to bf16 once for every chunk
-    RoundToBf16(p.x, p.m, p.ldx, k, xb);
     return MatmulConvertedBf16(
-        xb, p, [&](int64_t first, int64_t count, bf16* out) { DequantizeRowsToBf16(w, first, count, out); });
+        p, [&](int64_t first, int64_t count, bf16* out) { DequantizeRowsToBf16(w, first, count, out); });
   }
   return MatmulConvertedF32(
       p.x, p.ldx, p, [&](int64_t first, int64_t count, float* out) { DequantizeRowsToF32(w, first, count, out); });

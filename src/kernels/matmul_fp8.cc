@@ -94,15 +94,8 @@ void DequantizeFp8ToBf16Portable(const WeightView& w, int64_t first, int64_t cou
 }
 
 bool MatmulFp8OneDnn(const MatmulProblem& p) {
-  const WeightView& w = p.w;
-  if (p.m <= 0 || w.rows <= 0) return true;
-  const int64_t k = w.cols;
-  thread_local AlignedBuffer x_scratch;
-  // [m, k]: x rounded to bf16 once for every chunk
-  bf16* xb = GrowAligned<bf16>(x_scratch, static_cast<size_t>(p.m * k) * sizeof(bf16));
-  RoundToBf16(p.x, p.m, p.ldx, k, xb);
   return MatmulConvertedBf16(
-      xb, p, [&](int64_t first, int64_t count, bf16* out) { DequantizeFp8ToBf16(w, first, count, out); });
+      p, [&](int64_t first, int64_t count, bf16* out) { DequantizeFp8ToBf16(p.w, first, count, out); });
 }
 
 bool MatmulFp8SgemmAvx2(const MatmulProblem& p) {

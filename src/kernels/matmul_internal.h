@@ -266,8 +266,8 @@ template <class T> using ConvertRows = std::function<void(int64_t first, int64_t
 // p.w.cols] at row stride ldx (p.x itself, or a conversion of it). Same contract as
 // MatmulOneDnn.
 bool MatmulConvertedF32(const float* x, int64_t ldx, const MatmulProblem& p, const ConvertRows<float>& convert);
-// The same by oneDNN's bf16 GEMM with x already rounded to bf16 (xb: [p.m, p.w.cols]).
-bool MatmulConvertedBf16(const bf16* xb, const MatmulProblem& p, const ConvertRows<bf16>& convert);
+// The same by oneDNN's bf16 GEMM, p.x rounded to bf16 once for every chunk.
+bool MatmulConvertedBf16(const MatmulProblem& p, const ConvertRows<bf16>& convert);
 
 // ---- GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) and f16 weights --
 //

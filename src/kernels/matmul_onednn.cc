@@ -191,7 +191,10 @@ bool MatmulConvertedF32(const float* x, int64_t ldx, const MatmulProblem& p, con
   });
 }
 
-bool MatmulConvertedBf16(const bf16* xb, const MatmulProblem& p, const ConvertRows<bf16>& convert) {
+bool MatmulConvertedBf16(const MatmulProblem& p, const ConvertRows<bf16>& convert) {
+  if (p.m <= 0 || p.w.rows <= 0) return true;
+  bf16* xb = Scratch(ThreadContext(), p.m * p.w.cols);  // [m, k]: x rounded once for every chunk
+  RoundToBf16(p.x, p.m, p.ldx, p.w.cols, xb);
   return ConvertedChunks<bf16>(p, convert, [&](const WeightView& chunk, float* y) {
     return MatmulOneDnnBf16X({xb, p.m, p.w.cols, chunk, y, p.ldy});
   });
