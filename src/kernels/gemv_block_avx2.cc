@@ -298,13 +298,19 @@ void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float*
   }
 }
 
-// Formats whose m = 1 product streams one row at a time (Tile's kStream): Q8_0, measured
-// from memory alternating per call (2 threads) ~1.06x against four rows with the software
-// prefetch (128 expert matrices of 1408 x 2048) and ~1.05x (102400 x 2048), ~1.0x from
-// cache, when the stream had no prefetch of its own; with it (kStreamPrefetchBytes), on Zen 2
-// 28-29 GB/s against 25.5 for four rows. Q4_K / Q6_K's TileM1 already take one row; without
-// its prefetch they measured 0.86-1.22x and 0.93-1.04x, so it stays.
+// Formats whose m = 1 product streams with Tile's kStream: Q8_0. One row at a time it
+// measured from memory (alternating per call, 2 threads) ~1.06x against four adjacent rows
+// with the software prefetch (128 expert matrices of 1408 x 2048), ~1.05x on 102400 x 2048,
+// ~1.0x from cache; with its own prefetch (kStreamPrefetchBytes) 28-29 GB/s on Zen 2 against
+// 25.5. Now a row of each of kBlockRowStreams spans side by side (ForSpanRows).
 template <class F> constexpr bool kStreamM1 = std::is_same_v<F, FormatQ8_0>;
+
+// Spans read side by side at m = 1 (Q8_0's Tile; Q4_K / Q6_K's TileM1 take the spans' rows
+// in turn, one row at a time), each with the prefetch kStreamPrefetchBytes ahead. tg128 on
+// Zen 2, 2 threads: the Q8_0 file 50-52 tok/s as one stream, 68-70 as 2 spans, 70-76 as 3,
+// 62-64 as 4 (no prefetch), 69-70 as 5; the Q4_K_M file 68 -> 72-73 as 2 or 3 (the K
+// formats' arithmetic bounds them near 27-33 GB/s), 70.6 as 4.
+constexpr int kBlockRowStreams = 3;
 
 template <class F>
 void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
@@ -316,11 +322,30 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   g.dx_m1 = kSlotTree<F> && x.m % kBlockMaxM == 1 ? CompactSlotScales(x, x.m - 1) : nullptr;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   if (kStreamM1<F> && x.m == 1) {
+    constexpr int S = kBlockRowStreams;
+    n0 = ForSpanRows<S>(n0, n1, [&](int64_t row, int64_t span) {
+      float ys[S];
+      Tile<F, 1, S, /*kStream=*/true>(x, 0, base + row * g.row_bytes, span * g.row_bytes, g.units, kStreamPrefetchBytes,
+                                      ys, 1);
+      for (int s = 0; s < S; ++s) y[row + s * span] = ys[s];
+    });
     for (int64_t n = n0; n < n1; ++n) {
       Tile<F, 1, 1, /*kStream=*/true>(x, 0, base + n * g.row_bytes, g.row_bytes, g.units, kStreamPrefetchBytes, y + n,
                                       ldy);
     }
     return;
+  }
+  if constexpr (kSlotTree<F>) {
+    if (x.m == 1) {
+      // TileM1 already takes one row at a time (its arithmetic, not the memory, bounds it):
+      // here the rows of the spans in turn.
+      n0 = ForSpanRows<kBlockRowStreams>(n0, n1, [&](int64_t row, int64_t span) {
+        for (int s = 0; s < kBlockRowStreams; ++s) {
+          const int64_t n = row + s * span;
+          TileM1<F>(x, 0, g.dx_m1, base + n * g.row_bytes, g.units, kStreamPrefetchBytes, y + n);
+        }
+      });
+    }
   }
   int64_t n = n0;
   for (; n + kBlockRows <= n1; n += kBlockRows) RowGroup<F, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);
