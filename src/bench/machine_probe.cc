@@ -10,6 +10,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
+#include "base/parallel.h"
 
 namespace latte {
 namespace {
@@ -141,18 +142,57 @@ double RunComputeProbe(float (*loop)(int64_t, float), double flops_per_iteration
   return best;
 }
 
-// The best GB/s of `repeats` reads of data [n] on `threads` threads.
+// The sum of data [n] read as S contiguous spans side by side, 8 independent sums per
+// span so that the loads, not the adds' latency, set the pace.
+template <int S> float SumSpans(const float* data, int64_t n) {
+  const int64_t span = n / S / 8 * 8;
+  float acc[S][8] = {};
+  for (int64_t i = 0; i < span; i += 8) {
+    for (int s = 0; s < S; ++s) {
+      for (int l = 0; l < 8; ++l) acc[s][l] += data[s * span + i + l];
+    }
+  }
+  float total = 0;
+  for (int64_t i = S * span; i < n; ++i) total += data[i];
+  for (const auto& a : acc) {
+    for (float v : a) total += v;
+  }
+  return total;
+}
+
+// Streams per thread the read probe tries, keeping the best: how many a core needs in
+// flight to draw what the memory gives differs by CPU. On a Zen 2 (2 threads, 1 GiB, 2 MiB
+// pages) one stream per thread read 33-35 GB/s, 3 read 41-45, 5 to 9 52-57 (even counts,
+// their spans a power of two apart, read no more than one); a Zen 4 read the most as one
+// stream (docs/benchmarks.md, "Decode GEMVs that read the weights as one stream").
+constexpr int kReadSpans[] = {1, 3, 5, 7};
+
+float SumThreadShare(const float* data, int64_t n, int spans) {
+  const RowRange share = ThisThreadRows(n, 16);  // 64-byte aligned shares
+  const float* p = data + share.begin;
+  switch (spans) {
+    case 1: return SumSpans<1>(p, share.size());
+    case 3: return SumSpans<3>(p, share.size());
+    case 5: return SumSpans<5>(p, share.size());
+    default: return SumSpans<7>(p, share.size());
+  }
+}
+
+// The best GB/s of `repeats` reads of data [n] on `threads` threads, each repeat once
+// per span count of kReadSpans.
 double ReadPasses(const float* data, size_t n, int repeats, int threads) {
   double best = 0;
   volatile float sink = 0;
   for (int r = 0; r < repeats; ++r) {
-    const auto t0 = Clock::now();
-    float total = 0;
-#pragma omp parallel for simd reduction(+ : total) schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; ++i) total += data[i];
-    const double seconds = Seconds(t0);
-    sink = sink + total;
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds / 1e9);
+    for (int spans : kReadSpans) {
+      const auto t0 = Clock::now();
+      float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+      total += SumThreadShare(data, static_cast<int64_t>(n), spans);
+      const double seconds = Seconds(t0);
+      sink = sink + total;
+      best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds / 1e9);
+    }
   }
   return best;
 }

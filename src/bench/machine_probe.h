@@ -2,7 +2,9 @@
 // speed figure latte prints can stand beside the roofline of the same run:
 //   memory read bandwidth with every thread and with one thread, from memory on
 //     2 MiB pages (base/huge_pages.h: --huge-pages weights, large buffers), and with
-//     every thread from 4 KiB pages (what the default mmap of the checkpoint gives),
+//     every thread from 4 KiB pages (what the default mmap of the checkpoint gives);
+//     each the best of reading every thread's share as 1, 3, 5 and 7 streams side by
+//     side (CPUs differ in how many a core needs in flight to draw the memory's rate),
 //   bf16 dot-product GFLOP/s: a register-resident vdpbf16ps loop on every thread,
 //     run only when the CPU has AVX512_BF16 (else reported as absent),
 //   f32 FMA GFLOP/s: a register-resident AVX-512 FMA loop, or a portable
@@ -45,12 +47,12 @@ struct ProbeSpread {
 ProbeSpread SpreadOf(const std::vector<double>& samples);
 
 // `latte bench model`'s probe, taken once per process before the tests: `rounds`
-// rounds of (an all-thread read of read_bytes from 2 MiB pages, best of read_passes;
-// one all-thread pass of the bf16 dot loop; one of the f32 FMA loop), each compute
-// pass about compute_seconds long. Interleaved, so a burst of another job's load
-// lowers a round rather than every sample of one probe. About rounds · (2 ·
-// compute_seconds + read_passes · read time) plus the buffer's first touch and the
-// calibration: ~3 s with the defaults on a 2-core, 37 GB/s machine.
+// rounds of (an all-thread read of read_bytes from 2 MiB pages, best of read_passes
+// times the 4 stream counts; one all-thread pass of the bf16 dot loop; one of the f32
+// FMA loop), each compute pass about compute_seconds long. Interleaved, so a burst of
+// another job's load lowers a round rather than every sample of one probe. About rounds
+// · (2 · compute_seconds + 4 · read_passes · read time) plus the buffer's first touch
+// and the calibration: ~4 s with the defaults on a 2-core, 55 GB/s machine.
 struct PeakSamplingOptions {
   int rounds = 6;
   size_t read_bytes = size_t{1} << 30;
