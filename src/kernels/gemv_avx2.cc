@@ -187,7 +187,7 @@ void Group(const XRows& x, const WeightView& w, int64_t n, float* y, int64_t ldy
 // Spans a bf16 GEMV with one x row reads side by side (ForSpanRows), with no software
 // prefetch. tg128 on bf16 weights, Zen 2, 2 threads: 31 tok/s as 4-row tiles with the
 // prefetch 8 rows ahead; as spans with a prefetch of each span's next row 35.5 (2), 40-43
-// (3), 39-40 (4), 37-39 (5); without it 40-41 (3), 42 (4), 43-44 (5), 40-45 (7).
+// (3), 39-40 (4), 37-39 (5); without it 37-40 (3), 42 (4), 43-45 (5), 40-45 (7).
 constexpr int kBf16RowStreams = 5;
 
 // bf16 weight rows [n0, n1) against one x row, kBf16RowStreams spans side by side;

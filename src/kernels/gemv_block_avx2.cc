@@ -308,8 +308,8 @@ template <class F> constexpr bool kStreamM1 = std::is_same_v<F, FormatQ8_0>;
 // Spans read side by side at m = 1 (Q8_0's Tile; Q4_K / Q6_K's TileM1 take the spans' rows
 // in turn, one row at a time), each with the prefetch kStreamPrefetchBytes ahead. tg128 on
 // Zen 2, 2 threads: the Q8_0 file 50-52 tok/s as one stream, 68-70 as 2 spans, 70-76 as 3,
-// 62-64 as 4 (no prefetch), 69-70 as 5; the Q4_K_M file 68 -> 72-73 as 2 or 3 (the K
-// formats' arithmetic bounds them near 27-33 GB/s), 70.6 as 4.
+// 68-69 as 4, 57-69 as 5 (without the prefetch 63-64 as 3, 70-71 as 5); the Q4_K_M file
+// 68 -> 72-73 as 2 or 3 (the K formats' arithmetic bounds them near 27-33 GB/s), 70.6 as 4.
 constexpr int kBlockRowStreams = 3;
 
 template <class F>
