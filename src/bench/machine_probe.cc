@@ -160,35 +160,27 @@ template <int S> float SumSpans(const float* data, int64_t n) {
   return total;
 }
 
-// Streams per thread the read probe tries, keeping the best: how many a core needs in
-// flight to draw what the memory gives differs by CPU. On a Zen 2 (2 threads, 1 GiB, 2 MiB
+// The read probe's sums, 1, 3, 5 and 7 streams per thread, the best kept: how many a
+// core needs in flight to draw what the memory gives differs by CPU. On a Zen 2 (2 threads, 1 GiB, 2 MiB
 // pages) one stream per thread read 33-35 GB/s, 3 read 41-45, 5 to 9 52-57 (even counts,
 // their spans a power of two apart, read no more than one); a Zen 4 read the most as one
 // stream (docs/benchmarks.md, "Decode GEMVs that read the weights as one stream").
-constexpr int kReadSpans[] = {1, 3, 5, 7};
-
-float SumThreadShare(const float* data, int64_t n, int spans) {
-  const RowRange share = ThisThreadRows(n, 16);  // 64-byte aligned shares
-  const float* p = data + share.begin;
-  switch (spans) {
-    case 1: return SumSpans<1>(p, share.size());
-    case 3: return SumSpans<3>(p, share.size());
-    case 5: return SumSpans<5>(p, share.size());
-    default: return SumSpans<7>(p, share.size());
-  }
-}
+constexpr float (*kReadSpans[])(const float*, int64_t) = {&SumSpans<1>, &SumSpans<3>, &SumSpans<5>, &SumSpans<7>};
 
 // The best GB/s of `repeats` reads of data [n] on `threads` threads, each repeat once
-// per span count of kReadSpans.
+// per stream count of kReadSpans, each thread summing its contiguous share.
 double ReadPasses(const float* data, size_t n, int repeats, int threads) {
   double best = 0;
   volatile float sink = 0;
   for (int r = 0; r < repeats; ++r) {
-    for (int spans : kReadSpans) {
+    for (auto sum_spans : kReadSpans) {
       const auto t0 = Clock::now();
       float total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
-      total += SumThreadShare(data, static_cast<int64_t>(n), spans);
+      {
+        const RowRange share = ThisThreadRows(static_cast<int64_t>(n), 16);  // 64-byte aligned shares
+        total += sum_spans(data + share.begin, share.size());
+      }
       const double seconds = Seconds(t0);
       sink = sink + total;
       best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds / 1e9);
