@@ -339,7 +339,7 @@ TEST(MatmulBf16DotTest, Bf16) {
 // whole product bit for bit.
 TEST(MatmulBf16DotTest, RowsDoNotDependOnTheSplit) {
   if (!HasAvx512Bf16()) GTEST_SKIP() << "CPU lacks AVX512_BF16";
-  for (int64_t m : {1, 3, 6}) {
+  for (int64_t m : {1, 2, 3, 6}) {
     const Problem p = MakeProblem(m, 61, 300, DType::kBF16, 1, 9);
     std::vector<bf16> xb(static_cast<size_t>(m * p.k));
     for (int64_t i = 0; i < m; ++i) {
