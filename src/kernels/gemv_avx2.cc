@@ -199,12 +199,8 @@ constexpr int kBf16SmallMRowStreams = 3;
 template <int M, int S>
 int64_t Bf16SpanRows(const XRows& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const bf16* base = static_cast<const bf16*>(w.data);
-  return ForSpanRows<S>(n0, n1, [&](int64_t row, int64_t span) {
-    float ys[M][S];
-    TileBf16<M, S>(x.x, x.ldx, base + row * w.ld, span * w.ld, w.cols, &ys[0][0], S, /*prefetch=*/nullptr);
-    for (int i = 0; i < M; ++i) {
-      for (int s = 0; s < S; ++s) y[i * ldy + row + s * span] = ys[i][s];
-    }
+  return ForSpanTiles<M, S>(n0, n1, y, ldy, [&](int64_t row, int64_t span, float* ys) {
+    TileBf16<M, S>(x.x, x.ldx, base + row * w.ld, span * w.ld, w.cols, ys, S, /*prefetch=*/nullptr);
   });
 }
 

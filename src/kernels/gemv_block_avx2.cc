@@ -323,11 +323,9 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   if (kStreamM1<F> && x.m == 1) {
     constexpr int S = kBlockRowStreams;
-    n0 = ForSpanRows<S>(n0, n1, [&](int64_t row, int64_t span) {
-      float ys[S];
+    n0 = ForSpanTiles<1, S>(n0, n1, y, ldy, [&](int64_t row, int64_t span, float* ys) {
       Tile<F, 1, S, /*kStream=*/true>(x, 0, base + row * g.row_bytes, span * g.row_bytes, g.units, kStreamPrefetchBytes,
-                                      ys, 1);
-      for (int s = 0; s < S; ++s) y[row + s * span] = ys[s];
+                                      ys, S);
     });
     for (int64_t n = n0; n < n1; ++n) {
       Tile<F, 1, 1, /*kStream=*/true>(x, 0, base + n * g.row_bytes, g.row_bytes, g.units, kStreamPrefetchBytes, y + n,

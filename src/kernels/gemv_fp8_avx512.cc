@@ -402,14 +402,10 @@ template <int M>
 int64_t SpanRowsBf16(const Bf16Ctx& ctx, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   constexpr int S = kRowStreams;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  return ForSpanRows<S>(n0, n1, [&](int64_t row, int64_t span) {
+  return ForSpanTiles<M, S>(n0, n1, y, ldy, [&](int64_t row, int64_t span, float* ys) {
     const float* scale_rows[S];
     for (int s = 0; s < S; ++s) scale_rows[s] = w.ScaleRow(row + s * span);
-    float ys[M][S];  // the tile's outputs: rows row + s · span
-    TileBf16<M, S, /*kPrefetch=*/false>(ctx, ctx.x, base + row * w.ld, span * w.ld, scale_rows, &ys[0][0], S);
-    for (int i = 0; i < M; ++i) {
-      for (int s = 0; s < S; ++s) y[i * ldy + row + s * span] = ys[i][s];
-    }
+    TileBf16<M, S, /*kPrefetch=*/false>(ctx, ctx.x, base + row * w.ld, span * w.ld, scale_rows, ys, S);
   });
 }
 

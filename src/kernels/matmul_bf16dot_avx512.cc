@@ -167,12 +167,8 @@ template <int M> int64_t SpanRows(const Bf16XProblem& p, int64_t n0, int64_t n1)
   constexpr int S = kRowStreams;
   const WeightView& w = p.w;
   const bf16* base = static_cast<const bf16*>(w.data);
-  return ForSpanRows<S>(n0, n1, [&](int64_t row, int64_t span) {
-    float ys[M][S];  // the tile's outputs: rows row + s · span
-    Tile<M, S>(p.x, p.ldx, base + row * w.ld, span * w.ld, w.cols, &ys[0][0], S, Prefetch{});
-    for (int i = 0; i < M; ++i) {
-      for (int s = 0; s < S; ++s) p.y[i * p.ldy + row + s * span] = ys[i][s];
-    }
+  return ForSpanTiles<M, S>(n0, n1, p.y, p.ldy, [&](int64_t row, int64_t span, float* ys) {
+    Tile<M, S>(p.x, p.ldx, base + row * w.ld, span * w.ld, w.cols, ys, S, Prefetch{});
   });
 }
 

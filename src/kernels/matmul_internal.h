@@ -90,6 +90,18 @@ template <int S, class Tile> int64_t ForSpanRows(int64_t n0, int64_t n1, Tile&& 
   return n0 + S * span;
 }
 
+// ForSpanRows for tiles of M x rows by the S spans' rows: tile(row, span, ys) fills ys
+// [M][S] (row stride S), which lands in y[i · ldy + row + s · span].
+template <int M, int S, class Tile> int64_t ForSpanTiles(int64_t n0, int64_t n1, float* y, int64_t ldy, Tile&& tile) {
+  return ForSpanRows<S>(n0, n1, [&](int64_t row, int64_t span) {
+    float ys[M][S];
+    tile(row, span, &ys[0][0]);
+    for (int i = 0; i < M; ++i) {
+      for (int s = 0; s < S; ++s) y[i * ldy + row + s * span] = ys[i][s];
+    }
+  });
+}
+
 // The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes.
 inline constexpr bool VnniGemmTakes(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
