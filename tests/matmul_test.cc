@@ -279,19 +279,19 @@ TEST(MatmulGemvAvx2Test, F16) {
 
 // Every output row is the same sum whichever rows and x rows share its tile: rows
 // computed in any split (a thread's share of a MatmulMany batch starts at any row)
-// match the whole product bit for bit, and so does each x row alone.
-TEST(MatmulGemvAvx2Test, RowsDoNotDependOnTheSplit) {
-  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+// match the whole product bit for bit, and so does each x row alone (one x row reads
+// its rows as spans, several as tiles).
+void CheckRowsDoNotDependOnTheSplit(void (*gemv)(const MatmulProblem&, bool)) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t m : {1, 3, 7}) {
       const Problem p = MakeProblem(m, 61, 300, dtype, 1, 9);
       std::vector<float> whole(static_cast<size_t>(m * p.n)), parts(static_cast<size_t>(m * p.n));
-      GemvAvx2({p.x.data(), m, p.ldx, p.View(), whole.data(), p.n}, /*threaded=*/false);
+      gemv({p.x.data(), m, p.ldx, p.View(), whole.data(), p.n}, /*threaded=*/false);
       for (int64_t first : {0, 1, 5, 13, 60}) {
         for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, 61 - first}) {
           if (first + count > p.n) continue;
-          GemvAvx2({p.x.data(), m, p.ldx, p.View().RowBlock(first, count), parts.data() + first, p.n},
-                   /*threaded=*/false);
+          gemv({p.x.data(), m, p.ldx, p.View().RowBlock(first, count), parts.data() + first, p.n},
+               /*threaded=*/false);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t r = first; r < first + count; ++r) {
               ASSERT_EQ(parts[i * p.n + r], whole[i * p.n + r])
@@ -303,11 +303,21 @@ TEST(MatmulGemvAvx2Test, RowsDoNotDependOnTheSplit) {
       }
       for (int64_t i = 0; i < m; ++i) {
         std::vector<float> one(static_cast<size_t>(p.n));
-        GemvAvx2({p.x.data() + i * p.ldx, 1, p.ldx, p.View(), one.data(), p.n}, /*threaded=*/false);
+        gemv({p.x.data() + i * p.ldx, 1, p.ldx, p.View(), one.data(), p.n}, /*threaded=*/false);
         for (int64_t r = 0; r < p.n; ++r) ASSERT_EQ(one[r], whole[i * p.n + r]) << "x row " << i << " alone, row " << r;
       }
     }
   }
+}
+
+TEST(MatmulGemvAvx2Test, RowsDoNotDependOnTheSplit) {
+  if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 or FMA";
+  CheckRowsDoNotDependOnTheSplit(GemvAvx2);
+}
+
+TEST(MatmulGemvAvx512Test, RowsDoNotDependOnTheSplit) {
+  if (!HasAvx512()) GTEST_SKIP() << "CPU lacks AVX-512";
+  CheckRowsDoNotDependOnTheSplit(GemvAvx512);
 }
 
 bool HasAvx512Bf16() { return HasAvx512() && GetCpuFeatures().avx512_bf16; }

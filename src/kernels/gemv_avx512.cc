@@ -6,8 +6,9 @@
 // bf16, widened to f32 with a zero-extend + shift: bf16 is the top half of an
 // f32) once and FMA'd into the accumulators of all x rows of the tile. x stays
 // f32 (read from L1: a 2048-wide row is 8 KiB), so the only rounding is the
-// f32 accumulation itself. Output rows are split into contiguous per-thread
-// ranges so each core streams its own part of the matrix.
+// f32 accumulation itself. With one row of x a thread's rows go as 2 spans side by
+// side instead (SpanRows). Output rows are split into contiguous per-thread ranges so
+// each core streams its own part of the matrix.
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt); reached only
 // through matmul.cc's dispatch after GetCpuFeatures().avx512f.
@@ -118,12 +119,35 @@ template <DType kW, int R> void TileAnyM(const float* x, int64_t m, int64_t ldx,
   }
 }
 
-// Output rows [n0, n1).
+// With one row of x (decode) a thread reads its rows as kRowStreams spans side by side
+// (ForSpanTiles, matmul_internal.h) without the software prefetch, where the 4-row tiles
+// read 4 adjacent rows: short streams that end every row, which the hardware prefetcher
+// does not follow (hence their prefetch). Measured on Zen 4 (this path forced there: 2
+// threads, 128 matrices from memory, old and new alternating pass by pass, GB/s median
+// ratio) in the host's slow minutes: bf16 1408 x 2048 1.07-1.12x, lm_head 102400 x 2048
+// 1.07x, f16 1.04-1.09x, f32 704 x 2048 1.04-1.11x; in a faster minute f16 1.27x, bf16
+// 1.09x. With 2 x rows spans were even (1.01), with 3 slower (0.76: 3 x 2 tiles spend
+// more instructions per weight than 3 x 4), so those keep the tiles.
+constexpr int kRowStreams = 2;
+
+// Rows [n0, n1) as kRowStreams spans against one row of x; returns the first row no
+// span holds (fewer than kRowStreams are left).
+template <DType kW>
+int64_t SpanRows(const float* x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  constexpr int S = kRowStreams;
+  const char* base = static_cast<const char*>(w.data);
+  return ForSpanTiles<1, S>(n0, n1, y, ldy, [&](int64_t row, int64_t span, float* ys) {
+    Tile<kW, 1, S>(x, 0, base + static_cast<size_t>(row * w.ld) * kWSize<kW>, span * w.ld, w.cols, ys, S, false);
+  });
+}
+
+// Output rows [n0, n1): with one row of x as spans (SpanRows), else tiles of kRows; then
+// single rows.
 template <DType kW>
 void Rows(const float* x, int64_t m, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const size_t esize = kWSize<kW>;
   const char* base = static_cast<const char*>(w.data);
-  int64_t n = n0;
+  int64_t n = m == 1 ? SpanRows<kW>(x, w, n0, n1, y, ldy) : n0;
   for (; n + kRows <= n1; n += kRows) {
     TileAnyM<kW, kRows>(x, m, ldx, base + static_cast<size_t>(n * w.ld) * esize, w.ld, w.cols, y + n, ldy,
                         n + kPrefetchRows + kRows <= n1);
