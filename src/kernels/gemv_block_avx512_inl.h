@@ -36,14 +36,23 @@
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
-// Streaming at m = 1 (kStreamM1: Q8_0, Q4_K, Q5_K): one weight row at a time, two
-// accumulator banks, no software prefetch, so a thread reads its rows as one sequential
-// stream the hardware prefetcher follows. Four rows at a time read four short streams (a
-// row is 1-2 KiB) that restart every few KiB; they need the software prefetch, and even
-// with it a read-only loop in that pattern moved ~48 GB/s where a sequential one moved ~62
-// in the same run (2 threads, this Zen 4 VM's fast minutes). Measured with the GEMV itself,
-// alternating per call from memory: Q8_0 ~1.09x, Q4_K ~1.08x, Q5_K ~1.08x; Q6_K ~0.91x, Q4_0
-// and Q5_0 ~1.0x (bound by their arithmetic), so those keep the four-row tile.
+// Spans at m = 1 (kSpansM1: Q4_K and Q5_K 4, Q6_K 2, Q8_0 1): a thread's rows are read
+// as that many spans side by side, one tile row in each, without the software prefetch,
+// so each span is one long sequential stream the hardware prefetcher follows (the row
+// groups' adjacent rows are short streams that restart every 1-2 KiB and need the
+// prefetch ~32 KiB ahead). Measured on Zen 4 (2 threads, the GEMV alone, old and new
+// alternating, GB/s median ratio) against the previous m = 1 paths (Q4_K, Q5_K and Q8_0
+// one row at a time with two accumulator banks; Q6_K the 4-row groups):
+//   from memory, 128 matrices 1408 x 2048, in the host's slow minutes (~33 GB/s): Q4_K
+//     1.04-1.20x as 4 spans (1.07 as 2), Q5_K 1.03-1.11x; Q6_K's lm_head (102400 x 2048)
+//     1.13-1.33x as 2 spans, as 4 0.81-1.20; in a fast minute (~55 GB/s) Q6_K 0.89-0.95x;
+//   from L3 (4096 x 2048: the arithmetic's rate), Q4_K 1.13-1.32x (a tile of 4 rows loads
+//     each x step once for all 4), Q5_K 1.02-1.08x, Q6_K 0.95-0.98x.
+// Q8_0's arithmetic runs at 80-100 GB/s from L3, so memory sets its pace, and one stream
+// per thread is what reads fastest here (as spans it ran 0.65-1.16x); Q4_0 and Q5_0 are
+// bound by their arithmetic even from memory (~28 GB/s) and ran 0.97-1.05x and 0.88-0.91x
+// as spans, so they keep the groups. In the model (bench model tg64, 4-layer v2-lite
+// GGUF): Q4_K_M 1.01-1.50x (median 1.09), Q8_0 as before.
 //
 // Measured (2048 x 7168 from DRAM, 2 threads of a shared Xeon VM with AVX512_VNNI, so
 // rough), m = 1: Q8_0 0.68 ms (23 GB/s), Q4_K 0.38 ms (22 GB/s), Q6_K 0.53 ms (23 GB/s),
@@ -123,7 +132,7 @@ inline __m512 ScalesMinsK4(const uint8_t* block) {
 }
 
 struct FormatQ8_0 {
-  static constexpr bool kStreamM1 = true;
+  static constexpr int kSpansM1 = 1;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kUnitBytes = 68;
@@ -149,7 +158,7 @@ struct FormatQ8_0 {
 };
 
 struct FormatQ4_0 {
-  static constexpr bool kStreamM1 = false;
+  static constexpr int kSpansM1 = 0;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kUnitBytes = 36;
@@ -177,7 +186,7 @@ struct FormatQ4_0 {
 
 // Q4_K (kFive false) and Q5_K.
 template <bool kFive> struct FormatK4K5 {
-  static constexpr bool kStreamM1 = true;
+  static constexpr int kSpansM1 = 4;
   static constexpr int kSteps = 4;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = kFive ? 176 : 144;
@@ -220,7 +229,7 @@ template <bool kFive> struct FormatK4K5 {
 };
 
 struct FormatQ6_K {
-  static constexpr bool kStreamM1 = false;
+  static constexpr int kSpansM1 = 2;
   static constexpr int kSteps = 4;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = 210;
@@ -262,7 +271,7 @@ struct FormatQ6_K {
 // gemm_block_avx512_vnni.cc, takes it): a unit is two 32-value blocks as for Q4_0, each
 // nibble with its qh bit on bit 4.
 template <bool kMin> struct FormatQ5 {
-  static constexpr bool kStreamM1 = false;
+  static constexpr int kSpansM1 = 0;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kBlockBytes = kMin ? 24 : 22;
@@ -322,34 +331,31 @@ template <typename Fn, int... S> inline void ForSteps(Fn&& fn, std::integer_sequ
   (fn.template operator()<S>(), ...);
 }
 
-// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile. kStream:
-// the m = 1 streaming tile (two accumulator banks for alternate units, no prefetch).
-template <class F, bool kVnni, int M, int R, bool kStream = false>
-void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, int64_t units, bool half_unit,
+// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile; row r at
+// w + r · row_stride (adjacent rows, or spans' rows). kPrefetch: issue the software
+// prefetch prefetch_bytes ahead of each row (the row groups'; spans go without).
+template <class F, bool kVnni, int M, int R, bool kPrefetch = true>
+void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, int64_t units, bool half_unit,
           int64_t prefetch_bytes, float* y, int64_t ldy) {
   constexpr bool kBias = F::Bias(kVnni);
-  constexpr int kBanks = kStream ? 2 : 1;
   constexpr bool kFoldDx = F::kHasMin || std::is_same_v<F, FormatQ6_K>;  // PreparedX::block_sum
-  __m512 accs[kBanks][M][R];
+  __m512 acc[M][R];
   const int8_t* xq[M];
   const float* xs[M];
   const int32_t* xb[M];
   const float* xm[M];
   for (int i = 0; i < M; ++i) {
-    for (int b = 0; b < kBanks; ++b) {
-      for (int r = 0; r < R; ++r) accs[b][i][r] = _mm512_setzero_ps();
-    }
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = kBias ? x.bias + (i0 + i) * x.lds : nullptr;
     xm[i] = kFoldDx ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
-  auto unit = [&]<bool kHalf, int kBank>(int64_t u) {
-    auto& acc = accs[kBank];
+  auto unit = [&]<bool kHalf>(int64_t u) {
     typename F::Unit wu[R];
     for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * row_bytes + u * F::kUnitBytes;
-      if constexpr (!kStream) {
+      const uint8_t* p = w + r * row_stride + u * F::kUnitBytes;
+      if constexpr (kPrefetch) {
         for (size_t off = 0; off < F::kUnitBytes; off += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_bytes + off), _MM_HINT_T1);
         }
@@ -400,21 +406,10 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes, in
       }
     }
   };
-  int64_t u = 0;
-  if constexpr (kBanks == 2) {
-    for (; u + 2 <= units; u += 2) {
-      unit.template operator()<false, 0>(u);
-      unit.template operator()<false, 1>(u + 1);
-    }
-  }
-  for (; u < units; ++u) unit.template operator()<false, 0>(u);
-  if (half_unit) unit.template operator()<true, 0>(units);
+  for (int64_t u = 0; u < units; ++u) unit.template operator()<false>(u);
+  if (half_unit) unit.template operator()<true>(units);
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) {
-      __m512 sum = accs[0][i][r];
-      for (int b = 1; b < kBanks; ++b) sum = _mm512_add_ps(sum, accs[b][i][r]);
-      y[i * ldy + r] = _mm512_reduce_add_ps(sum);
-    }
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i][r]);
   }
 }
 
@@ -450,6 +445,17 @@ void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float*
   }
 }
 
+// One row of x against rows [n0, n1) as F::kSpansM1 spans side by side (ForSpanTiles,
+// matmul_internal.h), without the software prefetch; returns the first row no span holds.
+template <class F, bool kVnni> int64_t SpanRows(const PreparedX& x, const RowGeometry& g, const uint8_t* base,
+                                                int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  constexpr int S = F::kSpansM1;
+  return ForSpanTiles<1, S>(n0, n1, y, ldy, [&](int64_t row, int64_t span, float* ys) {
+    Tile<F, kVnni, 1, S, /*kPrefetch=*/false>(x, 0, base + row * g.row_bytes, span * g.row_bytes, g.units, g.half_unit,
+                                              0, ys, S);
+  });
+}
+
 template <class F, bool kVnni>
 void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   RowGeometry g;
@@ -459,14 +465,10 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   g.prefetch_bytes = std::max<int64_t>(kBlockPrefetchBytes / static_cast<int64_t>(g.row_bytes), kBlockRows) *
                      static_cast<int64_t>(g.row_bytes);
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  if (F::kStreamM1 && x.m == 1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      Tile<F, kVnni, 1, 1, /*kStream=*/true>(x, 0, base + n * g.row_bytes, g.row_bytes, g.units, g.half_unit, 0, y + n,
-                                             ldy);
-    }
-    return;
-  }
   int64_t n = n0;
+  if constexpr (F::kSpansM1 > 0) {
+    if (x.m == 1) n = SpanRows<F, kVnni>(x, g, base, n0, n1, y, ldy);
+  }
   for (; n + kBlockRows <= n1; n += kBlockRows) {
     RowGroup<F, kVnni, kBlockRows>(x, g, base + n * g.row_bytes, y + n, ldy);
   }
