@@ -3,7 +3,8 @@
 # AddressSanitizer + UBSan build (in build-asan/); it skips the r1-shaped models
 # (LATTE_SMALL_TESTS=1), which take most of an hour in a Debug build.
 # After the suite: the model tests again on the portable kernels (LATTE_ISA=portable,
-# small models; Release build only), and, where clang and its libFuzzer runtime are
+# small models; Release build only) and, on a CPU with AVX512_BF16 or AVX512_VNNI, on
+# plain AVX-512 (LATTE_ISA=avx512, the kernels of one without them), and, where clang and its libFuzzer runtime are
 # installed, each fuzzer for FUZZ_SECONDS (default 20; 0 skips them): scripts/fuzz.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +31,13 @@ ctest --output-on-failure
 if [ "${SANITIZE:-0}" != 1 ]; then
   # Every test that runs the model's forward pass, on the kernels a CPU without
   # AVX-512 gets (the r1-shaped models skipped): ~2 min of CPU.
-  LATTE_ISA=portable LATTE_SMALL_TESTS=1 ctest --output-on-failure --timeout 600 \
-    -R '^(Models/ModelModes|Model(Batch|Portable|Caches|LongContext|Errors)|Engine|TextGeneration)[./]'
+  model_tests='^(Models/ModelModes|Model(Batch|Portable|Caches|LongContext|Errors)|Engine|TextGeneration)[./]'
+  LATTE_ISA=portable LATTE_SMALL_TESTS=1 ctest --output-on-failure --timeout 600 -R "$model_tests"
+  # The same, and the GGUF models, on the AVX-512 kernels of a CPU without BF16 and VNNI
+  # (Skylake-SP), where this CPU has either: ~1 min.
+  if grep -qw -e avx512_bf16 -e avx512_vnni /proc/cpuinfo; then
+    LATTE_ISA=avx512 LATTE_SMALL_TESTS=1 ctest --output-on-failure --timeout 600 -R "$model_tests|^Gguf(Model|LlamaCpp)[.]"
+  fi
 fi
 cd ..
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

@@ -34,6 +34,11 @@ CpuFeatures Detect() {
   if (isa != nullptr && std::strcmp(isa, "avx2") == 0) {
     f.avx512f = f.avx512_bf16 = f.avx512_vnni = false;
   }
+  // ... or those of an AVX-512 CPU without AVX512_BF16 and AVX512_VNNI (Skylake-SP):
+  // AVX-512F/BW/DQ/VL only.
+  if (isa != nullptr && std::strcmp(isa, "avx512") == 0) {
+    f.avx512_bf16 = f.avx512_vnni = false;
+  }
   return f;
 }
 

@@ -13,8 +13,9 @@ struct CpuFeatures {
 };
 
 // The detected features, read once at start-up, less what LATTE_ISA turns off so tests,
-// benchmarks and users can run a CPU's fallbacks: "portable" (every SIMD path off) or
-// "avx2" (AVX-512 off: what a CPU with AVX2 but no AVX-512 runs).
+// benchmarks and users can run a CPU's fallbacks: "portable" (every SIMD path off),
+// "avx2" (AVX-512 off: what a CPU with AVX2 but no AVX-512 runs) or "avx512" (AVX512_BF16
+// and AVX512_VNNI off: what an AVX-512 CPU without them, such as Skylake-SP, runs).
 const CpuFeatures& GetCpuFeatures();
 
 // Forces the portable (no AVX-512, no AVX2) kernels on or off; for tests and benchmarks.

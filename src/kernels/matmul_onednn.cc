@@ -62,15 +62,23 @@ struct Context {
   AlignedBuffer x_bf16;  // [m, k] bf16 scratch for the bf16 path
 };
 
-// LATTE_ISA=avx2 turns AVX-512 off for latte's kernels; oneDNN's JIT is held to AVX2 as
-// well, so its GEMMs run as on a CPU without AVX-512 (on such a CPU this changes nothing).
-// set_max_cpu_isa takes effect only before oneDNN's first primitive: once, here.
+// LATTE_ISA=avx2 turns AVX-512 off for latte's kernels, LATTE_ISA=avx512 its BF16 and
+// VNNI extensions; oneDNN's JIT is held to the same set (AVX2, or AVX-512 without them),
+// so its GEMMs run as on such a CPU (where this changes nothing). set_max_cpu_isa takes
+// effect only before oneDNN's first primitive: once, here.
 void CapOneDnnIsa() {
   static const bool capped = [] {
     const CpuFeatures& cpu = GetCpuFeatures();
-    if (cpu.avx512f || !cpu.avx2) return false;
+    dnnl::cpu_isa cap;
+    if (!cpu.avx512f && cpu.avx2) {
+      cap = dnnl::cpu_isa::avx2;
+    } else if (cpu.avx512f && !cpu.avx512_bf16 && !cpu.avx512_vnni) {
+      cap = dnnl::cpu_isa::avx512_core;
+    } else {
+      return false;
+    }
     try {
-      dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      dnnl::set_max_cpu_isa(cap);
     } catch (const dnnl::error&) {
       return false;  // a primitive ran first (not in latte); oneDNN keeps its own choice
     }
