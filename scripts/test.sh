@@ -4,8 +4,9 @@
 # (LATTE_SMALL_TESTS=1), which take most of an hour in a Debug build.
 # After the suite: the model tests again on the portable kernels (LATTE_ISA=portable,
 # small models; Release build only) and, on a CPU with AVX512_BF16 or AVX512_VNNI, on
-# plain AVX-512 (LATTE_ISA=avx512, the kernels of one without them), and, where clang and its libFuzzer runtime are
-# installed, each fuzzer for FUZZ_SECONDS (default 20; 0 skips them): scripts/fuzz.sh.
+# plain AVX-512 (LATTE_ISA=avx512: the kernels of a CPU without them); then, where clang
+# and its libFuzzer runtime are installed, each fuzzer for FUZZ_SECONDS (default 20; 0
+# skips them): scripts/fuzz.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
