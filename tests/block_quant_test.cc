@@ -26,6 +26,8 @@ namespace latte {
 namespace {
 
 using matmul_internal::BlockGemvIsa;
+using testing_util::ExpectRowsIndependentOfSplit;
+using testing_util::ExpectXRowsIndependentOfBatch;
 using testing_util::ScopedPortableKernels;
 
 // Every block format latte reads.
@@ -590,35 +592,22 @@ TEST(BlockQuantMatmulTest, GemvRowsDoNotDependOnTheSplit) {
       const int64_t rows = 61, cols = DTypeBlockElements(dtype) == 32 ? 7 * 32 : 512;
       const Weights w = MakeWeights(dtype, rows, cols, cols, seed++);
       for (int64_t m : {1, 3, 6}) {
+        SCOPED_TRACE("m " + std::to_string(m));
         const Operands o = MakeX(m, cols, rows, seed++);
-        std::vector<float> whole(m * rows), parts(m * rows);
+        std::vector<float> whole(m * rows);
         matmul_internal::GemvBlock({o.x.data(), m, o.ldx, w.View(), whole.data(), rows}, isa, /*threaded=*/false);
-        for (int64_t first : {0, 1, 5, 13, 60}) {
-          for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, rows - first}) {
-            if (first + count > rows) continue;
-            matmul_internal::GemvBlock(
-                {o.x.data(), m, o.ldx, w.View().RowBlock(first, count), parts.data() + first, rows}, isa,
-                /*threaded=*/false);
-            for (int64_t i = 0; i < m; ++i) {
-              for (int64_t r = first; r < first + count; ++r) {
-                ASSERT_EQ(parts[i * rows + r], whole[i * rows + r])
-                    << "m " << m << " rows [" << first << ", " << first + count << ") row " << r << " x row " << i;
-              }
-            }
-          }
-        }
+        ExpectRowsIndependentOfSplit(m, rows, whole, [&](int64_t first, int64_t count, float* y) {
+          matmul_internal::GemvBlock({o.x.data(), m, o.ldx, w.View().RowBlock(first, count), y + first, rows}, isa,
+                                     /*threaded=*/false);
+        });
         // Each x row alone gives what it gives among others (one x row reads its rows as
         // spans, several as tiles: the same sums in the same order). Not on AVX2, whose m = 1
         // kernels sum differently (two accumulator banks per row; TileM1 adds a unit's slots
         // in integers first), so there a row alone may differ in its last bits.
         if (isa == BlockGemvIsa::kAvx2) continue;
-        for (int64_t i = 0; i < m; ++i) {
-          std::vector<float> one(rows);
-          matmul_internal::GemvBlock({o.x.data() + i * o.ldx, 1, o.ldx, w.View(), one.data(), rows}, isa,
-                                     /*threaded=*/false);
-          for (int64_t r = 0; r < rows; ++r)
-            EXPECT_EQ(one[r], whole[i * rows + r]) << "x row " << i << " alone, row " << r;
-        }
+        ExpectXRowsIndependentOfBatch(m, rows, whole, [&](int64_t i, float* y) {
+          matmul_internal::GemvBlock({o.x.data() + i * o.ldx, 1, o.ldx, w.View(), y, rows}, isa, /*threaded=*/false);
+        });
       }
     }
   }

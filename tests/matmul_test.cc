@@ -25,6 +25,8 @@ using matmul_internal::GemvAvx512;
 using matmul_internal::GemvFp8Avx512;
 using matmul_internal::MatmulOneDnn;
 using matmul_internal::MatmulPortable;
+using testing_util::ExpectRowsIndependentOfSplit;
+using testing_util::ExpectXRowsIndependentOfBatch;
 
 }  // namespace
 
@@ -284,28 +286,16 @@ TEST(MatmulGemvAvx2Test, F16) {
 void CheckRowsDoNotDependOnTheSplit(void (*gemv)(const MatmulProblem&, bool)) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t m : {1, 3, 7}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " m " + std::to_string(m));
       const Problem p = MakeProblem(m, 61, 300, dtype, 1, 9);
-      std::vector<float> whole(static_cast<size_t>(m * p.n)), parts(static_cast<size_t>(m * p.n));
+      std::vector<float> whole(static_cast<size_t>(m * p.n));
       gemv({p.x.data(), m, p.ldx, p.View(), whole.data(), p.n}, /*threaded=*/false);
-      for (int64_t first : {0, 1, 5, 13, 60}) {
-        for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, 61 - first}) {
-          if (first + count > p.n) continue;
-          gemv({p.x.data(), m, p.ldx, p.View().RowBlock(first, count), parts.data() + first, p.n},
-               /*threaded=*/false);
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t r = first; r < first + count; ++r) {
-              ASSERT_EQ(parts[i * p.n + r], whole[i * p.n + r])
-                  << DTypeName(dtype) << " m " << m << " rows [" << first << ", " << first + count << ") row " << r
-                  << " x row " << i;
-            }
-          }
-        }
-      }
-      for (int64_t i = 0; i < m; ++i) {
-        std::vector<float> one(static_cast<size_t>(p.n));
-        gemv({p.x.data() + i * p.ldx, 1, p.ldx, p.View(), one.data(), p.n}, /*threaded=*/false);
-        for (int64_t r = 0; r < p.n; ++r) ASSERT_EQ(one[r], whole[i * p.n + r]) << "x row " << i << " alone, row " << r;
-      }
+      ExpectRowsIndependentOfSplit(m, p.n, whole, [&](int64_t first, int64_t count, float* y) {
+        gemv({p.x.data(), m, p.ldx, p.View().RowBlock(first, count), y + first, p.n}, /*threaded=*/false);
+      });
+      ExpectXRowsIndependentOfBatch(m, p.n, whole, [&](int64_t i, float* y) {
+        gemv({p.x.data() + i * p.ldx, 1, p.ldx, p.View(), y, p.n}, /*threaded=*/false);
+      });
     }
   }
 }
@@ -350,26 +340,18 @@ TEST(MatmulBf16DotTest, Bf16) {
 TEST(MatmulBf16DotTest, RowsDoNotDependOnTheSplit) {
   if (!HasAvx512Bf16()) GTEST_SKIP() << "CPU lacks AVX512_BF16";
   for (int64_t m : {1, 2, 3, 6}) {
+    SCOPED_TRACE("m " + std::to_string(m));
     const Problem p = MakeProblem(m, 61, 300, DType::kBF16, 1, 9);
     std::vector<bf16> xb(static_cast<size_t>(m * p.k));
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t c = 0; c < p.k; ++c) xb[i * p.k + c] = F32ToBf16(p.x[i * p.ldx + c]);
     }
-    std::vector<float> whole(static_cast<size_t>(m * p.n)), parts(static_cast<size_t>(m * p.n));
+    std::vector<float> whole(static_cast<size_t>(m * p.n));
     matmul_internal::MatmulBf16DotAvx512({xb.data(), m, p.k, p.View(), whole.data(), p.n}, /*threaded=*/false);
-    for (int64_t first : {0, 1, 5, 13, 60}) {
-      for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, 61 - first}) {
-        if (first + count > p.n) continue;
-        matmul_internal::MatmulBf16DotAvx512(
-            {xb.data(), m, p.k, p.View().RowBlock(first, count), parts.data() + first, p.n}, /*threaded=*/false);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = first; r < first + count; ++r) {
-            ASSERT_EQ(parts[i * p.n + r], whole[i * p.n + r])
-                << "m " << m << " rows [" << first << ", " << first + count << ") row " << r << " x row " << i;
-          }
-        }
-      }
-    }
+    ExpectRowsIndependentOfSplit(m, p.n, whole, [&](int64_t first, int64_t count, float* y) {
+      matmul_internal::MatmulBf16DotAvx512({xb.data(), m, p.k, p.View().RowBlock(first, count), y + first, p.n},
+                                           /*threaded=*/false);
+    });
   }
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -56,6 +57,40 @@ class ScopedOmpThreads {
  private:
   int saved_;
 };
+
+// ---- row splits ----
+
+// A product of m x rows by n weight rows gives every output row the same sum whichever
+// rows share its call (a thread's share of a MatmulMany batch starts at any row): for
+// row blocks [first, first + count) at the starts and lengths a split makes, rows(first,
+// count, y) must fill y's rows (y: [m, n], row stride n) with `whole`'s values bit for bit.
+inline void ExpectRowsIndependentOfSplit(int64_t m, int64_t n, const std::vector<float>& whole,
+                                         const std::function<void(int64_t, int64_t, float*)>& rows) {
+  std::vector<float> parts(static_cast<size_t>(m * n));
+  for (int64_t first : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{13}, n - 1}) {
+    for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, n - first}) {
+      if (first < 0 || count < 1 || first + count > n) continue;
+      rows(first, count, parts.data());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t r = first; r < first + count; ++r) {
+          ASSERT_EQ(parts[i * n + r], whole[i * n + r])
+              << "m " << m << " rows [" << first << ", " << first + count << ") row " << r << " x row " << i;
+        }
+      }
+    }
+  }
+}
+
+// ... and whichever x rows share it: alone(i, y) fills y [n] with x row i's product alone,
+// which must equal `whole`'s row i bit for bit.
+inline void ExpectXRowsIndependentOfBatch(int64_t m, int64_t n, const std::vector<float>& whole,
+                                          const std::function<void(int64_t, float*)>& alone) {
+  std::vector<float> one(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    alone(i, one.data());
+    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(one[r], whole[i * n + r]) << "x row " << i << " alone, row " << r;
+  }
+}
 
 // ---- element-wise checks ----
 

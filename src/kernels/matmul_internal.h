@@ -70,16 +70,18 @@ inline constexpr int64_t kBlockGemvMaxRows = 16;
 // tok/s, an fp8 one from 40.4-40.9 to 47.9-48.0.
 inline constexpr int64_t kStreamPrefetchBytes = int64_t{8} << 10;
 
-// GEMVs with 1-3 x rows (AVX2's; on AVX-512 the bf16 and fp8 ones that use vdpbf16ps) read
-// several weight rows side by side, one from each of S contiguous spans of a thread's
-// rows, so that each core keeps S long sequential streams in flight. One row at a time is
-// a single stream, and a tile of adjacent rows is a few short ones that end every row; on
-// Zen 2 either leaves the memory idle part of the time. A read-only loop over 1 GiB there
+// GEMVs with 1-3 x rows (AVX2's; on AVX-512 the bf16 and fp8 ones that use vdpbf16ps, and
+// with one x row the f32 / f16 / bf16 one and the block formats') read several weight rows
+// side by side, one from each of S contiguous spans of a thread's rows, so that each core
+// keeps S long sequential streams in flight. One row at a time is a single stream, and a
+// tile of adjacent rows is a few short ones that end every row; on Zen 2 either leaves the
+// memory idle part of the time. A read-only loop over 1 GiB there
 // (2 threads, 2 MiB pages, 8 independent sums per stream) read 33-35 GB/s as 1 stream per
 // thread, 33 as 2, 41-45 as 3, 34 as 4, 52-57 as 5 to 9 (even counts, their streams a
 // power of two apart, clash). Each kernel's S is what it measured best (kBlockRowStreams in
 // gemv_block_avx2.cc, kBf16RowStreams and kBf16SmallMRowStreams in gemv_avx2.cc; on Zen 4
-// 2, kRowStreams in matmul_bf16dot_avx512.cc and gemv_fp8_avx512.cc).
+// 2, kRowStreams in matmul_bf16dot_avx512.cc, gemv_fp8_avx512.cc and gemv_avx512.cc, and
+// per format FormatX::kSpansM1 in gemv_block_avx512_inl.h).
 
 // Rows [n0, n1) as S spans of span = (n1 - n0) / S rows: tile(row, span) for each row in
 // [n0, n0 + span), the tile taking rows row + s · span for s < S. Returns the first row no
