@@ -33,6 +33,8 @@ run_latte() {  # test -> tok/s
     d32768) args+=(-p 0 -d 32768 -n 64 -r 1) ;;
     batch16) args+=(-p 0 -n 128 -r 2 --batch 16) ;;
   esac
+  # vs-ik's PROBE=1: latte's tg runs also take the read probe beside each timed run.
+  case $(test_name "$1") in tg128 | fp8 | d8192 | d32768 | batch16) [ -n "${probe:-}" ] && args+=(--paired-probe) ;; esac
   "$latte" "${args[@]}" 2>>"$out/latte.stderr" | tee -a "$out/latte.jsonl" | json_field tok_s_mean
 }
 

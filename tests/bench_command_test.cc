@@ -160,6 +160,41 @@ TEST(BenchModelCommand, DepthCountsTheCachedRowsInTheCosts) {
   EXPECT_DOUBLE_EQ(d[0]["bytes_per_token"].get<double>(), want.Bytes());
 }
 
+// --paired-probe: one read probe figure per timed tg run, and each run's share of it is
+// that run's GB/s (bytes per token x its tok/s, from tok_s_mean and the spread of the
+// runs) over it; pp tests take none, and the flag needs a tg test.
+TEST(BenchModelCommand, PairedProbeSharesAreEachRunsGbpsOverItsProbe) {
+  const std::string dir = testing_models::MakeModel("tiny", {});
+  const CommandResult r = RunLatte("bench model --model " + dir + " -p 8 -n 3 -r 3 -t 2 --paired-probe --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<nlohmann::json> objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 2u) << r.out;
+  EXPECT_FALSE(objects[0].contains("paired_read_gbps")) << objects[0].dump();  // pp8
+  const nlohmann::json& tg = objects[1];
+  const auto probes = tg["paired_read_gbps"].get<std::vector<double>>();
+  const auto shares = tg["paired_read_fraction"].get<std::vector<double>>();
+  ASSERT_EQ(probes.size(), 3u) << tg.dump();
+  ASSERT_EQ(shares.size(), 3u) << tg.dump();
+  const double bytes = tg["bytes_per_token"].get<double>();
+  std::vector<double> tok_s;  // each run's, back from its share
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(PositiveFinite(probes[i])) << tg.dump();
+    tok_s.push_back(shares[i] * probes[i] * 1e9 / bytes);
+  }
+  const double mean = (tok_s[0] + tok_s[1] + tok_s[2]) / 3;
+  double squares = 0;
+  for (double v : tok_s) squares += (v - mean) * (v - mean);
+  EXPECT_NEAR(mean, tg["tok_s_mean"].get<double>(), 1e-9 * mean);
+  EXPECT_NEAR(std::sqrt(squares / 2), tg["tok_s_sd"].get<double>(), 1e-6 * mean);
+  std::vector<double> sorted = shares;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(tg["fraction_of_paired_read"].get<double>(), sorted[1]);
+
+  const CommandResult no_tg = RunLatte("bench model --model " + dir + " -p 8 -n 0 -r 1 --paired-probe");
+  EXPECT_NE(no_tg.exit_code, 0);
+  EXPECT_NE(no_tg.out.find("--paired-probe"), std::string::npos) << no_tg.out;
+}
+
 TEST(BenchModelCommand, RejectsANegativeDepth) {
   const std::string dir = testing_models::MakeModel("tiny", {});
   const CommandResult r = RunLatte("bench model --model " + dir + " -p 0 -n 2 -r 1 -d -5");
@@ -255,6 +290,16 @@ TEST(BenchMachineCommand, JsonParses) {
   EXPECT_TRUE(j["bf16_gflops"].is_null() || PositiveFinite(j["bf16_gflops"])) << r.out;
   EXPECT_TRUE(j["f32_kernel"] == "avx512-fma" || j["f32_kernel"] == "avx2-fma" || j["f32_kernel"] == "portable")
       << r.out;
+}
+
+// --read-only: the all-thread read alone, one figure.
+TEST(BenchMachineCommand, ReadOnlyIsOneFigure) {
+  const CommandResult r = RunLatte("bench machine --json -t 2 --read-only");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.size(), 2u) << r.out;
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_TRUE(PositiveFinite(j["read_gbps"])) << r.out;
 }
 
 }  // namespace

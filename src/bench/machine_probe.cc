@@ -234,6 +234,12 @@ double MeasureF32FmaGflops(double seconds, std::string* kernel) {
   return best;
 }
 
+ReadProbe::ReadProbe(size_t bytes) : buffer_(bytes) {}
+
+double ReadProbe::SampleGbps() const {
+  return ReadPasses(buffer_.as<float>(), buffer_.size() / sizeof(float), 1, omp_get_max_threads());
+}
+
 ProbeSpread SpreadOf(const std::vector<double>& samples) {
   ProbeSpread spread;
   if (samples.empty()) return spread;

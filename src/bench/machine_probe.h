@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
+
 namespace latte {
 
 struct MachinePeaks {
@@ -67,6 +69,22 @@ struct SampledPeaks {
   std::string f32_kernel;  // "avx512-fma", "avx2-fma" or "portable"
 };
 SampledPeaks SampleMachinePeaks(const PeakSamplingOptions& options = {});
+
+// A read probe to take beside each timed run, so a run's GB/s can be set against what
+// the memory gave within the same few seconds (on a host whose bandwidth moves minute
+// to minute, a probe taken once before the tests says little about a run a minute
+// later). One sample: every thread reads its share of the probe's own buffer (2 MiB
+// pages, touched at construction) once per stream count of the read probe, the best
+// kept: 4 reads of `bytes`, ~40 ms for 256 MiB at 30 GB/s.
+class ReadProbe {
+ public:
+  static constexpr size_t kDefaultBytes = size_t{256} << 20;
+  explicit ReadProbe(size_t bytes = kDefaultBytes);
+  double SampleGbps() const;  // 1e9 bytes/s, every OpenMP thread
+
+ private:
+  AlignedBuffer buffer_;
+};
 
 // The pieces, for callers that want one.
 double MeasureReadBandwidthGBpsThreads(size_t bytes, int repeats, int threads, bool huge_pages = true);

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "base/dtype.h"
 #include "base/splitmix64.h"
 #include "bench/decode_loop.h"
+#include "bench/machine_probe.h"
 #include "model/deepseek.h"
 #include "model/model_weights.h"
 
@@ -131,6 +133,10 @@ void Summarize(ModelBenchResult& r) {
   r.tok_s_sd = r.tok_s.size() > 1 ? std::sqrt(sq / (n - 1)) : 0.0;
   r.achieved_gbps = r.costs.Bytes() * r.tok_s_mean / 1e9;
   r.achieved_gflops = r.costs.flops * r.tok_s_mean / 1e9;
+  r.paired_read_fraction.clear();
+  for (size_t i = 0; i < r.paired_read_gbps.size(); ++i) {
+    r.paired_read_fraction.push_back(r.costs.Bytes() * r.tok_s[i] / 1e9 / r.paired_read_gbps[i]);
+  }
 }
 
 }  // namespace
@@ -158,6 +164,9 @@ Status CheckModelBenchOptions(const ModelBenchOptions& o, const ModelConfig& c) 
   if (o.verify_tokens < 1 || o.verify_tokens > 64) return Status::InvalidArgument("--verify-tokens must be in [1, 64]");
   if (o.tg_prompt < 1) return Status::InvalidArgument("the tg prompt needs at least one token");
   if (o.depth_chunk < 1) return Status::InvalidArgument("the depth fill needs chunks of at least one token");
+  if (o.paired_read_probe && o.load.parallel.world_size() > 1) {
+    return Status::InvalidArgument("--paired-probe runs in one process (each rank would probe the others' reads)");
+  }
   if (o.batch % o.load.parallel.dp != 0) {
     return Status::InvalidArgument("--batch " + std::to_string(o.batch) + " must be a multiple of --dp " +
                                    std::to_string(o.load.parallel.dp) + " (each replica decodes its share)");
@@ -192,6 +201,8 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
   const uint64_t rank_seed = static_cast<uint64_t>(world.rank() / o.load.parallel.tp) * 100003;
   // The latent cache holds rows in the compute dtype (DeepSeekModel::NewCaches).
   const int64_t kvb = static_cast<int64_t>(DTypeSize(weights->compute_dtype()));
+  std::optional<ReadProbe> read_probe;
+  if (o.paired_read_probe) read_probe.emplace();
 
   for (const int64_t prompt : o.prompts) {
     if (prompt == 0) continue;
@@ -233,13 +244,20 @@ Status RunModelBenchmark(const ModelBenchOptions& o, void (*report)(const ModelB
       DeepSeekModel filler(*weights, fill_settings, ranks);
       LATTE_ASSIGN_OR_RETURN(DecodeStart start, FillCaches(filler, prompt, o.depth_chunk, gen + o.verify_tokens,
                                                            local_batch, 1 + rank_seed));
+      double probe_before = 0;
       for (int64_t run = 0; run <= o.repetitions; ++run) {  // run 0: warm-up
         if (run == 1) world.ResetStats();
+        if (run == 1 && read_probe) probe_before = read_probe->SampleGbps();
         LATTE_ASSIGN_OR_RETURN(double tok_s, o.verify_tokens > 1 ? RunVerify(model, start, gen, o.verify_tokens)
                                                                  : RunDecode(model, start, gen));
         if (run > 0) {
           r.tok_s.push_back(tok_s * static_cast<double>(replicas));
           r.timed_seconds += static_cast<double>(local_batch * gen) / tok_s;
+          if (read_probe) {
+            const double probe_after = read_probe->SampleGbps();
+            r.paired_read_gbps.push_back(std::max(probe_before, probe_after));
+            probe_before = probe_after;
+          }
         }
       }
       r.collectives = world.stats();

@@ -44,6 +44,10 @@ struct ModelBenchOptions {
   // path, logits for every row): the shape of a speculative decoding step that checks
   // verify_tokens - 1 drafts. tok/s then counts sequence steps (one token each).
   int64_t verify_tokens = 1;
+  // --paired-probe: tg tests take a read probe (bench/machine_probe.h: ReadProbe) before
+  // and after each timed run, so each run's GB/s stands beside what the memory gave
+  // within seconds of it. One process only.
+  bool paired_read_probe = false;
   LoadOptions load = {.progress = false};  // MLA mode, --fp8, --quantize, --huge-pages; progress on stderr
 };
 
@@ -53,6 +57,10 @@ struct ModelBenchResult {
   int64_t depth = 0;  // tg: tokens in each cache before the timed steps (-d); pp: 0
   int64_t tokens_per_run = 0;
   std::vector<double> tok_s;  // one per timed run
+  // --paired-probe, tg: per timed run, the larger of the read probes just before and
+  // just after it (the higher roof: the run's share of it is the lower), 1e9 bytes/s.
+  std::vector<double> paired_read_gbps;
+  std::vector<double> paired_read_fraction;  // per timed run: its GB/s (costs.Bytes() · tok/s) / paired_read_gbps
   double tok_s_mean = 0;
   double tok_s_sd = 0;         // sample standard deviation (0 for one run)
   TokenCosts costs;            // per token

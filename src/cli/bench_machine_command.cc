@@ -1,5 +1,8 @@
 // latte bench machine: this machine's measured peaks (bench/machine_probe.h), read
 // bandwidth and bf16 / f32 FMA GFLOP/s, as one row per probe or one JSON object.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -16,6 +19,7 @@ namespace {
 struct MachineArgs {
   int threads = 0;
   bool json = false;
+  bool read_only = false;
 };
 
 nlohmann::json PeaksJson(const MachinePeaks& p) {
@@ -49,8 +53,25 @@ void PrintPeaks(const MachinePeaks& p) {
   row("f32 FMA (" + p.f32_kernel + ")", p.threads, "-", figure(p.f32_gflops, "GFLOP/s"));
 }
 
+// --read-only: the read probe beside each timed run of `bench model --paired-probe`
+// (ReadProbe), best of 3 samples, for scripts that bracket another engine's run with it.
+void PrintReadProbe(bool json) {
+  const ReadProbe probe;
+  double best = 0;
+  for (int i = 0; i < 3; ++i) best = std::max(best, probe.SampleGbps());
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"threads", omp_get_max_threads()}, {"read_gbps", best}}.dump().c_str());
+  } else {
+    std::printf("memory read, %d threads, 2 MiB pages: %.1f GB/s\n", omp_get_max_threads(), best);
+  }
+}
+
 Status RunMachine(const MachineArgs& args) {
   SetThreads(args.threads);
+  if (args.read_only) {
+    PrintReadProbe(args.json);
+    return Status::Ok();
+  }
   const MachinePeaks p = ProbeMachine();
   if (args.json) {
     std::printf("%s\n", PeaksJson(p).dump().c_str());
@@ -67,6 +88,9 @@ void AddBenchMachineCommand(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("machine", "This machine's measured peaks: read GB/s, bf16 and f32 GFLOP/s");
   AddThreadsOption(*cmd, machine->threads);
   cmd->add_flag("--json", machine->json, "One JSON object");
+  cmd->add_flag("--read-only", machine->read_only,
+                "Only the all-thread memory read (256 MiB on 2 MiB pages, best of 3; ~0.5 s): the probe "
+                "`bench model --paired-probe` takes beside each run");
   cmd->callback([machine] { ExitOnError("bench machine", RunMachine(*machine)); });
 }
 

@@ -152,6 +152,11 @@ nlohmann::json ModelResultJson(const ModelBenchResult& r, const ModelPrintContex
                       {"fraction_of_read_gbps", place.memory_fraction},
                       {"fraction_of_flop_peak", place.compute_fraction},
                       {"probe_below_run", place.above_roof()}};
+  if (!r.paired_read_gbps.empty()) {
+    j["paired_read_gbps"] = r.paired_read_gbps;
+    j["paired_read_fraction"] = r.paired_read_fraction;
+    j["fraction_of_paired_read"] = SpreadOf(r.paired_read_fraction).median;
+  }
   if (ctx.probe.bf16_gflops) {
     j["machine_bf16_gflops"] = ctx.probe.bf16_gflops->max;
     j["machine_bf16_gflops_min"] = ctx.probe.bf16_gflops->min;
@@ -161,6 +166,19 @@ nlohmann::json ModelResultJson(const ModelBenchResult& r, const ModelPrintContex
     j["collective_share"] = r.timed_seconds > 0 ? r.collectives.TotalSeconds() / r.timed_seconds : 0.0;
   }
   return j;
+}
+
+// "  paired read probe: 52.1, 33.0 GB/s; the runs read 94%, 96% of it (median 95%)".
+void PrintPairedProbe(const ModelBenchResult& r) {
+  std::string probes, shares;
+  for (size_t i = 0; i < r.paired_read_gbps.size(); ++i) {
+    probes += (i ? ", " : "") + Fixed(r.paired_read_gbps[i], 1);
+    shares += (i ? ", " : "") + Fixed(100 * r.paired_read_fraction[i], 0) + "%";
+  }
+  std::printf(
+      "  paired read probe (the larger of those before and after each run): %s GB/s; the runs read %s of it "
+      "(median %s%%)\n",
+      probes.c_str(), shares.c_str(), Fixed(100 * SpreadOf(r.paired_read_fraction).median, 0).c_str());
 }
 
 void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, void* user) {
@@ -173,6 +191,7 @@ void PrintModelResult(const ModelBenchResult& r, const ModelConfig& /*config*/, 
                    Fixed(r.tok_s_mean, 2) + " ± " + Fixed(r.tok_s_sd, 2), Fixed(r.costs.Bytes() / 1e6, 2),
                    Fixed(r.costs.flops / 1e9, 3), Fixed(r.achieved_gbps, 1), Fixed(r.achieved_gflops, 1),
                    DescribeRooflinePlace(place, ctx.roof)});
+    if (!r.paired_read_gbps.empty()) PrintPairedProbe(r);
     if (r.timed_forwards > 0 && r.collectives.TotalSeconds() > 0) {
       std::string line = "  collectives per forward (rank 0):";
       for (int k = 0; k < static_cast<int>(CollectiveKind::kCount); ++k) {
@@ -207,7 +226,8 @@ Status RunModel(const ModelArgs& args, const CLI::App& cmd) {
   const LoadOptions& load = options.load;
   LATTE_RETURN_IF_ERROR(CheckLoadOptions(load));
   const bool tg = std::any_of(options.gens.begin(), options.gens.end(), [](int64_t n) { return n > 0; });
-  LATTE_RETURN_IF_ERROR(RefuseUnless(cmd, tg, {"--n-depth", "--batch"}, "without a tg test (every -n is 0)"));
+  LATTE_RETURN_IF_ERROR(
+      RefuseUnless(cmd, tg, {"--n-depth", "--batch", "--paired-probe"}, "without a tg test (every -n is 0)"));
   // Every test fits in the model's context before the probe runs or a weight loads.
   auto previewed = PreviewModel(options.model_dir);
   if (!previewed.ok()) return AsFlagError(previewed.status());
@@ -258,6 +278,9 @@ void AddBenchModelCommand(CLI::App& bench) {
                   "t/s counts one token per sequence step)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}))
       ->capture_default_str();
+  cmd->add_flag("--paired-probe", model->bench.paired_read_probe,
+                "tg: a memory read probe before and after each timed run; each run's GB/s against the larger of its "
+                "two (JSON paired_read_gbps, fraction_of_paired_read); one process only");
   cmd->add_option("--batch", model->bench.batch, "tg: sequences decoding together")
       ->check(IntIn(1, 1024))
       ->capture_default_str();
