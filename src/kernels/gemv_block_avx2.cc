@@ -19,7 +19,10 @@
 // (block_sum in block order). The 8 lanes of acc are added at the end. The integer scale
 // saves the K formats a multiply per slot and x row (d · sc · dx in f32). Q4_K and Q6_K at
 // m = 1 (TileM1) instead sum a unit's 8 slots' pairs in integers first, one int32 per slot,
-// and then per unit acc += f32(slot sums) · (dx per slot) · d.
+// and then per unit acc += f32(slot sums) · (dx per slot) · d: so an x row of theirs alone
+// may differ in its last bits from the same row among others (every other format's tiles add
+// in one order at every m). The slot sums at m = 2-16 measured 0.91-0.99x of Tile (Q4_K, from
+// cache, 2 threads, Zen 4), and the GEMM past the GEMV's rows adds in another order anyway.
 //
 // Weight codes per format and slot (a unit is what one weight row is read in):
 //   Q8_0: unit = 1 block (34 bytes), 1 slot: its 32 int8 codes; |w| times x with w's sign
@@ -76,30 +79,27 @@ constexpr int kBlockMaxM = 4;
 // (kBlockPrefetchBytes in gemv_block_avx512_inl.h): about 32 KiB of weights ahead, into L2.
 constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
 
-// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile. kStream:
-// the m = 1 streaming tile (as gemv_block_avx512_inl.h's: one row, two accumulator banks
-// for alternate units; here with the software prefetch, kStreamPrefetchBytes ahead).
-template <class F, int M, int R, bool kStream = false> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w,
-                                                                 size_t row_bytes, int64_t units,
-                                                                 int64_t prefetch_bytes, float* y, int64_t ldy) {
-  constexpr int kBanks = kStream ? 2 : 1;
-  __m256 accs[kBanks][M][R];
+// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile; row r at
+// w + r · row_bytes (adjacent rows, or spans' rows). Each (x row, weight row) adds its units
+// and slots in one order whatever M and R are, so an x row gives the same bits alone as among
+// others. (Q8_0's m = 1 spans once kept two accumulator banks for alternate units; with 3
+// spans' rows per tile one bank runs as fast: 1.00-1.03x from cache, 2 threads, Zen 4.)
+template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes,
+                                           int64_t units, int64_t prefetch_bytes, float* y, int64_t ldy) {
+  __m256 acc[M][R];
   const int8_t* xq[M];
   const float* xs[M];
   const int16_t* xb[M];
   const float* xm[M];
   for (int i = 0; i < M; ++i) {
-    for (int b = 0; b < kBanks; ++b) {
-      for (int r = 0; r < R; ++r) accs[b][i][r] = _mm256_setzero_ps();
-    }
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = F::kBias ? x.pair_bias + (i0 + i) * 2 * x.lds : nullptr;
     xm[i] = F::kHasMin || F::kBlockMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
   const __m256i ones16 = _mm256_set1_epi16(1);
-  auto unit_step = [&]<int kBank>(int64_t u) {
-    auto& acc = accs[kBank];
+  for (int64_t u = 0; u < units; ++u) {
     typename F::Unit wu[R];
     for (int r = 0; r < R; ++r) {
       const uint8_t* p = w + r * row_bytes + u * F::kUnitBytes;
@@ -162,21 +162,9 @@ template <class F, int M, int R, bool kStream = false> void Tile(const PreparedX
         for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(wu[r].mn, mv, acc[i][r]);
       }
     }
-  };
-  int64_t u = 0;
-  if constexpr (kBanks == 2) {
-    for (; u + 2 <= units; u += 2) {
-      unit_step.template operator()<0>(u);
-      unit_step.template operator()<1>(u + 1);
-    }
   }
-  for (; u < units; ++u) unit_step.template operator()<0>(u);
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) {
-      __m256 sum = accs[0][i][r];
-      for (int b = 1; b < kBanks; ++b) sum = _mm256_add_ps(sum, accs[b][i][r]);
-      y[i * ldy + r] = HorizontalSum(sum);
-    }
+    for (int r = 0; r < R; ++r) y[i * ldy + r] = HorizontalSum(acc[i][r]);
   }
 }
 
@@ -298,7 +286,7 @@ void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float*
   }
 }
 
-// Formats whose m = 1 product streams with Tile's kStream: Q8_0. One row at a time it
+// Formats whose m = 1 product streams as spans with their own prefetch: Q8_0. One row at a time it
 // measured from memory (alternating per call, 2 threads) ~1.06x against four adjacent rows
 // with the software prefetch (128 expert matrices of 1408 x 2048), ~1.05x on 102400 x 2048,
 // ~1.0x from cache; with its own prefetch (kStreamPrefetchBytes) 28-29 GB/s on Zen 2 against
@@ -324,12 +312,10 @@ void FormatRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1,
   if (kStreamM1<F> && x.m == 1) {
     constexpr int S = kBlockRowStreams;
     n0 = ForSpanTiles<1, S>(n0, n1, y, ldy, [&](int64_t row, int64_t span, float* ys) {
-      Tile<F, 1, S, /*kStream=*/true>(x, 0, base + row * g.row_bytes, span * g.row_bytes, g.units, kStreamPrefetchBytes,
-                                      ys, S);
+      Tile<F, 1, S>(x, 0, base + row * g.row_bytes, span * g.row_bytes, g.units, kStreamPrefetchBytes, ys, S);
     });
     for (int64_t n = n0; n < n1; ++n) {
-      Tile<F, 1, 1, /*kStream=*/true>(x, 0, base + n * g.row_bytes, g.row_bytes, g.units, kStreamPrefetchBytes, y + n,
-                                      ldy);
+      Tile<F, 1, 1>(x, 0, base + n * g.row_bytes, g.row_bytes, g.units, kStreamPrefetchBytes, y + n, ldy);
     }
     return;
   }
