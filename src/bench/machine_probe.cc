@@ -236,8 +236,8 @@ double MeasureF32FmaGflops(double seconds, std::string* kernel) {
 
 ReadProbe::ReadProbe(size_t bytes) : buffer_(bytes) {}
 
-double ReadProbe::SampleGbps() const {
-  return ReadPasses(buffer_.as<float>(), buffer_.size() / sizeof(float), 1, omp_get_max_threads());
+double ReadProbe::SampleGbps(int repeats) const {
+  return ReadPasses(buffer_.as<float>(), buffer_.size() / sizeof(float), repeats, omp_get_max_threads());
 }
 
 ProbeSpread SpreadOf(const std::vector<double>& samples) {

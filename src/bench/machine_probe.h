@@ -73,14 +73,14 @@ SampledPeaks SampleMachinePeaks(const PeakSamplingOptions& options = {});
 // A read probe to take beside each timed run, so a run's GB/s can be set against what
 // the memory gave within the same few seconds (on a host whose bandwidth moves minute
 // to minute, a probe taken once before the tests says little about a run a minute
-// later). One sample: every thread reads its share of the probe's own buffer (2 MiB
-// pages, touched at construction) once per stream count of the read probe, the best
-// kept: 4 reads of `bytes`, ~40 ms for 256 MiB at 30 GB/s.
+// later). A sample: every thread reads its share of the probe's own buffer (2 MiB
+// pages, touched at construction) once per stream count of the read probe, `repeats`
+// times, the best kept: 4 reads of `bytes` a repeat, ~40 ms for 256 MiB at 30 GB/s.
 class ReadProbe {
  public:
   static constexpr size_t kDefaultBytes = size_t{256} << 20;
   explicit ReadProbe(size_t bytes = kDefaultBytes);
-  double SampleGbps() const;  // 1e9 bytes/s, every OpenMP thread
+  double SampleGbps(int repeats = 1) const;  // 1e9 bytes/s, every OpenMP thread
 
  private:
   AlignedBuffer buffer_;

@@ -2,7 +2,6 @@
 // bandwidth and bf16 / f32 FMA GFLOP/s, as one row per probe or one JSON object.
 #include <omp.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -56,9 +55,7 @@ void PrintPeaks(const MachinePeaks& p) {
 // --read-only: the read probe beside each timed run of `bench model --paired-probe`
 // (ReadProbe), best of 3 samples, for scripts that bracket another engine's run with it.
 void PrintReadProbe(bool json) {
-  const ReadProbe probe;
-  double best = 0;
-  for (int i = 0; i < 3; ++i) best = std::max(best, probe.SampleGbps());
+  const double best = ReadProbe().SampleGbps(/*repeats=*/3);
   if (json) {
     std::printf("%s\n", nlohmann::json{{"threads", omp_get_max_threads()}, {"read_gbps", best}}.dump().c_str());
   } else {

@@ -286,11 +286,12 @@ void RowGroup(const PreparedX& x, const RowGeometry& g, const uint8_t* w, float*
   }
 }
 
-// Formats whose m = 1 product streams as spans with their own prefetch: Q8_0. One row at a time it
-// measured from memory (alternating per call, 2 threads) ~1.06x against four adjacent rows
-// with the software prefetch (128 expert matrices of 1408 x 2048), ~1.05x on 102400 x 2048,
-// ~1.0x from cache; with its own prefetch (kStreamPrefetchBytes) 28-29 GB/s on Zen 2 against
-// 25.5. Now a row of each of kBlockRowStreams spans side by side (ForSpanRows).
+// Formats whose m = 1 product streams as spans with their own prefetch: Q8_0. One row at a
+// time it measured from memory (alternating per call, 2 threads) ~1.06x against four
+// adjacent rows with the software prefetch (128 expert matrices of 1408 x 2048), ~1.05x on
+// 102400 x 2048, ~1.0x from cache; with its own prefetch (kStreamPrefetchBytes) 28-29 GB/s
+// on Zen 2 against 25.5. Now a row of each of kBlockRowStreams spans side by side
+// (ForSpanRows).
 template <class F> constexpr bool kStreamM1 = std::is_same_v<F, FormatQ8_0>;
 
 // Spans read side by side at m = 1 (Q8_0's Tile; Q4_K / Q6_K's TileM1 take the spans' rows
