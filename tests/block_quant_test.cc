@@ -973,8 +973,9 @@ TEST(BlockQuantMatmulTest, RowBlockView) {
   }
 }
 
-// MatmulMany gives what Matmul gives on each problem, bit for bit: mixed formats and m,
-// problems sharing one x (quantized once for all of them), GEMM-sized ones among them.
+// MatmulMany gives what Matmul gives on each problem, bit for bit: mixed formats and m
+// (1-3 x rows split between threads by bytes, 4-16 problem by problem), problems sharing
+// one x (quantized once for all of them), GEMM-sized ones among them.
 TEST(BlockQuantMatmulTest, MatmulManyMatchesMatmul) {
   for (bool portable : {false, true}) {
     ScopedPortableKernels scoped(portable);
@@ -984,10 +985,11 @@ TEST(BlockQuantMatmulTest, MatmulManyMatchesMatmul) {
       int64_t rows, blocks, m;
       int x;  // which x: problems with the same x and shape share it
     };
-    const Spec specs[] = {{DType::kQ4_K, 301, 2, 1, 0}, {DType::kQ4_K, 130, 2, 1, 0}, {DType::kQ8_0, 77, 16, 1, 0},
-                          {DType::kQ6_K, 40, 1, 3, 1},  {DType::kQ5_K, 9, 1, 3, 1},   {DType::kQ4_0, 260, 9, 2, 2},
-                          {DType::kF16, 50, 2, 2, 3},   {DType::kQ8_0, 33, 8, 20, 4}, {DType::kQ6_K, 513, 1, 1, 5},
-                          {DType::kQ5_0, 90, 11, 1, 0}, {DType::kQ5_1, 44, 5, 3, 1},  {DType::kQ5_0, 30, 11, 1, 0}};
+    const Spec specs[] = {{DType::kQ4_K, 301, 2, 1, 0}, {DType::kQ4_K, 130, 2, 1, 0},  {DType::kQ8_0, 77, 16, 1, 0},
+                          {DType::kQ6_K, 40, 1, 3, 1},  {DType::kQ5_K, 9, 1, 3, 1},    {DType::kQ4_0, 260, 9, 2, 2},
+                          {DType::kF16, 50, 2, 2, 3},   {DType::kQ8_0, 33, 8, 20, 4},  {DType::kQ6_K, 513, 1, 1, 5},
+                          {DType::kQ5_0, 90, 11, 1, 0}, {DType::kQ5_1, 44, 5, 3, 1},   {DType::kQ5_0, 30, 11, 1, 0},
+                          {DType::kQ4_K, 90, 4, 5, 5},  {DType::kQ8_0, 70, 12, 16, 2}, {DType::kQ6_K, 37, 2, 4, 3}};
     std::vector<Weights> ws;
     std::vector<Operands> xs;
     for (int k = 0; k < 6; ++k) xs.push_back(MakeX(20, 1024, 1, 60 + k, 3));

@@ -648,8 +648,8 @@ TEST(MatmulManyTest, MatchesMatmulOnEach) {
     SetPortableKernelsForTesting(portable);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       SCOPED_TRACE(std::string(portable ? "portable " : "fast ") + std::string(DTypeName(dtype)));
-      const int64_t shapes[][3] = {{1, 301, 257}, {1, 7, 33},  {3, 130, 512}, {1, 1, 1},
-                                   {2, 260, 129}, {8, 40, 64}, {1, 513, 128}};
+      const int64_t shapes[][3] = {{1, 301, 257}, {1, 7, 33},  {3, 130, 512}, {1, 1, 1},     {2, 260, 129},
+                                   {8, 40, 64},   {5, 77, 96}, {1, 513, 128}, {16, 150, 256}};
       std::vector<Problem> ps;
       uint32_t seed = 20;
       for (const auto& sh : shapes) ps.push_back(MakeProblem(sh[0], sh[1], sh[2], dtype, 1, seed++));
