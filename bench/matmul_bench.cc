@@ -632,7 +632,7 @@ void BM_Bf16DotKernel(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Bf16DotKernel)
-    ->ArgsProduct({{64, 102400}, {2048}, {4, 16}, {0, 32}})
+    ->ArgsProduct({{64, 102400}, {2048}, {4, 16}, {0, 32, 128}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 }  // namespace
