@@ -66,6 +66,25 @@ TEST(MappedFile, BothResidenciesHoldTheFileBytes) {
   }
 }
 
+// A huge-page copy puts the byte it is given on a 64-byte line; a mapping keeps the
+// file's offsets (its data starts a page).
+TEST(MappedFile, HugePageCopyPutsTheGivenByteOnALine) {
+  const std::vector<uint8_t> bytes = RandomBytes(5000, 7);
+  const TempFile file(bytes);
+  for (size_t line_offset : {size_t{0}, size_t{8}, size_t{24}, size_t{63}, size_t{64}, size_t{1000}}) {
+    SCOPED_TRACE("line_offset=" + std::to_string(line_offset));
+    for (FileResidency residency : {FileResidency::kHugePageCopy, FileResidency::kMapped}) {
+      auto opened = MappedFile::Open(file.path(), residency, nullptr, line_offset);
+      ASSERT_TRUE(opened.ok()) << opened.status().message();
+      const MappedFile& f = **opened;
+      ASSERT_EQ(f.size(), bytes.size());
+      EXPECT_EQ(std::memcmp(f.data(), bytes.data(), bytes.size()), 0);
+      const uintptr_t at = reinterpret_cast<uintptr_t>(f.data());
+      EXPECT_EQ((at + (residency == FileResidency::kHugePageCopy ? line_offset : 0)) % 64, 0u);
+    }
+  }
+}
+
 TEST(MappedFile, EmptyFileHasNoData) {
   const TempFile file({});
   for (FileResidency residency : {FileResidency::kHugePageCopy, FileResidency::kMapped}) {

@@ -138,6 +138,42 @@ TEST_F(SafetensorsTest, WriterPadsHeaderAndKeepsMetadata) {
   EXPECT_FALSE(fs::exists(Path("m.safetensors.tmp")));
 }
 
+// A huge-page copy puts the data section on a cache line whatever the header's length
+// (a writer pads it to 8 bytes only): every 64-byte tensor starts on a line, with the
+// bytes the mapping gives.
+TEST_F(SafetensorsTest, HugePageCopyPutsTensorsOnCacheLines) {
+  for (size_t meta = 0; meta < 8; ++meta) {
+    SafetensorsWriter writer;
+    std::vector<std::vector<uint8_t>> expected;
+    for (uint32_t i = 0; i < 3; ++i) {
+      expected.push_back(RandomBytes(64 * (i + 1), 10 * static_cast<uint32_t>(meta) + i));
+      writer.Add("t" + std::to_string(i), DType::kBF16, {32 * (i + 1)}, expected.back());
+    }
+    // Metadata of 8·meta bytes moves the data section through every 8-byte offset in a line.
+    ASSERT_TRUE(writer.Write(Path("model.safetensors"), {{"pad", std::string(8 * meta, 'x')}}).ok());
+    const std::string file = ReadFile(Path("model.safetensors"));
+    uint64_t n = 0;
+    for (int b = 7; b >= 0; --b) n = (n << 8) | static_cast<uint8_t>(file[b]);
+    SCOPED_TRACE("data section at " + std::to_string(8 + n) + " (mod 64: " + std::to_string((8 + n) % 64) + ")");
+    for (FileResidency residency : {FileResidency::kHugePageCopy, FileResidency::kMapped}) {
+      Result<Checkpoint> ckpt = Checkpoint::Open(dir_, residency);
+      ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+      for (uint32_t i = 0; i < 3; ++i) {
+        const TensorInfo* t = ckpt->Find("t" + std::to_string(i));
+        ASSERT_NE(t, nullptr);
+        ASSERT_EQ(t->nbytes, expected[i].size());
+        EXPECT_EQ(std::memcmp(t->data, expected[i].data(), t->nbytes), 0);
+        const uintptr_t line = reinterpret_cast<uintptr_t>(t->data) % 64;
+        if (residency == FileResidency::kHugePageCopy) {
+          EXPECT_EQ(line, 0u) << "t" << i;
+        } else {  // a mapping keeps the file's offsets
+          EXPECT_EQ(line, (8 + n + 64 * i * (i + 1) / 2) % 64) << "t" << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(SafetensorsTest, FillCallbackStreamsData) {
   const std::vector<uint8_t> big = RandomBytes(4096 * 4, 7);
   const std::vector<uint8_t> small = RandomBytes(2 * 3, 8);

@@ -28,32 +28,34 @@ Result<const uint8_t*> Map(const std::string& path, int fd, size_t size) {
   return static_cast<const uint8_t*>(p);
 }
 
-Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t size,
+// The file's bytes at region + lead (the region is lead + size bytes).
+Result<const uint8_t*> ReadIntoHugePages(const std::string& path, int fd, size_t size, size_t lead,
                                          const std::function<void(size_t)>& on_read) {
-  auto* region = static_cast<uint8_t*>(AllocateHugePageRegion(size, /*zero_fill=*/false));
+  auto* region = static_cast<uint8_t*>(AllocateHugePageRegion(lead + size, /*zero_fill=*/false));
   if (region == nullptr) {
     return Status::Internal(path + ": cannot allocate " + std::to_string(size) + " bytes to hold the file");
   }
+  uint8_t* data = region + lead;
   constexpr size_t kChunk = size_t{64} << 20;
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::pread(fd, region + done, std::min(kChunk, size - done), static_cast<off_t>(done));
+    const ssize_t n = ::pread(fd, data + done, std::min(kChunk, size - done), static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const std::string why = n < 0 ? std::strerror(errno) : "the file shrank while being read";
-      FreeHugePageRegion(region, size);
+      FreeHugePageRegion(region, lead + size);
       return Status::Internal(path + ": cannot read: " + why);
     }
     done += static_cast<size_t>(n);
     if (on_read) on_read(done);
   }
-  return static_cast<const uint8_t*>(region);
+  return static_cast<const uint8_t*>(data);
 }
 
 }  // namespace
 
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, FileResidency residency,
-                                                     const std::function<void(size_t)>& on_read) {
+                                                     const std::function<void(size_t)>& on_read, size_t line_offset) {
   const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -61,14 +63,17 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path, Fi
   if (!S_ISREG(st.st_mode)) return Status::Internal(path + ": not a regular file");
   const size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;
+  size_t lead = 0;
   if (size > 0) {
     if (residency == FileResidency::kMapped) {
       LATTE_ASSIGN_OR_RETURN(data, Map(path, file.fd, size));
     } else {
-      LATTE_ASSIGN_OR_RETURN(data, ReadIntoHugePages(path, file.fd, size, on_read));
+      constexpr size_t kLine = 64;
+      lead = (kLine - line_offset % kLine) % kLine;
+      LATTE_ASSIGN_OR_RETURN(data, ReadIntoHugePages(path, file.fd, size, lead, on_read));
     }
   }
-  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size, residency));
+  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size, residency, lead));
 }
 
 MappedFile::~MappedFile() {
@@ -76,7 +81,7 @@ MappedFile::~MappedFile() {
   if (residency_ == FileResidency::kMapped) {
     ::munmap(const_cast<uint8_t*>(data_), size_);
   } else {
-    FreeHugePageRegion(const_cast<uint8_t*>(data_), size_);
+    FreeHugePageRegion(const_cast<uint8_t*>(data_ - lead_), lead_ + size_);
   }
 }
 
