@@ -70,7 +70,14 @@ async function startServer(model, args = [], env = {}, { launcher: launcherOverr
       // clean stop.
       const clean = (code) => code === 0 ||
         (launcher.length > 0 && /latte serve: stopped/.test(log) && !/MPI_ABORT|ending every rank/.test(log));
-      proc.on('exit', (code) => resolve(clean(code) ? 0 : code));
+      // 'exit' can come before the last of stderr (rank 0's "stopped" line) has been
+      // read: judge the stop once stderr has closed, or 5 s after the exit at most.
+      proc.on('exit', (code) => {
+        const judge = () => resolve(clean(code) ? 0 : code);
+        if (proc.stderr.readableEnded || proc.stderr.destroyed) return judge();
+        const timer = setTimeout(judge, 5000);
+        proc.stderr.once('close', () => { clearTimeout(timer); judge(); });
+      });
       proc.kill('SIGTERM');
     }),
   };
