@@ -24,11 +24,10 @@ enum class FileResidency { kMapped, kHugePageCopy };
 class MappedFile {
  public:
   // `on_read` (huge-page copies only) is called as the file is read, with the bytes
-  // read so far. A huge-page copy is placed so that the file's byte `line_offset`
-  // lands on a 64-byte cache line (a
-  // safetensors file's data section: its header is padded to 8 bytes only, and a
-  // vector load that straddles two lines costs a second L1 access); a mapping keeps the
-  // file's own offsets.
+  // read so far. A huge-page copy is placed so that the file's byte `line_offset` lands
+  // on a 64-byte cache line (a safetensors file's data section: its header is padded to
+  // 8 bytes only, and a vector load that straddles two lines costs a second L1 access);
+  // a mapping keeps the file's own offsets.
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path,
                                                   FileResidency residency = FileResidency::kMapped,
                                                   const std::function<void(size_t)>& on_read = nullptr,

@@ -402,7 +402,7 @@ int64_t RowCost(const WeightView& w) {
 // late: in `bench model --batch 16` on bf16 (Zen 4, 2 threads) the second thread waited
 // 12% of MatmulMany's time at the join. Each of those problems now goes to the threads
 // in equal parts (whole groups of kEvenSplitRowGroup rows), the rest by bytes as before:
-// the wait fell to ~3% and the step ran 1.03-1.08x as fast when the memory was quick,
+// the wait fell to ~3% and the step ran ~1.03x as fast when the memory was quick,
 // level when slow (one thread streams the memory nearly alone while the other computes).
 // Which thread computes a row does not change its bits.
 constexpr int64_t kEvenSplitMinRows = 4;

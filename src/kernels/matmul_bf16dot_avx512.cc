@@ -21,8 +21,8 @@
 // go in groups of 8 (blocks of 16 groups where a tile of x fits in half of L1); the x
 // rows in tiles of 4 sweep each group (block) in turn (the first from memory, the later
 // ones from cache), every sweep issuing its share of the L2 prefetches of the lines
-// ~32 KiB (a block) ahead (as gemv_avx512.cc). Output rows are split
-// into contiguous per-thread ranges so each core streams its own part of the matrix.
+// ~32 KiB (a block) ahead (as gemv_avx512.cc). Output rows are split into contiguous
+// per-thread ranges so each core streams its own part of the matrix.
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt); reached only through
 // matmul.cc's dispatch after GetCpuFeatures() reports AVX512F and AVX512_BF16.
@@ -53,8 +53,8 @@ constexpr int64_t kPrefetchBytes = int64_t{32} << 10;
 // to 2048 wide), the x tiles sweep blocks of kBlockGroups row groups (128 rows, 512 KiB
 // at 2048 wide, prefetched a block ahead) instead of one group: each x tile then stays
 // in L1 across 32 weight tiles where with one group all 4 tiles of x cycled through it
-// every 8 rows. Zen 4, 2 threads, m = 16, 2048 wide (x rows 128 bf16 apart): the
-// 102400 x 2048 lm_head from memory 325 -> 340 GFLOP/s, 2560 x 2048 from L3 354 -> 362;
+// every 8 rows. Zen 4, 2 threads, m = 16, 2048 wide: the 102400 x 2048 lm_head from
+// memory 325 -> 340 GFLOP/s (x rows 128 bf16 apart), 2560 x 2048 from L3 354 -> 362 (32);
 // with wider rows the x tile no longer fits and blocks ran slower (2816: 0.95x, 4096:
 // 0.91x), so those keep one group. Each output is the same tile's, in the same order.
 constexpr int64_t kXTileCachedBytes = int64_t{16} << 10;
@@ -184,8 +184,9 @@ template <int M> int64_t SpanRows(const Bf16XProblem& p, int64_t n0, int64_t n1)
 }
 
 // Output rows [n0, n1): with 1-3 rows of x as spans (SpanRows), else blocks of
-// kBlockGroups groups where they apply, groups of kRows, then one of 4; then single rows. A group prefetches only rows
-// inside [n0, n1) (the next groups of this thread's range).
+// kBlockGroups groups where they apply, groups of kRows, then one of 4; then single
+// rows. A group (block) prefetches only rows inside [n0, n1) (the next ones of this
+// thread's range).
 void Rows(const Bf16XProblem& p, int64_t n0, int64_t n1) {
   const WeightView& w = p.w;
   const bf16* base = static_cast<const bf16*>(w.data);
