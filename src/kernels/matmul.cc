@@ -452,9 +452,10 @@ void Matmul(const MatmulProblem& p) {
 void MatmulMany(const MatmulProblem* p, int64_t count) {
   LATTE_CHECK(count >= 0 && (count == 0 || p != nullptr), "MatmulMany: ", count, " problems");
   const CpuFeatures& cpu = GetCpuFeatures();
-  // Rows of the GEMV-sized problems, end to end; cost of a row = its weight bytes (the
-  // GEMVs stream them: a Q6_K down projection beside Q4_K gate/up ones splits by what each
-  // thread reads). `elements` decides whether the batch is worth a parallel region.
+  // Rows of the GEMV-sized problems split by bytes (not SplitEvenly's), end to end; cost of
+  // a row = its weight bytes (the GEMVs stream them: a Q6_K down projection beside Q4_K
+  // gate/up ones splits by what each thread reads). `elements` (every GEMV-sized problem's)
+  // decides whether the batch is worth a parallel region.
   int64_t total = 0;
   int64_t elements = 0;
   int64_t small = 0;
@@ -474,6 +475,7 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   RunGemms(p, gemms);
   if (small == 0) return;
   BlockXs& block_xs = PlanBlockXs(cpu, p, count);
+  auto gemv_sized = [&](const MatmulProblem& q) { return q.m > 0 && q.w.rows > 0 && !UseOneDnn(cpu, q.m, q.w.dtype); };
   auto run_rows = [&](int64_t i, int64_t r0, int64_t r1) {
     if (r1 <= r0) return;
     const MatmulProblem& q = p[i];
@@ -492,7 +494,7 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
   if (!parallel) {
     for (int64_t k : block_xs.to_prepare) block_xs.Prepare(p, k);
     for (int64_t i = 0; i < count; ++i) {
-      if (p[i].m > 0 && p[i].w.rows > 0 && !UseOneDnn(cpu, p[i].m, p[i].w.dtype)) run_rows(i, 0, p[i].w.rows);
+      if (gemv_sized(p[i])) run_rows(i, 0, p[i].w.rows);
     }
     return;
   }
@@ -507,7 +509,7 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
     // This thread's rows of each problem split evenly.
     for (int64_t i = 0; i < count; ++i) {
       const MatmulProblem& q = p[i];
-      if (q.m <= 0 || q.w.rows <= 0 || UseOneDnn(cpu, q.m, q.w.dtype) || !SplitEvenly(q)) continue;
+      if (!gemv_sized(q) || !SplitEvenly(q)) continue;
       const RowRange rows = ThisThreadRows(q.w.rows, kEvenSplitRowGroup);
       run_rows(i, rows.begin, rows.end);
     }
@@ -517,7 +519,7 @@ void MatmulMany(const MatmulProblem* p, int64_t count) {
     int64_t off = 0;
     for (int64_t i = 0; i < count && off < share.end; ++i) {
       const MatmulProblem& q = p[i];
-      if (q.m <= 0 || q.w.rows <= 0 || UseOneDnn(cpu, q.m, q.w.dtype) || SplitEvenly(q)) continue;
+      if (!gemv_sized(q) || SplitEvenly(q)) continue;
       const int64_t row_cost = RowCost(q.w);
       const int64_t cost = q.w.rows * row_cost;
       if (off + cost > share.begin) {

@@ -355,9 +355,7 @@ size_t DataSectionLineOffset(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   uint8_t field[kLengthFieldBytes];
   if (!in.read(reinterpret_cast<char*>(field), sizeof field)) return 0;
-  uint64_t header_bytes = 0;
-  for (size_t i = 0; i < kLengthFieldBytes; ++i) header_bytes |= uint64_t{field[i]} << (8 * i);
-  return static_cast<size_t>((kLengthFieldBytes + header_bytes % 64) % 64);
+  return static_cast<size_t>((kLengthFieldBytes + ReadLittleEndianU64(field) % 64) % 64);
 }
 
 }  // namespace
