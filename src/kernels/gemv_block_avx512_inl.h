@@ -36,7 +36,7 @@
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
-// Spans at m = 1 (kSpansM1: Q4_K and Q5_K 4, Q6_K 2, Q8_0 1): a thread's rows are read
+// Spans at m = 1 (kSpansM1: Q4_K, Q5_K and Q8_0 4, Q6_K 2): a thread's rows are read
 // as that many spans side by side, one tile row in each, without the software prefetch,
 // so each span is one long sequential stream the hardware prefetcher follows (the row
 // groups' adjacent rows are short streams that restart every 1-2 KiB and need the
@@ -48,11 +48,17 @@
 //     1.13-1.33x as 2 spans, as 4 0.81-1.20; in a fast minute (~55 GB/s) Q6_K 0.89-0.95x;
 //   from L3 (4096 x 2048: the arithmetic's rate), Q4_K 1.13-1.32x (a tile of 4 rows loads
 //     each x step once for all 4), Q5_K 1.02-1.08x, Q6_K 0.95-0.98x.
-// Q8_0's arithmetic runs at 80-100 GB/s from L3, so memory sets its pace, and one stream
-// per thread is what reads fastest here (as spans it ran 0.65-1.16x); Q4_0 and Q5_0 are
-// bound by their arithmetic even from memory (~28 GB/s) and ran 0.97-1.05x and 0.88-0.91x
-// as spans, so they keep the groups. In the model (bench model tg64, 4-layer v2-lite
-// GGUF): Q4_K_M 1.01-1.50x (median 1.09), Q8_0 as before.
+// Q4_0 and Q5_0 are bound by their arithmetic even from memory (~28 GB/s) and ran
+// 0.97-1.05x and 0.88-0.91x as spans, so they keep the groups. In the model (bench model
+// tg64, 4-layer v2-lite GGUF): Q4_K_M 1.01-1.50x (median 1.09).
+// Q8_0 read one row at a time (one stream per thread) until the memory's fast minutes
+// showed its arithmetic: from L2 (one thread, 256 x 2048) the one-row tile runs 30-37 GB/s,
+// 4 spans 1.30x (x's codes, offsets and scales loaded once for 4 rows; 2 spans 1.06x, 3
+// 1.15x). From memory (2 threads, pairs alternating, binned by the pair's faster pass): the
+// 102400 x 2048 lm_head 1.00x under 40 GB/s, 0.96x at 40-50, 1.10x at 50-60, 1.17x above;
+// 128 matrices of 1408 x 2048 0.91x under 50 GB/s, 1.06x at 50-60. In the model (tg128 on
+// the 4-layer Q8_0 GGUF, 8 rounds alternating) the decode read 0.87 of the paired probe
+// in slow minutes (one row: 0.85) and 0.77-0.78 in fast ones (one row: 0.68).
 //
 // Measured (2048 x 7168 from DRAM, 2 threads of a shared Xeon VM with AVX512_VNNI, so
 // rough), m = 1: Q8_0 0.68 ms (23 GB/s), Q4_K 0.38 ms (22 GB/s), Q6_K 0.53 ms (23 GB/s),
@@ -132,7 +138,7 @@ inline __m512 ScalesMinsK4(const uint8_t* block) {
 }
 
 struct FormatQ8_0 {
-  static constexpr int kSpansM1 = 1;
+  static constexpr int kSpansM1 = 4;
   static constexpr int kSteps = 1;
   static constexpr int64_t kUnitValues = 64;
   static constexpr size_t kUnitBytes = 68;
