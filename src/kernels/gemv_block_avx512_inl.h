@@ -36,7 +36,7 @@
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
-// Spans at m = 1 (kSpansM1: Q4_K, Q5_K, Q6_K and Q8_0 4): a thread's rows are read
+// Spans at m = 1 (kSpansM1: Q4_K, Q5_K and Q8_0 4, Q6_K 3): a thread's rows are read
 // as that many spans side by side, one tile row in each, without the software prefetch,
 // so each span is one long sequential stream the hardware prefetcher follows (the row
 // groups' adjacent rows are short streams that restart every 1-2 KiB and need the
@@ -59,9 +59,11 @@
 // 128 matrices of 1408 x 2048 0.91x under 50 GB/s, 1.06x at 50-60. In the model (tg128 on
 // the 4-layer Q8_0 GGUF, 8 rounds alternating) the decode read 0.87 of the paired probe
 // in slow minutes (one row: 0.85) and 0.77-0.78 in fast ones (one row: 0.68).
-// Q6_K went from 2 spans to 4 on a measurement that alternates the two token by token
-// inside one decode (the Q4_K_M GGUF's Q6_K lm_head, 48 decodes of 63 pairs): 4 spans take
-// 0.979 of the time in fast minutes (0.959-1.005), 1.003 in slow ones.
+// Q6_K went from 2 spans to 3 on a measurement that alternates two variants token by
+// token inside one decode (the Q4_K_M GGUF, whose lm_head is Q6_K; median time ratio of
+// 63 pairs per decode): 4 spans against 2 took 0.979 in fast minutes (15 decodes), 1.003 in
+// slow ones (33); 3 against 4 0.993 in fast minutes (5), 0.988 in slower ones (55), 52 of
+// the 60 below 1.
 //
 // Measured (2048 x 7168 from DRAM, 2 threads of a shared Xeon VM with AVX512_VNNI, so
 // rough), m = 1: Q8_0 0.68 ms (23 GB/s), Q4_K 0.38 ms (22 GB/s), Q6_K 0.53 ms (23 GB/s),
@@ -238,7 +240,7 @@ template <bool kFive> struct FormatK4K5 {
 };
 
 struct FormatQ6_K {
-  static constexpr int kSpansM1 = 4;
+  static constexpr int kSpansM1 = 3;
   static constexpr int kSteps = 4;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = 210;
