@@ -613,6 +613,39 @@ TEST(BlockQuantMatmulTest, GemvRowsDoNotDependOnTheSplit) {
   }
 }
 
+// On CPUs with GFNI the VNNI GEMV moves Q5_K's and Q6_K's qh bits by a GF(2) affine byte
+// transform instead of a rotate and a mask: the same codes, so bit for bit the plain VNNI
+// rows, for every m (spans at m = 1, tiles of 1-4 x rows) and a view of rows that starts
+// mid-matrix, padded row stride. (The GFNI rows also run every GEMV test above: the
+// dispatch picks them.)
+TEST(BlockQuantMatmulTest, GfniRowsEqualTheVnniRows) {
+  if (!HasAvx512() || !GetCpuFeatures().avx512_vnni || !GetCpuFeatures().gfni) {
+    GTEST_SKIP() << "CPU lacks AVX512_VNNI or GFNI";
+  }
+  uint32_t seed = 800;
+  for (DType dtype : {DType::kQ5_K, DType::kQ6_K, DType::kQ4_K}) {
+    SCOPED_TRACE(Name(dtype));
+    const Weights w = MakeWeights(dtype, 75, 3 * 256, 4 * 256, seed++);
+    const WeightView view = w.View().RowBlock(3, 67);
+    for (int64_t m = 1; m <= 6; ++m) {
+      SCOPED_TRACE("m " + std::to_string(m));
+      const Operands o = MakeX(m, w.cols, view.rows, seed++);
+      AlignedBuffer storage(matmul_internal::PreparedXBytes(BlockGemvIsa::kAvx512Vnni, dtype, m, w.cols));
+      const auto x =
+          matmul_internal::PrepareX(BlockGemvIsa::kAvx512Vnni, dtype, o.x.data(), m, o.ldx, w.cols, storage.data());
+      std::vector<float> vnni(m * o.ldy, NAN), gfni(m * o.ldy, NAN);
+      matmul_internal::GemvBlockRowsAvx512Vnni(x, view, 0, view.rows, vnni.data(), o.ldy);
+      matmul_internal::GemvBlockRowsAvx512VnniGfni(x, view, 0, view.rows, gfni.data(), o.ldy);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t n = 0; n < view.rows; ++n) {
+          ASSERT_EQ(gfni[i * o.ldy + n], vnni[i * o.ldy + n]) << "y[" << i << "][" << n << "]";
+          ASSERT_FALSE(std::isnan(gfni[i * o.ldy + n]));
+        }
+      }
+    }
+  }
+}
+
 // The GEMM sums the GEMV's integers on the GEMV's x codes: the two agree far closer than
 // either does to the exact product (only the order of the f32 sums differs).
 TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {

@@ -64,7 +64,7 @@ namespace {
 constexpr int kPanelRows = 16;
 constexpr int kGemmTileM = 6;
 
-template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
+template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K<>>;
 
 // Step S's two 32-value blocks' mins (f32 lanes of Unit::sm): for Q4_K / Q5_K -dmin·m of
 // blocks a = 4·(S / 2) + S % 2 and a + 2, in lanes 8 + a and 10 + a; for Q5_1 lanes 8, 9.
@@ -291,7 +291,7 @@ void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, fl
     case DType::kQ4_0: GemmRows<FormatQ4_0>(x, w, n0, n1, y, ldy); break;
     case DType::kQ4_K: GemmRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_K: GemmRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
-    case DType::kQ6_K: GemmRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ6_K: GemmRows<FormatQ6_K<>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: GemmRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_1: GemmRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
     default: break;

@@ -99,7 +99,7 @@ template <bool kFive, typename Out> void DequantK4K5Row(const uint8_t* row, int6
 }
 
 template <typename Out> void DequantQ6_KRow(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
-  using F = FormatQ6_K;
+  using F = FormatQ6_K<>;
   for (int64_t k = 0; k < blocks; ++k) {
     const F::Unit u = F::Load<false, false>(row + k * F::kUnitBytes);
     Out* o = out + 256 * k;

@@ -399,8 +399,13 @@ void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& out);
 void GemvBlockRowsPortable(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512Vnni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+// The VNNI GEMV with Q5_K's and Q6_K's qh bits moved by GFNI (gemv_block_avx512_gfni.cc):
+// bit for bit GemvBlockRowsAvx512Vnni's results; other formats run that. Call only where
+// the CPU has AVX512_VNNI and GFNI.
+void GemvBlockRowsAvx512VnniGfni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                                 int64_t ldy);
 void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
-// The row kernel for `isa`.
+// The row kernel for `isa` (kAvx512Vnni: the GFNI one where the CPU has GFNI).
 using GemvBlockRowsFn = void (*)(const PreparedX&, const WeightView&, int64_t, int64_t, float*, int64_t);
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 
