@@ -1,8 +1,11 @@
 // The AVX-512 integer GEMV for GGUF block formats (matmul_internal.h: PreparedX, the
-// arithmetic), written once for two translation units: gemv_block_avx512.cc (AVX-512BW:
-// vpmaddubsw + vpmaddwd) and gemv_block_avx512_vnni.cc (vpdpbusd, compiled with
-// AVX512_VNNI). Everything here has internal linkage, so each unit keeps its own copy
-// built for its own target. Include only from those two files, after the headers below.
+// arithmetic), written once for the translation units that build it: gemv_block_avx512.cc
+// (AVX-512BW: vpmaddubsw + vpmaddwd), gemv_block_avx512_vnni.cc (vpdpbusd, compiled with
+// AVX512_VNNI) and gemv_block_avx512_gfni.cc (Q5_K and Q6_K, AVX512_VNNI and GFNI: the
+// qh bits moved by vgf2p8affineqb, HighBits); gemm_block_avx512_vnni.cc takes the
+// formats' unpacking from here too. Everything here has internal linkage, so each unit
+// keeps its own copy built for its own target. Include only from those files, after the
+// headers below.
 //
 // A step is 64 values: one register of 64 unsigned weight codes against 64 signed x codes.
 // vpdpbusd (or its BW emulation) sums them in fours into 16 int32 lanes; lane k holds

@@ -257,7 +257,8 @@ BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
 
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {
   switch (isa) {
-    case BlockGemvIsa::kAvx512Vnni: return GetCpuFeatures().gfni ? GemvBlockRowsAvx512VnniGfni : GemvBlockRowsAvx512Vnni;
+    case BlockGemvIsa::kAvx512Vnni:
+      return GetCpuFeatures().gfni ? GemvBlockRowsAvx512VnniGfni : GemvBlockRowsAvx512Vnni;
     case BlockGemvIsa::kAvx512: return GemvBlockRowsAvx512;
     case BlockGemvIsa::kAvx2: return GemvBlockRowsAvx2;
     default: return GemvBlockRowsPortable;
