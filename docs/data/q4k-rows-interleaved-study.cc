@@ -19,7 +19,9 @@
 //     -Isrc docs/data/q4k-rows-interleaved-study.cc -o /tmp/q4kx4 \
 //     build/liblatte_kernels.a build/liblatte_base.a -fopenmp -ldnnl
 // Run: /tmp/q4kx4 ROWS COLS REPS PASSES   (e.g. 256 2048 200 21: L2-resident, one thread;
-//   14336 2048 4 21 with OMP_NUM_THREADS=1 or 2: from memory)
+//   229376 2048 1 15 with OMP_NUM_THREADS=2: from memory. Keep the matrix far above L3:
+//   back-to-back calls on one near L3's size leave part of it there for the one-stream
+//   reads and less for the tree's spans.)
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>

@@ -13,8 +13,8 @@
 //   g++ -std=c++20 -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni -mf16c -mfma \
 //     -Isrc docs/data/q8_0-rows-interleaved-study.cc -o /tmp/q80x4 \
 //     build/liblatte_kernels.a build/liblatte_base.a -fopenmp -ldnnl
-// Run: /tmp/q80x4 ROWS COLS REPS PASSES   (256 2048 200 21: L2, one thread; 32768 2048 4 15
-//   with OMP_NUM_THREADS=2: from memory)
+// Run: /tmp/q80x4 ROWS COLS REPS PASSES   (256 2048 200 21: L2, one thread; 102400 2048 2 15
+//   with OMP_NUM_THREADS=2: from memory, far above L3 as the Q4_K study's header says)
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
