@@ -64,7 +64,8 @@ namespace {
 constexpr int kPanelRows = 16;
 constexpr int kGemmTileM = 6;
 
-template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K<>>;
+// Two sub-blocks per 32-value slot: the 16-value scales of Q6_K (gemv_block_avx512_inl.h).
+template <class F> constexpr bool kTwoSubBlocks = kSixteenValueScales<F>;
 
 // Step S's two 32-value blocks' mins (f32 lanes of Unit::sm): for Q4_K / Q5_K -dmin·m of
 // blocks a = 4·(S / 2) + S % 2 and a + 2, in lanes 8 + a and 10 + a; for Q5_1 lanes 8, 9.
