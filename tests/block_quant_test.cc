@@ -31,11 +31,11 @@ using testing_util::ExpectXRowsIndependentOfBatch;
 using testing_util::ScopedPortableKernels;
 
 // Every block format latte reads.
-const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                             DType::kQ6_K, DType::kQ5_0, DType::kQ5_1};
+const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                             DType::kQ5_0, DType::kQ5_1, DType::kQ3_K, DType::kQ2_K};
 // ... and f16, which the row dequantizers and the large-m path also take.
-const DType kBlockTypesAndF16[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                                   DType::kQ6_K, DType::kQ5_0, DType::kQ5_1, DType::kF16};
+const DType kBlockTypesAndF16[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                                   DType::kQ5_0, DType::kQ5_1, DType::kQ3_K, DType::kQ2_K, DType::kF16};
 
 std::string Name(DType dtype) { return std::string(DTypeName(dtype)); }
 
@@ -108,6 +108,30 @@ float FormulaValue(DType dtype, const uint8_t* b, int i) {
       const int x = i < 16 ? ((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) : ((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
       return one ? static_cast<float>(x) * F16At(b) + F16At(b + 2) : static_cast<float>(x - 16) * F16At(b);
     }
+    case DType::kQ3_K: {
+      // dequantize_row_q3_K: the 12 scale bytes as 4 uint32 rearranged (kmask1 0x03030303,
+      // kmask2 0x0f0f0f0f) into 16 int8; the high-bit mask m walks 1, 2, 4, ... per 32 values.
+      uint32_t aux[4];
+      std::memcpy(aux, b + 96, 12);
+      const uint32_t tmp = aux[2];
+      aux[2] = ((aux[0] >> 4) & 0x0f0f0f0f) | (((tmp >> 4) & 0x03030303) << 4);
+      aux[3] = ((aux[1] >> 4) & 0x0f0f0f0f) | (((tmp >> 6) & 0x03030303) << 4);
+      aux[0] = (aux[0] & 0x0f0f0f0f) | (((tmp >> 0) & 0x03030303) << 4);
+      aux[1] = (aux[1] & 0x0f0f0f0f) | (((tmp >> 2) & 0x03030303) << 4);
+      int8_t scales[16];
+      std::memcpy(scales, aux, 16);
+      const int n = i / 128, shift = 2 * ((i % 128) / 32), l = i % 32;
+      const uint8_t mask = static_cast<uint8_t>(1 << (4 * n + shift / 2));
+      const int q = ((b[32 + 32 * n + l] >> shift) & 3) - ((b[l] & mask) ? 0 : 4);
+      const float dl = F16At(b + 108) * static_cast<float>(scales[i / 16] - 32);
+      return dl * static_cast<float>(q);
+    }
+    case DType::kQ2_K: {
+      const int n = i / 128, shift = 2 * ((i % 128) / 32), l = i % 32;
+      const uint8_t sc = b[i / 16];
+      const float dl = F16At(b + 80) * static_cast<float>(sc & 0xF), ml = F16At(b + 82) * static_cast<float>(sc >> 4);
+      return dl * static_cast<float>((b[16 + 32 * n + l] >> shift) & 3) - ml;
+    }
     default: return NAN;
   }
 }
@@ -126,6 +150,11 @@ std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, std::mt19937& rng
     };
     switch (dtype) {
       case DType::kQ6_K: put(208); break;
+      case DType::kQ3_K: put(108); break;
+      case DType::kQ2_K:
+        put(80);
+        put(82);
+        break;
       case DType::kQ4_K:
       case DType::kQ5_K:
       case DType::kQ5_1:
@@ -147,6 +176,8 @@ TEST(BlockQuantTest, LayoutSizes) {
   EXPECT_EQ(DTypeBlockBytes(DType::kQ6_K), 210u);
   EXPECT_EQ(DTypeBlockBytes(DType::kQ5_0), 22u);
   EXPECT_EQ(DTypeBlockBytes(DType::kQ5_1), 24u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ3_K), 110u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ2_K), 84u);
 }
 
 TEST(BlockQuantTest, DequantizeMatchesFormula) {
@@ -269,6 +300,10 @@ TEST(BlockQuantTest, K4ScalePackingByHand) {
 //         <= (A / L)·(1 + 1/126)·(1 + 1/63)·(1 + 2^-10)^2 < 1.025·A / L.
 //   Q6_K: step a / 31 per 16 values (a = their max |x| <= A) rounded up to d·sc
 //         (d <= step_max / 127): error <= (A / 62)·(1 + 1/127)·(1 + 2^-10) < 1.01·A / 62.
+//   Q3_K: step a / 3 per 16 values rounded up to d·sc (d <= step_max / 31): error
+//         <= (A / 6)·(1 + 1/31)·(1 + 2^-10) < 1.035·A / 6.
+//   Q2_K: as Q4_K with L = 3 and 4-bit codes (dmin <= A / 15, d <= s_max / 15): error
+//         <= (A / 3)·(1 + 1/30)·(1 + 1/15)·(1 + 2^-10)^2 < 1.105·A / 3.
 double RoundTripBound(DType dtype, double amax) {
   switch (dtype) {
     case DType::kQ8_0: return amax / 254 * (1 + 1.0 / 1024);
@@ -278,6 +313,8 @@ double RoundTripBound(DType dtype, double amax) {
     case DType::kQ6_K: return 1.01 * amax / 62;
     case DType::kQ5_0: return amax / 16 * (1 + 1.0 / 1024);
     case DType::kQ5_1: return 1.01 * amax / 31;  // half a step of (max - min) / 31 <= 2 amax / 31
+    case DType::kQ3_K: return 1.035 * amax / 6;
+    case DType::kQ2_K: return 1.105 * amax / 3;
     default: return 0;
   }
 }
@@ -362,7 +399,8 @@ Weights MakeWeights(DType dtype, int64_t rows, int64_t cols, int64_t ld, uint32_
   const size_t row_bytes = DTypeRowBytes(dtype, ld);
   for (int64_t r = 0; r < rows; ++r) {
     const float scale = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);  // rows of different magnitude
-    for (float& v : row) v = u(rng) * scale;
+    // ... and 16-value sub-blocks of different magnitude, so that their scale codes differ.
+    for (int64_t c = 0; c < ld; ++c) row[c] = u(rng) * scale * std::ldexp(1.0f, -static_cast<int>((c / 16 + r) % 4));
     uint8_t* out = w.data.data() + r * row_bytes;
     if (dtype == DType::kF16) {
       for (int64_t c = 0; c < ld; ++c) {
@@ -371,6 +409,15 @@ Weights MakeWeights(DType dtype, int64_t rows, int64_t cols, int64_t ld, uint32_
       }
     } else {
       QuantizeToBlocks(dtype, row.data(), ld, out);  // the padding columns hold blocks too
+    }
+    if (dtype == DType::kQ3_K) {
+      // Our quantizer writes scale codes 32-63 (sc - 32 >= 0); the format's negative scales
+      // (codes 0-31, which llama.cpp's quantizer writes) come from flipping code bit 5 of the
+      // odd sub-blocks: bit 2·(s / 4) + 1 of scale byte 8 + s % 4.
+      for (int64_t b = 0; b < ld / 256; ++b) {
+        uint8_t* scales = out + b * 110 + block_layout::kQ3KScales;
+        for (int sb = 1; sb < 16; sb += 2) scales[8 + sb % 4] ^= static_cast<uint8_t>(1 << (2 * (sb / 4) + 1));
+      }
     }
     DequantizeToF32(dtype, out, cols, w.values.data() + r * cols);
   }
@@ -601,10 +648,13 @@ TEST(BlockQuantMatmulTest, GemvRowsDoNotDependOnTheSplit) {
                                      /*threaded=*/false);
         });
         // Each x row alone gives what it gives among others (one x row reads its rows as
-        // spans, several as tiles: the same sums in the same order). Not for AVX2's Q4_K and
-        // Q6_K, whose m = 1 kernel (TileM1) adds a unit's slots in integers first, so there a
-        // row alone may differ in its last bits.
-        if (isa == BlockGemvIsa::kAvx2 && (dtype == DType::kQ4_K || dtype == DType::kQ6_K)) continue;
+        // spans, several as tiles: the same sums in the same order). Not for AVX2's Q4_K,
+        // Q6_K, Q3_K and Q2_K (the last two on every ISA but portable: BlockGemvIsaFor), whose
+        // m = 1 kernel (TileM1) adds a unit's slots in integers first, so there a row alone
+        // may differ in its last bits.
+        const bool slot_tree =
+            dtype == DType::kQ4_K || dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
+        if (matmul_internal::BlockGemvIsaFor(isa, dtype) == BlockGemvIsa::kAvx2 && slot_tree) continue;
         ExpectXRowsIndependentOfBatch(m, rows, whole, [&](int64_t i, float* y) {
           matmul_internal::GemvBlock({o.x.data() + i * o.ldx, 1, o.ldx, w.View(), y, rows}, isa, /*threaded=*/false);
         });
@@ -652,6 +702,7 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {
   if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
   uint32_t seed = 400;
   for (DType dtype : kBlockTypes) {
+    if (!matmul_internal::VnniGemmTakes(dtype)) continue;  // Q3_K, Q2_K: the oneDNN chunks
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);
@@ -702,6 +753,7 @@ TEST(BlockQuantMatmulTest, Avx2GemmMatchesTheGemv) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
   uint32_t seed = 600;
   for (DType dtype : kBlockTypes) {
+    if (!matmul_internal::Avx2GemmTakes(dtype)) continue;  // Q3_K, Q2_K: the oneDNN chunks
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);
@@ -732,6 +784,8 @@ std::vector<CodeBytes> CodeRanges(DType dtype) {
     case DType::kQ6_K: return {{0, bl::kQ6KScales}};
     case DType::kQ5_0: return {{bl::kQ5_0Qh, 22}};
     case DType::kQ5_1: return {{bl::kQ5_1Qh, 24}};
+    case DType::kQ3_K: return {{0, bl::kQ3KScales}};
+    case DType::kQ2_K: return {{bl::kQ2KQs, bl::kQ2KD}};
     default: return {};
   }
 }
@@ -758,36 +812,52 @@ TEST(BlockQuantMatmulTest, Avx2GemmMaxCodesStayExact) {
       for (int64_t c = 0; c < w.cols; ++c)
         x[i * w.cols + c] = i % 3 == 0 ? 1.0f : i % 3 == 1 ? -1.0f : (c % 2 ? 1.0f : -1.0f);
     }
-    std::vector<float> y(m * w.rows), ref(m * w.rows);
-    matmul_internal::GemmBlockAvx2({x.data(), m, w.cols, w.View(), y.data(), w.rows});
+    std::vector<float> ref(m * w.rows);
     MatmulReference({x.data(), m, w.cols, w.View(), ref.data(), w.rows});
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t n = 0; n < w.rows; ++n) {
-        const double tol = Tolerance(Rounding::kF32, x.data() + i * w.cols, w, n);
-        ASSERT_NEAR(y[i * w.rows + n], ref[i * w.rows + n], tol) << "y[" << i << "][" << n << "]";
+    // The GEMM where it takes the format, and the AVX2 GEMV at m = 7 (4 + 3 x rows) and 1
+    // (TileM1's integer slot sums), whose int16 pair sums meet the same bound.
+    std::vector<std::pair<std::string, Path>> paths = {
+        {"gemv", [](const MatmulProblem& p) { matmul_internal::GemvBlock(p, BlockGemvIsa::kAvx2); }}};
+    if (matmul_internal::Avx2GemmTakes(dtype)) {
+      paths.push_back({"gemm", [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); }});
+    }
+    for (const auto& [name, path] : paths) {
+      for (int64_t rows_of_x : {m, int64_t{1}}) {
+        SCOPED_TRACE(name + " m " + std::to_string(rows_of_x));
+        std::vector<float> y(m * w.rows);
+        path({x.data(), rows_of_x, w.cols, w.View(), y.data(), w.rows});
+        for (int64_t i = 0; i < rows_of_x; ++i) {
+          for (int64_t n = 0; n < w.rows; ++n) {
+            const double tol = Tolerance(Rounding::kF32, x.data() + i * w.cols, w, n);
+            ASSERT_NEAR(y[i * w.rows + n], ref[i * w.rows + n], tol) << "y[" << i << "][" << n << "]";
+          }
+        }
       }
     }
   }
 }
 
-// Q5_1 asked of the AVX-512 ISAs runs on the AVX2 kernel (BlockGemvIsaFor), with x in its
-// layout: testable on any AVX2 CPU. (Q5_0 has its AVX-512 kernel: Avx512Gemv and
-// Avx512VnniGemv test it.)
+// Q5_1, Q3_K and Q2_K asked of the AVX-512 ISAs run on the AVX2 kernel (BlockGemvIsaFor),
+// with x in its layout: testable on any AVX2 CPU. (Q5_0 has its AVX-512 kernel: Avx512Gemv
+// and Avx512VnniGemv test it.)
 TEST(BlockQuantMatmulTest, Q5_1OnAvx512RunsTheAvx2Kernel) {
   using matmul_internal::BlockGemvIsaFor;
+  const DType avx2_only[] = {DType::kQ5_1, DType::kQ3_K, DType::kQ2_K};
   for (BlockGemvIsa isa : {BlockGemvIsa::kAvx512, BlockGemvIsa::kAvx512Vnni}) {
     EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_0)), IsaName(isa));
-    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_1)), "avx2");
+    for (DType dtype : avx2_only) EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, dtype)), "avx2");
     EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ4_0)), IsaName(isa));
     EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ4_K)), IsaName(isa));
   }
   for (BlockGemvIsa isa : {BlockGemvIsa::kPortable, BlockGemvIsa::kAvx2}) {
     EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_0)), IsaName(isa));
-    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_1)), IsaName(isa));
+    for (DType dtype : avx2_only) EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, dtype)), IsaName(isa));
   }
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
-  CheckGemv(BlockGemv(BlockGemvIsa::kAvx512), DType::kQ5_1, Rounding::kIntX);
-  CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), DType::kQ5_1, Rounding::kIntX);
+  for (DType dtype : avx2_only) {
+    CheckGemv(BlockGemv(BlockGemvIsa::kAvx512), dtype, Rounding::kIntX);
+    CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), dtype, Rounding::kIntX);
+  }
 }
 
 // The paths multiply the same integer codes (x quantized the same way, zero points taken
@@ -869,6 +939,10 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
         if (dtype == DType::kQ5_1) {  // one per block, in order
           ASSERT_EQ(a.block_sum[i * a.ldb + b], p.block_sum[i * p.ldb + b]);
         }
+        if (dtype == DType::kQ2_K) {  // one per 16 values, in order
+          ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b], p.block_sum[i * p.ldb + 2 * b]);
+          ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b + 1], p.block_sum[i * p.ldb + 2 * b + 1]);
+        }
       }
       for (int64_t c = cols; c < a.ldq; ++c) ASSERT_EQ(a.q[i * a.ldq + c], 0) << "padding " << c;
       for (int64_t k = cols / 4; k < a.lds; ++k) {
@@ -884,7 +958,7 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
       // The zero-point formats carry exactly one of the two biases.
       ASSERT_EQ(zp != 0, (a.bias != nullptr) != (a.pair_bias != nullptr));
       ASSERT_EQ(a.pair_bias != nullptr, zp != 0 && a.isa == BlockGemvIsa::kAvx2);
-      ASSERT_EQ(a.block_sum != nullptr, permuted || dtype == DType::kQ5_1 || q6_dx);
+      ASSERT_EQ(a.block_sum != nullptr, permuted || dtype == DType::kQ5_1 || dtype == DType::kQ2_K || q6_dx);
     }
   }
 }
@@ -935,7 +1009,8 @@ TEST(BlockQuantMatmulTest, F16Gemv) {
 TEST(BlockQuantMatmulTest, OneDnnChunks) {
   const Path f32 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, false)); };
   const Path bf16 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, true)); };
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ5_1, DType::kF16}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ5_1, DType::kQ3_K, DType::kQ2_K,
+                      DType::kF16}) {
     const int64_t b = DTypeBlockElements(dtype);
     const Weights w =
         MakeWeights(dtype, 45, b == 1 ? 200 : 3 * std::max<int64_t>(b, 64), 4 * std::max<int64_t>(b, 64), 31);

@@ -33,7 +33,8 @@ struct BlockType {
 };
 constexpr BlockType kTypes[] = {{"Q4_0", 2, DType::kQ4_0},  {"Q5_0", 6, DType::kQ5_0},  {"Q5_1", 7, DType::kQ5_1},
                                 {"Q8_0", 8, DType::kQ8_0},  {"Q4_K", 12, DType::kQ4_K}, {"Q5_K", 13, DType::kQ5_K},
-                                {"Q6_K", 14, DType::kQ6_K}, {"F16", 1, DType::kF16}};
+                                {"Q6_K", 14, DType::kQ6_K}, {"Q3_K", 11, DType::kQ3_K}, {"Q2_K", 10, DType::kQ2_K},
+                                {"F16", 1, DType::kF16}};
 
 // Random bytes with every f16 field (the scales, and every value of an F16 tensor) a
 // random finite f16 below 2^8 in magnitude, so that products stay finite.
@@ -52,6 +53,11 @@ std::vector<uint8_t> RandomBlocks(DType dtype, int64_t values, std::mt19937& rng
   for (size_t at = 0; at < bytes.size(); at += block) {
     if (dtype == DType::kQ6_K) {
       f16(at + block_layout::kQ6KD);
+    } else if (dtype == DType::kQ3_K) {
+      f16(at + block_layout::kQ3KD);
+    } else if (dtype == DType::kQ2_K) {
+      f16(at + block_layout::kQ2KD);
+      f16(at + block_layout::kQ2KDmin);
     } else {
       f16(at);                                                                                   // d
       if (dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1) f16(at + 2);  // dmin / m

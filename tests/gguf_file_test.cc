@@ -185,6 +185,7 @@ TEST(GgufTypes, DTypesMapBothWaysWithTheSameBlocks) {
   const std::vector<std::pair<DType, uint32_t>> mapped = {
       {DType::kF32, 0},  {DType::kF16, 1},   {DType::kBF16, 30}, {DType::kQ8_0, 8},
       {DType::kQ4_0, 2}, {DType::kQ4_K, 12}, {DType::kQ5_K, 13}, {DType::kQ6_K, 14},
+      {DType::kQ5_0, 6}, {DType::kQ5_1, 7},  {DType::kQ3_K, 11}, {DType::kQ2_K, 10},
   };
   for (const auto& [dtype, id] : mapped) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
@@ -198,7 +199,7 @@ TEST(GgufTypes, DTypesMapBothWaysWithTheSameBlocks) {
     EXPECT_EQ(bytes, DTypeBlockBytes(dtype));
   }
   EXPECT_EQ(GgmlTypeFromDType(DType::kF8E4M3), std::nullopt);
-  EXPECT_EQ(DTypeFromGgmlType(10), std::nullopt);  // Q2_K: known, not computed on
+  EXPECT_EQ(DTypeFromGgmlType(16), std::nullopt);  // IQ2_XXS: known, not computed on
   EXPECT_EQ(GgufValueTypeName(GgufValueType::kFloat64), "float64");
   EXPECT_EQ(GgufValueTypeName(static_cast<GgufValueType>(13)), "unknown");
 }
@@ -415,7 +416,7 @@ TEST_F(GgufTest, TypesLatteDoesNotComputeOnRead) {
     ASSERT_EQ(t->nbytes, bytes.size());
     EXPECT_EQ(std::memcmp(t->data, bytes.data(), bytes.size()), 0);
   }
-  EXPECT_EQ(m->FindTensor("t10")->dtype, std::nullopt);  // Q2_K
+  EXPECT_EQ(m->FindTensor("t16")->dtype, std::nullopt);  // IQ2_XXS
   EXPECT_EQ(m->FindTensor("t39")->dtype, std::nullopt);  // MXFP4
 }
 

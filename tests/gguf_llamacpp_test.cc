@@ -108,13 +108,18 @@ struct Case {
   // activations before a product, differently: llama.cpp to Q8_0 / Q8_K blocks for block
   // formats (latte to int8 per 32 values), to bf16 for BF16 weights (latte too, in
   // vdpbf16ps), not for F32; and llama.cpp's attention reads an f16 KV cache (latte's
-  // bf16 or f32). Seen: F32 4e-4, F16 / BF16 under 0.01, block formats 0.02-0.065.
+  // bf16 or f32). Seen: F32 4e-4, F16 / BF16 under 0.01, block formats 0.02-0.065, Q2_K
+  // 0.05 (V2-Lite-like) and 0.099 (V3-like). latte's own Q2_K logits stay as close to the
+  // exact product with the stored weights (its f32 dequantized model) as every other
+  // block format's, 0.027-0.033 against 0.017-0.03, so the rest is llama.cpp's side (it
+  // rounds x per 256 values, Q8_K, for the K formats): Q2_K gets 0.15.
   double logprob_tolerance;
 };
 
 double ToleranceFor(const std::string& type) {
   if (type == "F32") return 0.005;
   if (type == "F16" || type == "BF16") return 0.02;
+  if (type == "Q2_K") return 0.15;
   return 0.1;
 }
 
@@ -135,7 +140,8 @@ TEST(GgufLlamaCpp, GreedyTokensAndLogprobsMatchLlamaCpp) {
   REQUIRE_LLAMACPP();
   std::vector<Case> cases;
   for (Shape shape : {Shape::kV3, Shape::kV2Lite}) {
-    for (const char* type : {"F32", "BF16", "F16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"}) {
+    for (const char* type :
+         {"F32", "BF16", "F16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"}) {
       cases.push_back({shape, type, GgufExportLayout::kSplitKvB, ToleranceFor(type)});
     }
     cases.push_back({shape, "Q8_0", GgufExportLayout::kKvB, ToleranceFor("Q8_0")});

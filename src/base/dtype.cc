@@ -20,7 +20,9 @@ int64_t DTypeBlockElements(DType dtype) {
     case DType::kQ5_1: return 32;
     case DType::kQ4_K:
     case DType::kQ5_K:
-    case DType::kQ6_K: return 256;
+    case DType::kQ6_K:
+    case DType::kQ3_K:
+    case DType::kQ2_K: return 256;
     default: return 1;
   }
 }
@@ -38,6 +40,8 @@ size_t DTypeBlockBytes(DType dtype) {
     case DType::kQ6_K: return 210;
     case DType::kQ5_0: return 22;
     case DType::kQ5_1: return 24;
+    case DType::kQ3_K: return 110;
+    case DType::kQ2_K: return 84;
   }
   return 0;
 }
@@ -57,6 +61,8 @@ std::string_view DTypeName(DType dtype) {
     case DType::kQ6_K: return "Q6_K";
     case DType::kQ5_0: return "Q5_0";
     case DType::kQ5_1: return "Q5_1";
+    case DType::kQ3_K: return "Q3_K";
+    case DType::kQ2_K: return "Q2_K";
   }
   return "?";
 }

@@ -23,9 +23,14 @@ namespace latte {
 //   Q5_0: 32 values, f16 d + 4 bytes of fifth bits + 16 bytes of 4-bit q, x = d·(q - 16)
 //                                                              22 bytes (5.5)
 //   Q5_1: 32 values, f16 d, f16 m + 4 + 16 bytes of 5-bit q, x = d·q + m   24 bytes (6)
+//   Q3_K: 256 values, 32 bytes high bits, 64 bytes low 2 bits, 12 bytes of 6-bit scales for
+//         16 sub-blocks of 16, f16 d, x = d·(sc - 32)·(q - 4)   110 bytes (3.4375)
+//   Q2_K: 256 values, 16 bytes of 4-bit scales/mins for 16 sub-blocks of 16, 64 bytes of
+//         2-bit q, f16 d, dmin, x = d·sc·q - dmin·m              84 bytes (2.625)
 // (Q5_0 and Q5_1 are what llama-quantize writes for a Q4_K / Q5_K matrix whose rows are
-// not whole 256-value blocks: DeepSeek's attn_k_b, V2-Lite's 1408-wide experts.)
-enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ5_0, kQ5_1 };
+// not whole 256-value blocks: DeepSeek's attn_k_b, V2-Lite's 1408-wide experts; Q4_0 for
+// a Q2_K / Q3_K one.)
+enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ5_0, kQ5_1, kQ3_K, kQ2_K };
 
 // Bytes per element of a scalar type; a block format has none (LATTE_CHECK fails):
 // use DTypeRowBytes.

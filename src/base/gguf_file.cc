@@ -48,7 +48,7 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {2, "Q4_0", 32, 18, DType::kQ4_0},      {3, "Q4_1", 32, 20, std::nullopt},
     {6, "Q5_0", 32, 22, DType::kQ5_0},      {7, "Q5_1", 32, 24, DType::kQ5_1},
     {8, "Q8_0", 32, 34, DType::kQ8_0},      {9, "Q8_1", 32, 36, std::nullopt},
-    {10, "Q2_K", 256, 84, std::nullopt},    {11, "Q3_K", 256, 110, std::nullopt},
+    {10, "Q2_K", 256, 84, DType::kQ2_K},    {11, "Q3_K", 256, 110, DType::kQ3_K},
     {12, "Q4_K", 256, 144, DType::kQ4_K},   {13, "Q5_K", 256, 176, DType::kQ5_K},
     {14, "Q6_K", 256, 210, DType::kQ6_K},   {15, "Q8_K", 256, 292, std::nullopt},
     {16, "IQ2_XXS", 256, 66, std::nullopt}, {17, "IQ2_XS", 256, 74, std::nullopt},

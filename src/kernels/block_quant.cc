@@ -100,6 +100,24 @@ void DequantQ6_K(const uint8_t* b, float* out) {
   }
 }
 
+// Q3_K: (d·(sc - 32))·(q - 4), as ggml's dequantize_row_q3_K.
+void DequantQ3_K(const uint8_t* b, float* out) {
+  const float d = LoadF16(b + kQ3KD);
+  for (int s = 0; s < 16; ++s) {
+    const float ds = d * static_cast<float>(Q3KScale(s, b + kQ3KScales) - 32);
+    for (int l = 0; l < 16; ++l) out[16 * s + l] = ds * static_cast<float>(Q3KCode(b, 16 * s + l) - 4);
+  }
+}
+
+// Q2_K: (d·sc)·q - dmin·m, as ggml's dequantize_row_q2_K.
+void DequantQ2_K(const uint8_t* b, float* out) {
+  const float d = LoadF16(b + kQ2KD), dmin = LoadF16(b + kQ2KDmin);
+  for (int s = 0; s < 16; ++s) {
+    const float ds = d * static_cast<float>(b[s] & 0xF), ms = dmin * static_cast<float>(b[s] >> 4);
+    for (int l = 0; l < 16; ++l) out[16 * s + l] = ds * static_cast<float>(K2Bits(b + kQ2KQs, 16 * s + l)) - ms;
+  }
+}
+
 void DequantBlock(DType dtype, const uint8_t* b, float* out) {
   switch (dtype) {
     case DType::kQ8_0: DequantQ8_0(b, out); return;
@@ -109,6 +127,8 @@ void DequantBlock(DType dtype, const uint8_t* b, float* out) {
     case DType::kQ6_K: DequantQ6_K(b, out); return;
     case DType::kQ5_0: DequantQ5(b, /*has_min=*/false, out); return;
     case DType::kQ5_1: DequantQ5(b, /*has_min=*/true, out); return;
+    case DType::kQ3_K: DequantQ3_K(b, out); return;
+    case DType::kQ2_K: DequantQ2_K(b, out); return;
     default: LATTE_CHECK(false, "not a block format: ", DTypeName(dtype));
   }
 }
@@ -319,6 +339,95 @@ void QuantQ6_K(const float* x, uint8_t* b) {
   }
 }
 
+// Writes value i's 2-bit field q[i] into a Q2_K / Q3_K qs (zeroed first).
+void StoreK2Bits(const uint8_t* q, uint8_t* qs) {
+  std::fill(qs, qs + 64, 0);
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, j = (i % 128) / 32, l = i % 32;
+    qs[32 * h + l] |= static_cast<uint8_t>((q[i] & 3) << (2 * j));
+  }
+}
+
+// Q3_K: per sub-block s of 16 the step max|x| / 3 rounded up to its scale code (positive
+// here: sc - 32 in [0, 31]), codes q - 4 in [-3, 3] (the format's -4 unused): every value
+// rounds to within half a step.
+void QuantQ3_K(const float* x, uint8_t* b) {
+  float step[16];
+  float max_step = 0;
+  for (int s = 0; s < 16; ++s) {
+    float amax = 0;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * s + l]));
+    step[s] = amax / 3;
+    max_step = std::max(max_step, step[s]);
+  }
+  const uint16_t d_h = F16AtLeast(max_step / 31);
+  const float d = F16ToF32(d_h);
+  StoreF16(b + kQ3KD, d_h);
+  std::fill(b, b + kQ3KQs, 0);  // hmask
+  uint8_t* scales = b + kQ3KScales;
+  std::fill(scales, scales + 12, 0);
+  uint8_t q[256];
+  for (int s = 0; s < 16; ++s) {
+    const int sc = CeilCode(step[s], d, 31);
+    const int code = sc + 32;
+    scales[s % 8] |= static_cast<uint8_t>((code & 0xF) << (s < 8 ? 0 : 4));
+    scales[8 + s % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (s / 4)));
+    const float ds = d * static_cast<float>(sc);
+    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * s + l;
+      q[i] = static_cast<uint8_t>(std::clamp(RoundToInt(x[i] * inv), -4, 3) + 4);
+      const int h = i / 128, j = (i % 128) / 32;
+      b[i % 32] |= static_cast<uint8_t>((q[i] >> 2) << (4 * h + j));
+    }
+  }
+  StoreK2Bits(q, b + kQ3KQs);
+}
+
+// Q2_K as Q4_K with 4 levels and 4-bit codes per sub-block of 16: the min rounded up to its
+// code (dmin·m >= -min x), then the step to reach max x from there rounded up to its code:
+// every value rounds to within half a step, d·sc / 2.
+void QuantQ2_K(const float* x, uint8_t* b) {
+  float neg_min[16], top[16];
+  float max_neg_min = 0;
+  for (int s = 0; s < 16; ++s) {
+    float lo = 0, hi = x[16 * s];
+    for (int l = 0; l < 16; ++l) {
+      lo = std::min(lo, x[16 * s + l]);
+      hi = std::max(hi, x[16 * s + l]);
+    }
+    neg_min[s] = -lo;
+    top[s] = hi;
+    max_neg_min = std::max(max_neg_min, neg_min[s]);
+  }
+  const uint16_t dmin_h = F16AtLeast(max_neg_min / 15);
+  const float dmin = F16ToF32(dmin_h);
+  int m[16];
+  float offset[16], step[16];
+  float max_step = 0;
+  for (int s = 0; s < 16; ++s) {
+    m[s] = CeilCode(neg_min[s], dmin, 15);
+    offset[s] = dmin * static_cast<float>(m[s]);
+    step[s] = std::max(top[s] + offset[s], 0.0f) / 3;
+    max_step = std::max(max_step, step[s]);
+  }
+  const uint16_t d_h = F16AtLeast(max_step / 15);
+  const float d = F16ToF32(d_h);
+  StoreF16(b + kQ2KD, d_h);
+  StoreF16(b + kQ2KDmin, dmin_h);
+  uint8_t q[256];
+  for (int s = 0; s < 16; ++s) {
+    const int sc = CeilCode(step[s], d, 15);
+    b[s] = static_cast<uint8_t>(sc | (m[s] << 4));
+    const float ds = d * static_cast<float>(sc);
+    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
+    for (int l = 0; l < 16; ++l) {
+      q[16 * s + l] = static_cast<uint8_t>(std::clamp(RoundToInt((x[16 * s + l] + offset[s]) * inv), 0, 3));
+    }
+  }
+  StoreK2Bits(q, b + kQ2KQs);
+}
+
 }  // namespace
 
 void F16ToF32Row(const uint16_t* in, int64_t n, float* out) {
@@ -401,6 +510,14 @@ float BlockValueAt(DType dtype, const void* row, int64_t i) {
     case DType::kQ5_0: return static_cast<float>(Q5Code(b + kQ5_0Qh, b + kQ5_0Qs, j) - 16) * LoadF16(b);
     case DType::kQ5_1:
       return static_cast<float>(Q5Code(b + kQ5_1Qh, b + kQ5_1Qs, j)) * LoadF16(b) + LoadF16(b + kQ5_1M);
+    case DType::kQ3_K:
+      return LoadF16(b + kQ3KD) * static_cast<float>(Q3KScale(j / 16, b + kQ3KScales) - 32) *
+             static_cast<float>(Q3KCode(b, j) - 4);
+    case DType::kQ2_K: {
+      const uint8_t sc = b[j / 16];
+      return LoadF16(b + kQ2KD) * static_cast<float>(sc & 0xF) * static_cast<float>(K2Bits(b + kQ2KQs, j)) -
+             LoadF16(b + kQ2KDmin) * static_cast<float>(sc >> 4);
+    }
     default: LATTE_CHECK(false, "BlockValueAt: not a block format: ", DTypeName(dtype));
   }
   return 0;
@@ -422,6 +539,8 @@ void QuantizeToBlocks(DType dtype, const float* x, int64_t n, void* out) {
       case DType::kQ6_K: QuantQ6_K(xb, b); break;
       case DType::kQ5_0: QuantQ5_0(xb, b); break;
       case DType::kQ5_1: QuantQ5_1(xb, b); break;
+      case DType::kQ3_K: QuantQ3_K(xb, b); break;
+      case DType::kQ2_K: QuantQ2_K(xb, b); break;
       default: break;
     }
   }

@@ -30,6 +30,16 @@
 //       x[j] = d·(q[j] - 16)
 //   Q5_1 (24 bytes, 32 values):  d f16 | m f16 | qh u8[4] | qs u8[16]
 //       q as Q5_0's, x[j] = d·q[j] + m
+//   Q3_K (110 bytes, 256 values): hmask u8[32] | qs u8[64] | scales u8[12] | d f16
+//       16 sub-blocks of 16 (sub-block s = values 16s .. 16s + 16), each with a 6-bit
+//       scale sc[s] packed in `scales` (Q3KScale below). Value i, with h = i / 128,
+//       j = (i % 128) / 32, l = i % 32, has the code
+//       q[i] = ((qs[32h + l] >> 2j) & 3) | ((hmask[l] >> (4h + j)) & 1) << 2   in [0, 7]
+//       x[i] = d·(sc[i / 16] - 32)·(q[i] - 4)
+//   Q2_K (84 bytes, 256 values): scales u8[16] | qs u8[64] | d f16 | dmin f16
+//       16 sub-blocks of 16, sub-block s with scale scales[s] & 15 and min scales[s] >> 4;
+//       value i (h, j, l as Q3_K's) has q[i] = (qs[32h + l] >> 2j) & 3 and
+//       x[i] = d·(scales[i / 16] & 15)·q[i] - dmin·(scales[i / 16] >> 4)
 //
 // Products are rounded as ggml rounds them: (d·sc) first, then ·q, then - (dmin·m).
 //
@@ -65,6 +75,12 @@ inline constexpr int kQ5_0Qs = 6;
 inline constexpr int kQ5_1M = 2;  // d at 0
 inline constexpr int kQ5_1Qh = 4;
 inline constexpr int kQ5_1Qs = 8;
+inline constexpr int kQ3KQs = 32;  // hmask at 0, 32 bytes; qs 64 bytes
+inline constexpr int kQ3KScales = 96;
+inline constexpr int kQ3KD = 108;
+inline constexpr int kQ2KQs = 16;  // scales at 0, 16 bytes; qs 64 bytes
+inline constexpr int kQ2KD = 80;
+inline constexpr int kQ2KDmin = 82;
 }  // namespace block_layout
 
 // Sub-block j < 8's 6-bit scale and min from the 12 packed bytes of a Q4_K / Q5_K block
@@ -78,6 +94,26 @@ inline void ScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
     *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
   }
+}
+
+// Sub-block s < 16's 6-bit scale code (the scale is code - 32) from the 12 packed bytes of
+// a Q3_K block: the low nibble of byte s (s < 8) or the high nibble of byte s - 8, and two
+// high bits from byte 8 + s % 4, bits 2·(s / 4) and up.
+inline int Q3KScale(int s, const uint8_t* scales) {
+  const int low = s < 8 ? (scales[s] & 0xF) : (scales[s - 8] >> 4);
+  return low | ((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4;
+}
+
+// Value i < 256's 2-bit field of a Q2_K / Q3_K block's qs: (qs[32h + l] >> 2j) & 3.
+inline int K2Bits(const uint8_t* qs, int i) {
+  const int h = i / 128, j = (i % 128) / 32, l = i % 32;
+  return (qs[32 * h + l] >> (2 * j)) & 3;
+}
+
+// Q3_K's code of value i < 256, in [0, 7] (the value is code - 4).
+inline int Q3KCode(const uint8_t* b, int i) {
+  const int h = i / 128, j = (i % 128) / 32, l = i % 32;
+  return K2Bits(b + block_layout::kQ3KQs, i) | ((b[l] >> (4 * h + j)) & 1) << 2;
 }
 
 // Code j < 32 of a Q5_0 / Q5_1 block, in [0, 31], from its qh and qs fields.

@@ -84,6 +84,15 @@ constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
 // and slots in one order whatever M and R are, so an x row gives the same bits alone as among
 // others. (Q8_0's m = 1 spans once kept two accumulator banks for alternate units; with 3
 // spans' rows per tile one bank runs as fast: 1.00-1.03x from cache, 2 threads, Zen 4.)
+// Q2_K's mins: one per 16 values, 16 lanes a unit (FormatK16<true>::Unit::mn).
+template <class F> constexpr bool kMin16 = std::is_same_v<F, FormatK16<true>>;
+
+// acc += the unit's mins · x's sums per 16 values (xm: x row's block_sum at the unit).
+template <class F> inline __m256 AddMins16(const typename F::Unit& u, const float* xm, __m256 acc) {
+  acc = _mm256_fmadd_ps(u.mn[0], _mm256_load_ps(xm), acc);
+  return _mm256_fmadd_ps(u.mn[1], _mm256_load_ps(xm + 8), acc);
+}
+
 template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes,
                                            int64_t units, int64_t prefetch_bytes, float* y, int64_t ldy) {
   __m256 acc[M][R];
@@ -96,7 +105,7 @@ template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = F::kBias ? x.pair_bias + (i0 + i) * 2 * x.lds : nullptr;
-    xm[i] = F::kHasMin || F::kBlockMin ? x.block_sum + (i0 + i) * x.ldb : nullptr;
+    xm[i] = F::kHasMin || F::kBlockMin || kMin16<F> ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t u = 0; u < units; ++u) {
@@ -160,6 +169,11 @@ template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const
       for (int i = 0; i < M; ++i) {
         const __m256 mv = _mm256_load_ps(xm[i] + 16 * u + 8);
         for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(wu[r].mn, mv, acc[i][r]);
+      }
+    }
+    if constexpr (kMin16<F>) {
+      for (int i = 0; i < M; ++i) {
+        for (int r = 0; r < R; ++r) acc[i][r] = AddMins16<F>(wu[r], xm[i] + 16 * u, acc[i][r]);
       }
     }
   }
@@ -229,7 +243,7 @@ template <class F> void TileM1(const PreparedX& x, int64_t i0, const float* dx, 
   static_assert(F::kSlots == 8 && 4 * F::kPairMax <= 32767);
   const int8_t* xq = x.q + i0 * x.ldq;
   const int16_t* xb = F::kBias ? x.pair_bias + i0 * 2 * x.lds : nullptr;
-  const float* xm = F::kHasMin ? x.block_sum + i0 * x.ldb : nullptr;
+  const float* xm = F::kHasMin || kMin16<F> ? x.block_sum + i0 * x.ldb : nullptr;
   __m256 acc = _mm256_setzero_ps();
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* p = w + u * F::kUnitBytes;
@@ -243,6 +257,7 @@ template <class F> void TileM1(const PreparedX& x, int64_t i0, const float* dx, 
     const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(SlotSums(pairs, sc)), _mm256_loadu_ps(dx + 8 * u));
     acc = _mm256_fmadd_ps(t, wu.d, acc);
     if constexpr (F::kHasMin) acc = _mm256_fmadd_ps(wu.mn, _mm256_load_ps(xm + 16 * u + 8), acc);
+    if constexpr (kMin16<F>) acc = AddMins16<F>(wu, xm + 16 * u, acc);
   }
   *y = HorizontalSum(acc);
 }
@@ -462,6 +477,13 @@ template <bool kMin> void DequantQ5Row(const uint8_t* row, int64_t blocks, float
   }
 }
 
+int HorizontalSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
 void DequantF16Row(const uint8_t* row, int64_t n, float* out) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
   int64_t c = 0;
@@ -519,13 +541,14 @@ void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& p) {
                            _mm256_mullo_epi16(pairs, _mm256_set1_epi16(static_cast<int16_t>(-zero_point))));
       }
       if (sums != nullptr) {
-        const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3]));
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-        s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-        const float sum = dx * static_cast<float>(_mm_cvtsi128_si32(s));
+        const float sum = dx * static_cast<float>(HorizontalSumI32(
+                                   _mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3]))));
         if (p.dtype == DType::kQ5_1) {  // one per block, in order
           sums[b] = sum;
+        } else if (p.dtype == DType::kQ2_K) {  // one per 16 values, in order
+          const __m256i h01 = _mm256_add_epi32(c[0], c[1]), h23 = _mm256_add_epi32(c[2], c[3]);
+          sums[2 * b] = dx * static_cast<float>(HorizontalSumI32(h01));
+          sums[2 * b + 1] = dx * static_cast<float>(HorizontalSumI32(h23));
         } else {  // K formats: 16 per 256 values, blocks in lanes 8..15, dx in 0..7
           float* group = sums + 16 * (b / 8);
           group[j] = dx;
@@ -550,6 +573,8 @@ void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int6
     case DType::kQ6_K: FormatRows<FormatQ6_K>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: FormatRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_1: FormatRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ3_K: FormatRows<FormatK16<false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ2_K: FormatRows<FormatK16<true>>(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }
@@ -565,7 +590,7 @@ void DequantizeRowAvx2(DType dtype, const void* row, int64_t n, float* out) {
     case DType::kQ5_0: DequantQ5Row<false>(p, n / 32, out); break;
     case DType::kQ5_1: DequantQ5Row<true>(p, n / 32, out); break;
     case DType::kF16: DequantF16Row(p, n, out); break;
-    default: break;
+    default: DequantizeToF32(dtype, row, n, out); break;  // Q3_K, Q2_K: the portable loops
   }
 }
 

@@ -41,8 +41,8 @@ inline __m256i Nibbles16(const uint8_t* p) {
 inline __m256i LowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline __m256i HighNibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 
-// Bit B of every byte moved to bit T and masked by `mask` (16-bit shifts: for |B - T| <= 4
-// with source and target inside [0, 8) no bit crosses into the neighbouring byte).
+// Bit B of every byte moved to bit T and masked by `mask` (16-bit shifts: with source and
+// target inside [0, 8), bit T of each byte receives bit B of the same byte).
 template <int B, int T> inline __m256i MoveBits(__m256i v, int mask) {
   __m256i s = v;
   if constexpr (T > B) s = _mm256_slli_epi16(v, T - B);
@@ -209,6 +209,32 @@ template <bool kFive> struct FormatK4K5 {
   }
 };
 
+// Formats with a scale per 16 values (Q6_K, Q3_K, Q2_K) read 32-value slots whose low
+// 128-bit half takes one scale and the high half the next. sc[g] holds the unit's int16
+// scales 8g .. 8g + 8 in both 128-bit halves.
+inline void SixteenValueScales(__m128i scales_int8, __m256i sc[2]) {
+  const __m256i s = _mm256_cvtepi8_epi16(scales_int8);
+  sc[0] = _mm256_permute4x64_epi64(s, 0x44);
+  sc[1] = _mm256_permute4x64_epi64(s, 0xEE);
+}
+// Slot sub-block pair t, t + 1 of sc[h] (t even): scale t in the low half's int16 pairs, t + 1
+// in the high half's.
+template <int t> inline __m256i SixteenValueSlotScale(__m256i sc_h) {
+  constexpr int16_t a = static_cast<int16_t>(0x0100 + 0x0202 * t), b = static_cast<int16_t>(a + 0x0202);
+  return _mm256_shuffle_epi8(sc_h, _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
+}
+// Slots 4G .. 4G + 3's scales in the layout of gemv_block_avx2.cc's SlotSums: int16 k of
+// the low 128-bit half scales slot 4G + k / 2's first 16 values (sc[G]'s scale 2(k / 2)),
+// of the high half its last 16 (the next scale).
+inline __m256i SixteenValueGroupScales(__m256i sc_g) {
+  constexpr auto b = [](int k, int half) { return static_cast<char>(2 * (2 * (k / 4) + half) + k % 2); };
+  const __m256i index = _mm256_setr_epi8(b(0, 0), b(1, 0), b(2, 0), b(3, 0), b(4, 0), b(5, 0), b(6, 0), b(7, 0),
+                                         b(8, 0), b(9, 0), b(10, 0), b(11, 0), b(12, 0), b(13, 0), b(14, 0), b(15, 0),
+                                         b(0, 1), b(1, 1), b(2, 1), b(3, 1), b(4, 1), b(5, 1), b(6, 1), b(7, 1),
+                                         b(8, 1), b(9, 1), b(10, 1), b(11, 1), b(12, 1), b(13, 1), b(14, 1), b(15, 1));
+  return _mm256_shuffle_epi8(sc_g, index);
+}
+
 struct FormatQ6_K {
   static constexpr int kSlots = 8;
   static constexpr int kMaxCode = 63;
@@ -227,10 +253,9 @@ struct FormatQ6_K {
     __m256 d;
   };
   static Unit Load(const uint8_t* p) {
-    const __m256i sc = _mm256_cvtepi8_epi16(LoadU128(p + block_layout::kQ6KScales));
-    return {p,
-            {_mm256_permute4x64_epi64(sc, 0x44), _mm256_permute4x64_epi64(sc, 0xEE)},
-            BroadcastF16(p + block_layout::kQ6KD)};
+    Unit u{p, {}, BroadcastF16(p + block_layout::kQ6KD)};
+    SixteenValueScales(LoadU128(p + block_layout::kQ6KScales), u.sc);
+    return u;
   }
   template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
     constexpr int h = H / 4, k = H % 4;
@@ -238,21 +263,74 @@ struct FormatQ6_K {
     const __m256i qh = LoadU256(u.p + block_layout::kQ6KQh + 32 * h);
     const __m256i low = k / 2 == 0 ? LowNibbles(ql) : HighNibbles(ql);
     w = _mm256_or_si256(low, MoveBits<2 * k, 4>(qh, 0x30));
-    constexpr int t = 2 * k;  // sub-blocks 2H, 2H + 1 = scales t, t + 1 of sc[h]
-    constexpr int16_t a = static_cast<int16_t>(0x0100 + 0x0202 * t), b = static_cast<int16_t>(a + 0x0202);
-    sc = _mm256_shuffle_epi8(u.sc[h], _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
+    sc = SixteenValueSlotScale<2 * k>(u.sc[h]);  // sub-blocks 2H, 2H + 1 = scales 2k, 2k + 1 of sc[h]
   }
-  // Slots 4G .. 4G + 3's scales in the layout of gemv_block_avx2.cc's SlotSums: int16 k of
-  // the low 128-bit half scales slot 4G + k / 2's first 16 values (sc[G]'s scale 2(k / 2)),
-  // of the high half its last 16 (the next scale).
-  template <int G> static __m256i GroupScales(const Unit& u) {
-    constexpr auto b = [](int k, int half) { return static_cast<char>(2 * (2 * (k / 4) + half) + k % 2); };
-    const __m256i index = _mm256_setr_epi8(
-        b(0, 0), b(1, 0), b(2, 0), b(3, 0), b(4, 0), b(5, 0), b(6, 0), b(7, 0), b(8, 0), b(9, 0), b(10, 0), b(11, 0),
-        b(12, 0), b(13, 0), b(14, 0), b(15, 0), b(0, 1), b(1, 1), b(2, 1), b(3, 1), b(4, 1), b(5, 1), b(6, 1), b(7, 1),
-        b(8, 1), b(9, 1), b(10, 1), b(11, 1), b(12, 1), b(13, 1), b(14, 1), b(15, 1));
-    return _mm256_shuffle_epi8(u.sc[G], index);
+  template <int G> static __m256i GroupScales(const Unit& u) { return SixteenValueGroupScales(u.sc[G]); }
+};
+
+// Q3_K (kQ2 false) and Q2_K: 16 sub-blocks of 16 with integer scales, in Q6_K's slots (slot
+// H = values 32H .. 32H + 32; lanes 0-3 take scale 2H, lanes 4-7 the next). Slot H's 2-bit
+// fields are bits 2j, 2j + 1 of qs[32h ..] (h = H / 4, j = H % 4); Q3_K adds hmask's bit
+// 4h + j as bit 2 and has zero point 4 (scales sc - 32, signed); Q2_K's mins (-dmin·m per 16
+// values, mn) multiply x's sums per 16 values (PreparedX::block_sum, 16 per 256 values).
+template <bool kQ2> struct FormatK16 {
+  static constexpr int kSlots = 8;
+  static constexpr int kMaxCode = kQ2 ? 3 : 7;
+  static constexpr int kPairMax = kQ2 ? 2 * 3 * 127 : 2 * 4 * 127;  // Q3_K with the bias: |q - 4| <= 4
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = kQ2 ? 84 : 110;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool kBias = !kQ2;
+  static constexpr bool kIntScale = true;
+  using Scale = __m256i;  // int16 pairs per lane
+  struct Unit {
+    const uint8_t* p;
+    __m256i sc[2];
+    __m256 d;
+    __m256 mn[2];  // Q2_K: lane t of mn[g] = -dmin·m[8g + t]
+  };
+  // Q3_K's 16 scale codes from the 12 packed bytes (block_quant.h's Q3KScale for all s at
+  // once), minus 32.
+  static __m128i Q3Scales(const uint8_t* scales) {
+    uint32_t a, b, c;
+    std::memcpy(&a, scales, 4);
+    std::memcpy(&b, scales + 4, 4);
+    std::memcpy(&c, scales + 8, 4);
+    const uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
+    const __m128i codes =
+        _mm_setr_epi32(static_cast<int>((a & k4) | (c & k2) << 4), static_cast<int>((b & k4) | ((c >> 2) & k2) << 4),
+                       static_cast<int>(((a >> 4) & k4) | ((c >> 4) & k2) << 4),
+                       static_cast<int>(((b >> 4) & k4) | ((c >> 6) & k2) << 4));
+    return _mm_sub_epi8(codes, _mm_set1_epi8(32));
   }
+  static Unit Load(const uint8_t* p) {
+    Unit u;
+    u.p = p;
+    if constexpr (kQ2) {
+      const __m128i bytes = LoadU128(p);
+      SixteenValueScales(_mm_and_si128(bytes, _mm_set1_epi8(0x0F)), u.sc);
+      const __m128i m = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
+      const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), BroadcastF16(p + block_layout::kQ2KDmin));
+      u.mn[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m)), neg_dmin);
+      u.mn[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(m, 8))), neg_dmin);
+      u.d = BroadcastF16(p + block_layout::kQ2KD);
+    } else {
+      SixteenValueScales(Q3Scales(p + block_layout::kQ3KScales), u.sc);
+      u.mn[0] = u.mn[1] = _mm256_setzero_ps();
+      u.d = BroadcastF16(p + block_layout::kQ3KD);
+    }
+    return u;
+  }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
+    constexpr int h = H / 4, j = H % 4;
+    const uint8_t* qs = u.p + (kQ2 ? block_layout::kQ2KQs : block_layout::kQ3KQs);
+    w = _mm256_and_si256(_mm256_srli_epi16(LoadU256(qs + 32 * h), 2 * j), _mm256_set1_epi8(3));
+    if constexpr (!kQ2) w = _mm256_or_si256(w, MoveBits<4 * h + j, 2>(LoadU256(u.p), 0x04));  // hmask at 0
+    sc = SixteenValueSlotScale<2 * j>(u.sc[h]);
+  }
+  template <int G> static __m256i GroupScales(const Unit& u) { return SixteenValueGroupScales(u.sc[G]); }
 };
 
 template <typename Fn, int... S> inline void ForSlots(Fn&& fn, std::integer_sequence<int, S...>) {

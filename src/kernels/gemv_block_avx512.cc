@@ -140,6 +140,8 @@ template <typename Out> void DequantRow(DType dtype, const uint8_t* row, int64_t
     case DType::kF16: DequantF16Row(row, n, out, has_bf16); break;
     case DType::kQ5_0:
     case DType::kQ5_1:  // the portable loops: a few tensors of a file (BlockGemvIsaFor)
+    case DType::kQ3_K:
+    case DType::kQ2_K:
       if constexpr (std::is_same_v<Out, float>) {
         DequantizeToF32(dtype, row, n, out);
       } else {

@@ -35,7 +35,7 @@
 //         bias -32·sum x per lane.
 //   Q5_0: unit = 2 blocks (44 bytes), 1 step: as Q4_0, qh's bit j on value j's bit 4;
 //         bias -16·sum x.
-//   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
+//   Q5_1, Q3_K, Q2_K: none here; they run on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
@@ -526,7 +526,9 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ6_K: FormatRows<FormatQ6_K<>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: FormatRows<FormatQ5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
-    case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_1:
+    case DType::kQ3_K:
+    case DType::kQ2_K: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }

@@ -33,9 +33,17 @@ constexpr int64_t kStep = 64;
 
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-// Formats with a min per 32 values (Q4_K / Q5_K: -dmin·m, Q5_1: m) that multiplies
-// PreparedX::block_sum.
-bool HasMins(DType dtype) { return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1; }
+// Formats with a min per 32 values (Q4_K / Q5_K: -dmin·m, Q5_1: m) or per 16 (Q2_K:
+// -dmin·m) that multiplies PreparedX::block_sum.
+bool HasMins(DType dtype) {
+  return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1 || dtype == DType::kQ2_K;
+}
+// Values per min (and per block_sum entry in the portable layout).
+int64_t MinBlock(DType dtype) { return dtype == DType::kQ2_K ? 16 : kXBlock; }
+// Formats with a scale per 16 values.
+bool HasSixteenValueScales(DType dtype) {
+  return dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
+}
 
 // The zero point the AVX-512 and AVX2 kernels take off in the integers (see
 // PreparedX::bias): their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8
@@ -48,6 +56,7 @@ int ZeroPoint(BlockGemvIsa isa, DType dtype) {
     case DType::kQ4_0: return 8;
     case DType::kQ5_0: return 16;
     case DType::kQ6_K: return 32;
+    case DType::kQ3_K: return 4;
     default: return 0;
   }
 }
@@ -71,7 +80,9 @@ XLayout Layout(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
   l.ldq = avx ? steps * kStep : RoundUp(cols, 64);
   l.lds = avx ? steps * 16 : RoundUp(cols / kXBlock, 16);
   // The AVX-512 layout's K-format sums: 16 floats per 256 values; else one per block.
-  if (HasBlockSums(isa, dtype)) l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * 16 : RoundUp(cols / kXBlock, 16);
+  if (HasBlockSums(isa, dtype)) {
+    l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * 16 : RoundUp(cols / MinBlock(dtype), 16);
+  }
   auto take = [&](size_t bytes) {
     const size_t at = l.bytes;
     l.bytes += (bytes + 63) / 64 * 64;
@@ -84,32 +95,39 @@ XLayout Layout(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
   return l;
 }
 
-// x's codes and scales, portable layout. The rounding is round-half-to-even by the
+// x's codes and scales, portable layout; block_sum (where not null) per `sum_block`
+// values (32, or 16 for Q2_K). The rounding is round-half-to-even by the
 // 1.5·2^23 trick (exact for |v| < 2^22; GCC vectorises it at the x86-64 baseline),
 // the same as the AVX-512 path's vcvtps2dq, so both get the same codes.
-void QuantizeXRowPortable(const float* x, int64_t cols, bool sums, int8_t* q, float* scale, float* block_sum) {
+void QuantizeXRowPortable(const float* x, int64_t cols, int64_t sum_block, int8_t* q, float* scale, float* block_sum) {
   constexpr float kRound = 12582912.0f;  // 1.5 · 2^23
   for (int64_t b = 0; b < cols / kXBlock; ++b) {
     const float* xb = x + b * kXBlock;
     float amax = 0;
     for (int k = 0; k < kXBlock; ++k) amax = std::max(amax, std::fabs(xb[k]));
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    int sum = 0;
+    int sum[2] = {0, 0};  // per 16 values
     for (int k = 0; k < kXBlock; ++k) {
       const int v = static_cast<int>((xb[k] * id + kRound) - kRound);
       q[b * kXBlock + k] = static_cast<int8_t>(v);
-      sum += v;
+      sum[k / 16] += v;
     }
     scale[b] = amax / 127.0f;
-    if (sums) block_sum[b] = scale[b] * static_cast<float>(sum);
+    if (block_sum == nullptr) continue;
+    if (sum_block == 16) {
+      block_sum[2 * b] = scale[b] * static_cast<float>(sum[0]);
+      block_sum[2 * b + 1] = scale[b] * static_cast<float>(sum[1]);
+    } else {
+      block_sum[b] = scale[b] * static_cast<float>(sum[0] + sum[1]);
+    }
   }
 }
 
 // ---- portable integer GEMV ------------------------------------------------------------
 
 // One weight row unpacked: integer codes with the zero point taken off (`v`, [cols]),
-// one f32 scale per sub-block of `sub` values (16 for Q6_K, else 32), and for Q4_K /
-// Q5_K -dmin·m per 32 values (Q5_1: m).
+// one f32 scale per sub-block of `sub` values (16 for Q6_K / Q3_K / Q2_K, else 32), and
+// for Q4_K / Q5_K -dmin·m per 32 values (Q5_1: m; Q2_K: -dmin·m per 16).
 struct UnpackedRow {
   std::vector<int8_t> v;
   std::vector<float> scale;
@@ -120,10 +138,10 @@ struct UnpackedRow {
 void UnpackRow(DType dtype, const uint8_t* row, int64_t cols, UnpackedRow& u) {
   const int64_t per_block = DTypeBlockElements(dtype);
   const size_t block_bytes = DTypeBlockBytes(dtype);
-  u.sub = dtype == DType::kQ6_K ? 16 : 32;
+  u.sub = HasSixteenValueScales(dtype) ? 16 : 32;
   int8_t* v = Grow(u.v, cols);
   float* scale = Grow(u.scale, cols / u.sub);
-  float* min = HasMins(dtype) ? Grow(u.min, cols / 32) : nullptr;
+  float* min = HasMins(dtype) ? Grow(u.min, cols / MinBlock(dtype)) : nullptr;
   for (int64_t blk = 0; blk < cols / per_block; ++blk) {
     const uint8_t* b = row + blk * block_bytes;
     int8_t* vb = v + blk * per_block;
@@ -191,6 +209,21 @@ void UnpackRow(DType dtype, const uint8_t* row, int64_t cols, UnpackedRow& u) {
         }
         break;
       }
+      case DType::kQ3_K: {
+        const float d = LoadF16(b + kQ3KD);
+        for (int s = 0; s < 16; ++s) scale[blk * 16 + s] = d * static_cast<float>(Q3KScale(s, b + kQ3KScales) - 32);
+        for (int i = 0; i < 256; ++i) vb[i] = static_cast<int8_t>(Q3KCode(b, i) - 4);
+        break;
+      }
+      case DType::kQ2_K: {
+        const float d = LoadF16(b + kQ2KD), dmin = LoadF16(b + kQ2KDmin);
+        for (int s = 0; s < 16; ++s) {
+          scale[blk * 16 + s] = d * static_cast<float>(b[s] & 0xF);
+          min[blk * 16 + s] = -(dmin * static_cast<float>(b[s] >> 4));
+        }
+        for (int i = 0; i < 256; ++i) vb[i] = static_cast<int8_t>(K2Bits(b + kQ2KQs, i));
+        break;
+      }
       default: break;
     }
   }
@@ -213,7 +246,7 @@ template <int kSub> float RowDot(const UnpackedRow& u, const PreparedX& x, int64
   }
   if (x.block_sum != nullptr) {
     const float* bs = x.block_sum + i * x.ldb;
-    for (int64_t b = 0; b < x.cols / kXBlock; ++b) acc += u.min[b] * bs[b];
+    for (int64_t b = 0; b < x.cols / MinBlock(x.dtype); ++b) acc += u.min[b] * bs[b];
   }
   return acc;
 }
@@ -252,7 +285,8 @@ BlockGemvIsa BestBlockGemvIsa() {
 }
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
-  return IsAvx512(isa) && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
+  const bool avx2_only = dtype == DType::kQ5_1 || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
+  return IsAvx512(isa) && avx2_only ? BlockGemvIsa::kAvx2 : isa;
 }
 
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {
@@ -312,7 +346,7 @@ void FillX(const PreparedX& p, const float* x, int64_t ldx, int64_t i0, int64_t 
     return;
   }
   for (int64_t i = 0; i < rows.m; ++i) {
-    QuantizeXRowPortable(x + i * ldx, p.cols, HasMins(p.dtype), rows.q + i * p.ldq, rows.scale + i * p.lds,
+    QuantizeXRowPortable(x + i * ldx, p.cols, MinBlock(p.dtype), rows.q + i * p.ldq, rows.scale + i * p.lds,
                          rows.block_sum != nullptr ? rows.block_sum + i * p.ldb : nullptr);
   }
 }

@@ -140,10 +140,7 @@ inline constexpr int64_t kAvx2GemmMinRows = 6;
 inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
   if (avx512_vnni && VnniGemmTakes(dtype)) return kVnniGemmMinRows;
   if (avx2_only && Avx2GemmTakes(dtype)) return kAvx2GemmMinRows;
-  if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
-      dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1) {
-    return kBlockGemvMaxRows + 1;
-  }
+  if (IsBlockQuantized(dtype)) return kBlockGemvMaxRows + 1;
   return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
 }
 
@@ -337,7 +334,8 @@ BlockGemvIsa BestBlockGemvIsa();
 
 // The ISA whose kernel runs `dtype` when `isa` is asked for: `isa` itself, except that the
 // AVX-512 GEMV has no Q5_1 code (a few tensors of a Q5_K_M file: 1408-wide or
-// 10944-wide ffn_down), so it runs on AVX2 there, which every AVX-512 CPU has.
+// 10944-wide ffn_down) and none for Q3_K / Q2_K, so those run on AVX2 there, which every
+// AVX-512 CPU has.
 // PreparedXBytes, PrepareX and GemvBlock apply it; PreparedX::isa holds the result.
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 
