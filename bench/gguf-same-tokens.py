@@ -9,8 +9,9 @@ and llama-quantize: ../shared/peers/llamacpp/convert.sh), and llama.cpp on those
 The prompts are three questions tokenized by the directory's tokenizer, after id 0 (BOS):
 every engine reads the same ids (a GGUF's own pre-tokenizer may split text otherwise).
 Prints each prompt's tokens and, per file, whether latte and llama.cpp give the same; at
-a step where they part, llama.cpp's top-3 log-probabilities there, to tell a near tie
-from a real difference. Exit status 0 when every run equals the directory's.
+the step where llama.cpp parts from the directory, and at the step where latte and
+llama.cpp part from each other on the file, llama.cpp's top-3 log-probabilities there, to
+tell a near tie from a real difference. Exit status 0 when every run equals the directory's.
 """
 import json
 import os
@@ -57,6 +58,10 @@ def main():
                 at = next(k for k in range(steps) if llama_ids[k] != want[k])
                 top = ", ".join(f"{t} {lp:.3f}" for t, lp in llama[at]["top"])
                 note = f" (parts at step {at}: llama.cpp's top 3 there: {top})"
+            if llama_ids != got:  # the two engines on the same file, after the same tokens
+                at = next(k for k in range(steps) if llama_ids[k] != got[k])
+                top = ", ".join(f"{t} {lp:.3f}" for t, lp in llama[at]["top"])
+                note += f" (latte parts from llama.cpp at step {at} with {got[at]}: llama.cpp's top 3 there: {top})"
             print(f"  {os.path.basename(gguf)}: latte {'same' if got == want else got}, "
                   f"llama.cpp {'same' if llama_ids == want else llama_ids}{note}")
             same &= got == want and llama_ids == want

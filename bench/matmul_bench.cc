@@ -305,10 +305,13 @@ Operands MakeBlockOperands(int64_t m, int64_t n, int64_t k, DType dtype) {
         Random(s);  // steps s
         p[i] = static_cast<uint8_t>(s >> 40);
       }
-      // The f16 fields: d (and Q4_K / Q5_K's dmin, Q5_1's m at 2; Q6_K's d at 208).
-      const size_t d = dtype == DType::kQ6_K ? 208 : 0;
+      // The f16 fields: d (and Q4_K / Q5_K's dmin, Q5_1's m at 2; Q6_K's d at 208, Q3_K's at
+      // 108, Q2_K's d and dmin at 80 and 82).
+      const size_t d = dtype == DType::kQ6_K ? 208 : dtype == DType::kQ3_K ? 108 : dtype == DType::kQ2_K ? 80 : 0;
       std::memcpy(p + d, &scale, 2);
-      if (dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1) std::memcpy(p + 2, &scale, 2);
+      if (dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ5_1 || dtype == DType::kQ2_K) {
+        std::memcpy(p + d + 2, &scale, 2);
+      }
     }
   }
   uint64_t s = 12345;
@@ -409,8 +412,11 @@ BENCHMARK(BM_MatmulManyColdExperts<DType::kBF16>)->Args({1408, 2048, 8})->UseRea
 LATTE_BLOCK_GEMV_ISAS(DType::kQ8_0);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ4_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ6_K);
-LATTE_BLOCK_GEMV_ISAS(DType::kQ5_0);  // the AVX-512 ISAs run the AVX2 kernel (BlockGemvIsaFor)
+LATTE_BLOCK_GEMV_ISAS(DType::kQ5_0);
+// Q5_1, Q3_K, Q2_K: the AVX-512 ISAs run the AVX2 kernel (BlockGemvIsaFor).
 LATTE_BLOCK_GEMV_ISAS(DType::kQ5_1);
+LATTE_BLOCK_GEMV_ISAS(DType::kQ3_K);
+LATTE_BLOCK_GEMV_ISAS(DType::kQ2_K);
 
 // Prefill-sized products with block weights through the dispatch (from kBlockGemvMaxRows + 1
 // rows: chunks of rows dequantized for oneDNN), with the CPU's kernels (kFast) or the

@@ -649,9 +649,8 @@ TEST(BlockQuantMatmulTest, GemvRowsDoNotDependOnTheSplit) {
         });
         // Each x row alone gives what it gives among others (one x row reads its rows as
         // spans, several as tiles: the same sums in the same order). Not for AVX2's Q4_K,
-        // Q6_K, Q3_K and Q2_K (the last two on every ISA but portable: BlockGemvIsaFor), whose
-        // m = 1 kernel (TileM1) adds a unit's slots in integers first, so there a row alone
-        // may differ in its last bits.
+        // Q6_K, Q3_K and Q2_K, whose m = 1 kernel (TileM1) adds a unit's slots in integers
+        // first, so there a row alone may differ in its last bits.
         const bool slot_tree =
             dtype == DType::kQ4_K || dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
         if (matmul_internal::BlockGemvIsaFor(isa, dtype) == BlockGemvIsa::kAvx2 && slot_tree) continue;
@@ -673,7 +672,7 @@ TEST(BlockQuantMatmulTest, GfniRowsEqualTheVnniRows) {
     GTEST_SKIP() << "CPU lacks AVX512_VNNI or GFNI";
   }
   uint32_t seed = 800;
-  for (DType dtype : {DType::kQ5_K, DType::kQ6_K, DType::kQ4_K}) {
+  for (DType dtype : {DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ4_K}) {
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 75, 3 * 256, 4 * 256, seed++);
     const WeightView view = w.View().RowBlock(3, 67);
@@ -837,27 +836,24 @@ TEST(BlockQuantMatmulTest, Avx2GemmMaxCodesStayExact) {
   }
 }
 
-// Q5_1, Q3_K and Q2_K asked of the AVX-512 ISAs run on the AVX2 kernel (BlockGemvIsaFor),
-// with x in its layout: testable on any AVX2 CPU. (Q5_0 has its AVX-512 kernel: Avx512Gemv
-// and Avx512VnniGemv test it.)
+// Q5_1 asked of the AVX-512 ISAs runs on the AVX2 kernel (BlockGemvIsaFor), with x in its
+// layout: testable on any AVX2 CPU. (Q5_0, Q3_K and Q2_K have their AVX-512 kernels:
+// Avx512Gemv and Avx512VnniGemv test them.)
 TEST(BlockQuantMatmulTest, Q5_1OnAvx512RunsTheAvx2Kernel) {
   using matmul_internal::BlockGemvIsaFor;
-  const DType avx2_only[] = {DType::kQ5_1, DType::kQ3_K, DType::kQ2_K};
   for (BlockGemvIsa isa : {BlockGemvIsa::kAvx512, BlockGemvIsa::kAvx512Vnni}) {
-    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_0)), IsaName(isa));
-    for (DType dtype : avx2_only) EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, dtype)), "avx2");
-    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ4_0)), IsaName(isa));
-    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ4_K)), IsaName(isa));
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_1)), "avx2");
+    for (DType dtype : {DType::kQ5_0, DType::kQ4_0, DType::kQ4_K, DType::kQ3_K, DType::kQ2_K}) {
+      EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, dtype)), IsaName(isa));
+    }
   }
   for (BlockGemvIsa isa : {BlockGemvIsa::kPortable, BlockGemvIsa::kAvx2}) {
     EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_0)), IsaName(isa));
-    for (DType dtype : avx2_only) EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, dtype)), IsaName(isa));
+    EXPECT_EQ(IsaName(BlockGemvIsaFor(isa, DType::kQ5_1)), IsaName(isa));
   }
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
-  for (DType dtype : avx2_only) {
-    CheckGemv(BlockGemv(BlockGemvIsa::kAvx512), dtype, Rounding::kIntX);
-    CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), dtype, Rounding::kIntX);
-  }
+  CheckGemv(BlockGemv(BlockGemvIsa::kAvx512), DType::kQ5_1, Rounding::kIntX);
+  CheckGemv(BlockGemv(BlockGemvIsa::kAvx512Vnni), DType::kQ5_1, Rounding::kIntX);
 }
 
 // The paths multiply the same integer codes (x quantized the same way, zero points taken
@@ -906,7 +902,8 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
     // The ISA whose layout PrepareX wrote (AVX2's for Q5_0 / Q5_1 asked of AVX-512).
     ASSERT_EQ(IsaName(a.isa), IsaName(matmul_internal::BlockGemvIsaFor(isa, dtype)));
     const int zp = matmul_internal::BlockZeroPoint(a.isa, dtype);
-    const bool q6_dx = dtype == DType::kQ6_K && a.isa != BlockGemvIsa::kAvx2;  // the AVX-512 layouts
+    const bool avx512 = a.isa != BlockGemvIsa::kAvx2;
+    const bool q6_dx = (dtype == DType::kQ6_K || dtype == DType::kQ3_K) && avx512;  // the AVX-512 layouts
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t b = 0; b < cols / 32; ++b) {
         const int64_t j = b % 8;
@@ -939,9 +936,13 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
         if (dtype == DType::kQ5_1) {  // one per block, in order
           ASSERT_EQ(a.block_sum[i * a.ldb + b], p.block_sum[i * p.ldb + b]);
         }
-        if (dtype == DType::kQ2_K) {  // one per 16 values, in order
-          ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b], p.block_sum[i * p.ldb + 2 * b]);
-          ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b + 1], p.block_sum[i * p.ldb + 2 * b + 1]);
+        for (int t = 0; t < 2 && dtype == DType::kQ2_K; ++t) {  // one per 16 values, in order
+          if (avx512) {                                         // per 256 values: dx per 16 values, then the sums
+            ASSERT_EQ(a.block_sum[i * a.ldb + 32 * (b / 8) + 2 * j + t], p.scale[i * p.lds + b]);
+            ASSERT_EQ(a.block_sum[i * a.ldb + 32 * (b / 8) + 16 + 2 * j + t], p.block_sum[i * p.ldb + 2 * b + t]);
+          } else {
+            ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b + t], p.block_sum[i * p.ldb + 2 * b + t]);
+          }
         }
       }
       for (int64_t c = cols; c < a.ldq; ++c) ASSERT_EQ(a.q[i * a.ldq + c], 0) << "padding " << c;

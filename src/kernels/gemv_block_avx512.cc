@@ -198,8 +198,13 @@ void PrepareXAvx512(const float* x, int64_t ldx, const PreparedX& p) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(bias + 8 * slot),
                            _mm256_mullo_epi32(fours, _mm256_set1_epi32(-zero_point)));
       }
-      if (sums != nullptr && p.dtype == DType::kQ6_K) {  // dx per 16-value sub-block
+      if (sums != nullptr && (p.dtype == DType::kQ6_K || p.dtype == DType::kQ3_K)) {  // dx per 16-value sub-block
         sums[2 * b] = sums[2 * b + 1] = dx;
+      } else if (sums != nullptr && p.dtype == DType::kQ2_K) {  // per 256 values: dx, then dx · sum q, per 16
+        float* group = sums + 32 * (b / 8);
+        group[2 * j] = group[2 * j + 1] = dx;
+        group[16 + 2 * j] = dx * static_cast<float>(_mm512_reduce_add_epi32(q0));
+        group[16 + 2 * j + 1] = dx * static_cast<float>(_mm512_reduce_add_epi32(q1));
       } else if (sums != nullptr) {
         const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
         float* group = sums + 16 * (b / 8);

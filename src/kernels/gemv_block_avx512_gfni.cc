@@ -1,8 +1,9 @@
-// The AVX512_VNNI integer GEMV for Q5_K and Q6_K on CPUs that also have GFNI (Ice Lake,
-// Zen 4 and later): gemv_block_avx512_inl.h's kernels with each qh bit (pair) moved onto
-// its code's bit 4 (and 5) by one vgf2p8affineqb, where the VNNI build rotates and masks
-// (HighBits). The same codes, so the same sums in the same order: bit for bit the VNNI
-// build's results. Other formats have no qh bits and run the VNNI build.
+// The AVX512_VNNI integer GEMV for Q5_K, Q6_K and Q3_K on CPUs that also have GFNI (Ice
+// Lake, Zen 4 and later): gemv_block_avx512_inl.h's kernels with each qh (Q3_K: hmask) bit
+// (pair) moved onto its code's bit 4 (and 5; Q3_K: 2) by one vgf2p8affineqb, where the VNNI
+// build rotates and masks (HighBits). The same codes, so the same sums in the same order:
+// bit for bit the VNNI build's results. Other formats have no such bits and run the VNNI
+// build.
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt) and, for the kernels below
 // the includes, AVX512_VNNI and GFNI (a target pragma: matmul_block.cc's dispatch picks
@@ -36,6 +37,7 @@ void GemvBlockRowsAvx512VnniGfni(const PreparedX& x, const WeightView& w, int64_
   switch (w.dtype) {
     case DType::kQ5_K: FormatRows<FormatK4K5<true, /*kGfni=*/true>, true>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: FormatRows<FormatQ6_K</*kGfni=*/true>, true>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ3_K: FormatRows<FormatK16</*kQ2=*/false, /*kGfni=*/true>, true>(x, w, n0, n1, y, ldy); break;
     default: GemvBlockRowsAvx512Vnni(x, w, n0, n1, y, ldy); break;
   }
 }

@@ -35,7 +35,11 @@
 //         bias -32·sum x per lane.
 //   Q5_0: unit = 2 blocks (44 bytes), 1 step: as Q4_0, qh's bit j on value j's bit 4;
 //         bias -16·sum x.
-//   Q5_1, Q3_K, Q2_K: none here; they run on the AVX2 kernel (BlockGemvIsaFor).
+//   Q3_K / Q2_K: unit = 256 values (110 / 84 bytes), 4 steps of 64 values in order: step
+//         2h + i takes qs[32h ..] shifted right by 4i (first 32 values) and 4i + 2 (next 32),
+//         masked to 2 bits; Q3_K with hmask's bits 4h + 2i, 4h + 2i + 1 onto bit 2, bias
+//         -4·sum x per lane; Q2_K's mins per 16 values multiply x's sums per 16 values.
+//   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
 //
@@ -304,9 +308,80 @@ template <bool kGfni = false> struct FormatQ6_K {
   static __m512 SubScales(const Unit& u) { return u.s; }
 };
 
-// Q6_K's scales are per 16 values (the others' per 32 or per block).
+// Q3_K (kQ2 false) and Q2_K, in Q6_K's steps: step S = 2h + i (h = S / 2) holds values
+// 64S .. 64S + 64, whose 2-bit fields are bits 2j, 2j + 1 of qs[32h ..] with j = 2i in the
+// first 32 values and 2i + 1 in the second. Q3_K adds hmask's bit 4h + j onto bit 2, zero
+// point 4 (bias -4·sum x per lane), scales d·(sc - 32); Q2_K's scales d·(sc & 15) and mins
+// -dmin·(sc >> 4), one per 16 values, multiply x's dx and dx·sum q per 16 values
+// (PreparedX::block_sum: 32 floats per 256 values).
+template <bool kQ2, bool kGfni = false> struct FormatK16 {
+  static constexpr int kSpansM1 = 3;
+  static constexpr int kSteps = 4;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = kQ2 ? 84 : 110;
+  static constexpr bool kHasMin = false;  // Q2_K's mins are per 16 values: kMin16
+  static constexpr bool kMin16 = kQ2;
+  static constexpr bool kSignedCodes = false;
+  static constexpr bool Bias(bool) { return !kQ2; }
+  struct Unit {
+    const uint8_t* p;
+    __m512 s;   // the 16 sub-blocks' scales
+    __m512 mn;  // Q2_K: the 16 sub-blocks' -dmin·m
+  };
+  // Q3_K's 16 scale codes minus 32 from the 12 packed bytes (block_quant.h's Q3KScale).
+  static __m128i Q3Scales(const uint8_t* scales) {
+    uint32_t a, b, c;
+    std::memcpy(&a, scales, 4);
+    std::memcpy(&b, scales + 4, 4);
+    std::memcpy(&c, scales + 8, 4);
+    const uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
+    const __m128i codes =
+        _mm_setr_epi32(static_cast<int>((a & k4) | (c & k2) << 4), static_cast<int>((b & k4) | ((c >> 2) & k2) << 4),
+                       static_cast<int>(((a >> 4) & k4) | ((c >> 4) & k2) << 4),
+                       static_cast<int>(((b >> 4) & k4) | ((c >> 6) & k2) << 4));
+    return _mm_sub_epi8(codes, _mm_set1_epi8(32));
+  }
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    Unit u;
+    u.p = p;
+    if constexpr (kQ2) {
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      const float d = _cvtsh_ss(Load16(p + block_layout::kQ2KD)), dmin = _cvtsh_ss(Load16(p + block_layout::kQ2KDmin));
+      u.s = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15))));
+      u.mn = _mm512_mul_ps(_mm512_set1_ps(-dmin), _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4)));
+    } else {
+      const float d = _cvtsh_ss(Load16(p + block_layout::kQ3KD));
+      u.s = _mm512_mul_ps(_mm512_set1_ps(d),
+                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Q3Scales(p + block_layout::kQ3KScales))));
+      u.mn = _mm512_setzero_ps();
+    }
+    return u;
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    constexpr int h = S / 2, j = 2 * (S % 2);
+    const uint8_t* qs = u.p + (kQ2 ? block_layout::kQ2KQs : block_layout::kQ3KQs);
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
+    w = _mm512_and_si512(
+        _mm512_srlv_epi64(v, _mm512_set_epi64(2 * j + 2, 2 * j + 2, 2 * j + 2, 2 * j + 2, 2 * j, 2 * j, 2 * j, 2 * j)),
+        _mm512_set1_epi8(3));
+    if constexpr (!kQ2) {  // hmask (at 0) bits 4h + j, 4h + j + 1 onto bit 2
+      const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.p)));
+      w = _mm512_or_si512(w, HighBits<(2 - (4 * h + j)) & 63, (2 - (4 * h + j + 1)) & 63, 0x04, kGfni>(hm));
+    }
+    ws = StepLanes<S>(u.s);
+  }
+  template <int S> static __m512 StepLanes(__m512 v) { return FormatQ6_K<>::StepLanes<S>(v); }
+  static __m512 SubScales(const Unit& u) { return u.s; }
+  static __m512 Mins(const Unit& u) { return u.mn; }
+};
+
+// Q6_K's, Q3_K's and Q2_K's scales are per 16 values (the others' per 32 or per block).
 template <class F> constexpr bool kSixteenValueScales = false;
 template <bool kGfni> constexpr bool kSixteenValueScales<FormatQ6_K<kGfni>> = true;
+template <bool kQ2, bool kGfni> constexpr bool kSixteenValueScales<FormatK16<kQ2, kGfni>> = true;
+// Formats with a min per 16 values (Q2_K): block_sum holds 32 floats per 256 values.
+template <class F> constexpr bool kMin16 = false;
+template <bool kGfni> constexpr bool kMin16<FormatK16<true, kGfni>> = true;
 
 // Q5_0 (kMin false: x = d·(q - 16), bias -16·sum x) and Q5_1 (x = d·q + m; only the GEMM,
 // gemm_block_avx512_vnni.cc, takes it): a unit is two 32-value blocks as for Q4_0, each
@@ -380,6 +455,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, i
           int64_t prefetch_bytes, float* y, int64_t ldy) {
   constexpr bool kBias = F::Bias(kVnni);
   constexpr bool kFoldDx = F::kHasMin || kSixteenValueScales<F>;  // PreparedX::block_sum
+  constexpr int64_t kSumsPerUnit = kMin16<F> ? 32 : 16;           // its floats per 256 values
   __m512 acc[M][R];
   const int8_t* xq[M];
   const float* xs[M];
@@ -409,8 +485,14 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, i
     __m512 wsx[kFoldDx ? M : 1][kFoldDx ? R : 1];
     if constexpr (kFoldDx) {
       for (int i = 0; i < M; ++i) {
-        const __m512 xv = _mm512_load_ps(xm[i] + 16 * u);
+        const __m512 xv = _mm512_load_ps(xm[i] + kSumsPerUnit * u);
         for (int r = 0; r < R; ++r) wsx[i][r] = _mm512_mul_ps(F::SubScales(wu[r]), xv);
+      }
+    }
+    if constexpr (kMin16<F>) {  // -dmin·m per 16 values · dx · sum q per 16 values
+      for (int i = 0; i < M; ++i) {
+        const __m512 sums = _mm512_load_ps(xm[i] + kSumsPerUnit * u + 16);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(F::Mins(wu[r]), sums, acc[i][r]);
       }
     }
     ForSteps(
@@ -526,9 +608,9 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ6_K: FormatRows<FormatQ6_K<>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: FormatRows<FormatQ5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
-    case DType::kQ5_1:
-    case DType::kQ3_K:
-    case DType::kQ2_K: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
+    case DType::kQ3_K: FormatRows<FormatK16<false>, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ2_K: FormatRows<FormatK16<true>, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }

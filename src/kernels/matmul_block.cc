@@ -63,9 +63,11 @@ int ZeroPoint(BlockGemvIsa isa, DType dtype) {
 
 bool IsAvx512(BlockGemvIsa isa) { return isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni; }
 
-// PreparedX::block_sum: the formats with mins, and Q6_K's per-sub-block dx in the AVX-512
-// layouts.
-bool HasBlockSums(BlockGemvIsa isa, DType dtype) { return HasMins(dtype) || (dtype == DType::kQ6_K && IsAvx512(isa)); }
+// PreparedX::block_sum: the formats with mins, and Q6_K's / Q3_K's per-sub-block dx in the
+// AVX-512 layouts.
+bool HasBlockSums(BlockGemvIsa isa, DType dtype) {
+  return HasMins(dtype) || ((dtype == DType::kQ6_K || dtype == DType::kQ3_K) && IsAvx512(isa));
+}
 
 // Where PreparedX's arrays start inside its storage, per x row strides included.
 struct XLayout {
@@ -81,7 +83,8 @@ XLayout Layout(BlockGemvIsa isa, DType dtype, int64_t m, int64_t cols) {
   l.lds = avx ? steps * 16 : RoundUp(cols / kXBlock, 16);
   // The AVX-512 layout's K-format sums: 16 floats per 256 values; else one per block.
   if (HasBlockSums(isa, dtype)) {
-    l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * 16 : RoundUp(cols / MinBlock(dtype), 16);
+    const int64_t per_unit = dtype == DType::kQ2_K && IsAvx512(isa) ? 32 : 16;  // Q2_K: dx and sums per 16
+    l.ldb = avx && dtype != DType::kQ5_1 ? cols / 256 * per_unit : RoundUp(cols / MinBlock(dtype), 16);
   }
   auto take = [&](size_t bytes) {
     const size_t at = l.bytes;
@@ -285,8 +288,7 @@ BlockGemvIsa BestBlockGemvIsa() {
 }
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
-  const bool avx2_only = dtype == DType::kQ5_1 || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
-  return IsAvx512(isa) && avx2_only ? BlockGemvIsa::kAvx2 : isa;
+  return IsAvx512(isa) && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
 }
 
 GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa) {

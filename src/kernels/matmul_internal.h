@@ -334,8 +334,7 @@ BlockGemvIsa BestBlockGemvIsa();
 
 // The ISA whose kernel runs `dtype` when `isa` is asked for: `isa` itself, except that the
 // AVX-512 GEMV has no Q5_1 code (a few tensors of a Q5_K_M file: 1408-wide or
-// 10944-wide ffn_down) and none for Q3_K / Q2_K, so those run on AVX2 there, which every
-// AVX-512 CPU has.
+// 10944-wide ffn_down), so it runs on AVX2 there, which every AVX-512 CPU has.
 // PreparedXBytes, PrepareX and GemvBlock apply it; PreparedX::isa holds the result.
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 
@@ -351,11 +350,13 @@ BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype);
 //   pair_bias + i·2·lds (AVX2, zero-point formats; else null; in bias's place and size):
 //     per pair of codes -zero_point · their sum, int16, [steps · 32]. AVX2 adds it to
 //     vpmaddubsw's int16 pairs, so a per-lane weight scale can multiply both in vpmaddwd.
-//   block_sum + i·ldb (Q4_K / Q5_K / Q5_1, and Q6_K in the AVX-512 layout; else null):
-//     dx · sum of codes per 32-value block. Portable (and Q5_1 in the AVX2 layout):
-//     [cols / 32] in order; AVX-512 (Q4_K / Q5_K): per 256 values 16 floats, blocks in
-//     lanes 8..15 and the blocks' dx in lanes 0..7 (both in block order, not the codes'
-//     slot order); AVX-512 Q6_K: no sums, dx per 16-value sub-block, [cols / 16].
+//   block_sum + i·ldb (Q4_K / Q5_K / Q5_1 / Q2_K, and Q6_K / Q3_K in the AVX-512 layout;
+//     else null): dx · sum of codes per 32-value block (Q2_K: per 16 values). Portable (and
+//     Q5_1 in the AVX2 layout): [cols / 32] in order (Q2_K [cols / 16]); AVX-512 and AVX2
+//     (Q4_K / Q5_K): per 256 values 16 floats, blocks in lanes 8..15 and the blocks' dx in
+//     lanes 0..7 (both in block order, not the codes' slot order); AVX-512 Q6_K / Q3_K: no
+//     sums, dx per 16-value sub-block, [cols / 16]; Q2_K per 256 values: AVX2 the 16 sums
+//     per 16 values, AVX-512 32 floats, dx per 16 values then the 16 sums.
 struct PreparedX {
   BlockGemvIsa isa = BlockGemvIsa::kPortable;
   DType dtype = DType::kQ8_0;  // the weight format the layout is for
@@ -397,7 +398,7 @@ void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& out);
 void GemvBlockRowsPortable(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void GemvBlockRowsAvx512Vnni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
-// The VNNI GEMV with Q5_K's and Q6_K's qh bits moved by GFNI (gemv_block_avx512_gfni.cc):
+// The VNNI GEMV with Q5_K's and Q6_K's qh bits (Q3_K's hmask bits) moved by GFNI (gemv_block_avx512_gfni.cc):
 // bit for bit GemvBlockRowsAvx512Vnni's results; other formats run that. Call only where
 // the CPU has AVX512_VNNI and GFNI.
 void GemvBlockRowsAvx512VnniGfni(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, float* y,
