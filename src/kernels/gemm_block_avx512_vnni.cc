@@ -1,5 +1,6 @@
 // AVX512_VNNI integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0,
-// Q5_1): the products of a prefill or of a batched step with kVnniGemmMinRows x rows or more.
+// Q5_1, Q3_K): the products of a prefill or of a batched step with kVnniGemmMinRows x rows
+// or more.
 //
 // The GEMV (gemv_block_avx512_inl.h) keeps each weight row's codes along a register, so
 // every 64 products of an (x row, weight row) pair cost a vpdpbusd and then three more
@@ -10,8 +11,8 @@
 // a time into per-thread scratch and keeps the file as stored):
 //   codes:  [slot][c < 8] one register = codes 4c .. 4c + 3 of the slot's 32 values, for
 //           each of the 16 rows (lane r = row r)
-//   scales: [slot · subs + h][16 rows] f32, the weight scale of sub-block h (Q6_K has two
-//           16-value sub-blocks per 32-value slot, the others one)
+//   scales: [slot · subs + h][16 rows] f32, the weight scale of sub-block h (Q6_K and Q3_K
+//           have two 16-value sub-blocks per 32-value slot, the others one)
 //   mins:   [slot][16 rows] f32, Q4_K / Q5_K's -dmin·m
 // so one x row's 32 codes, broadcast four bytes at a time, meet the 16 rows in 8 vpdpbusd
 // whose lanes are already the 16 outputs: 512 products for 8 vpdpbusd and 3-4
@@ -23,7 +24,7 @@
 // differs. Per (x row, slot) the kernel adds
 //   f32(sum over the slot's code products + corr) · (weight scale · dx)  [+ min · msum]
 // where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q5_0's 16,
-// Q6_K's 32), min = Q4_K / Q5_K's -dmin·m or Q5_1's m, and msum = dx · the sum of the codes.
+// Q6_K's 32, Q3_K's 4), min = Q4_K / Q5_K's -dmin·m or Q5_1's m, and msum = dx · the sum of the codes.
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt) and AVX512_VNNI for the code
 // below the includes (a target pragma; the dispatcher calls it only where cpuid reports
@@ -64,7 +65,7 @@ namespace {
 constexpr int kPanelRows = 16;
 constexpr int kGemmTileM = 6;
 
-// Two sub-blocks per 32-value slot: the 16-value scales of Q6_K (gemv_block_avx512_inl.h).
+// Two sub-blocks per 32-value slot: the 16-value scales of Q6_K and Q3_K (gemv_block_avx512_inl.h).
 template <class F> constexpr bool kTwoSubBlocks = kSixteenValueScales<F>;
 
 // Step S's two 32-value blocks' mins (f32 lanes of Unit::sm): for Q4_K / Q5_K -dmin·m of
@@ -151,8 +152,8 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
             __m512 ws;
             F::template Step<S>(unit, wv, ws);
             _mm512_store_si512(codes[S][r], wv);
-            // Lanes 8j .. 8j + 7 (Q6_K: 4j .. 4j + 3) share sub-block j's scale: the first
-            // lane of 128-bit lanes 0 and 2 (Q6_K: 0, 1, 2 and 3).
+            // Lanes 8j .. 8j + 7 (Q6_K, Q3_K: 4j .. 4j + 3) share sub-block j's scale: the
+            // first lane of 128-bit lanes 0 and 2 (Q6_K, Q3_K: 0, 1, 2 and 3).
             float* scales = panel.scales + 2 * t * kSubs * 16 + r;
             scales[0] = _mm512_cvtss_f32(ws);
             if constexpr (kSubs == 2) {
@@ -293,6 +294,7 @@ void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, fl
     case DType::kQ4_K: GemmRows<FormatK4K5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_K: GemmRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: GemmRows<FormatQ6_K<>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ3_K: GemmRows<FormatK16</*kQ2=*/false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: GemmRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_1: GemmRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
     default: break;

@@ -117,6 +117,30 @@ template <typename Out> void DequantQ6_KRow(const uint8_t* row, int64_t blocks, 
   }
 }
 
+// Q3_K (x = (d·(sc - 32))·(q - 4)) and Q2_K (x = (d·sc)·q - dmin·m), in the GEMV's steps.
+template <bool kQ2, typename Out> void DequantK16Row(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
+  using F = FormatK16<kQ2>;
+  for (int64_t k = 0; k < blocks; ++k) {
+    const typename F::Unit u = F::template Load<false, false>(row + k * F::kUnitBytes);
+    Out* o = out + 256 * k;
+    ForSteps(
+        [&]<int S>() {
+          __m512i w;
+          __m512 unused;
+          F::template Step<S>(u, w, unused);
+          auto value = [&]<int G>() {
+            const __m512 v = Mul(Lane(u.s, 4 * S + G), Codes16<G>(w, kQ2 ? 0 : 4));
+            return kQ2 ? Add(v, Lane(u.mn, 4 * S + G)) : v;  // mn = -(dmin·m): the difference
+          };
+          Store16(o + 64 * S, value.template operator()<0>(), has_bf16);
+          Store16(o + 64 * S + 16, value.template operator()<1>(), has_bf16);
+          Store16(o + 64 * S + 32, value.template operator()<2>(), has_bf16);
+          Store16(o + 64 * S + 48, value.template operator()<3>(), has_bf16);
+        },
+        std::make_integer_sequence<int, 4>{});
+  }
+}
+
 template <typename Out> void DequantF16Row(const uint8_t* row, int64_t n, Out* out, bool has_bf16) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
   for (int64_t c = 0; c < n; c += 16) {
@@ -138,10 +162,10 @@ template <typename Out> void DequantRow(DType dtype, const uint8_t* row, int64_t
     case DType::kQ5_K: DequantK4K5Row<true>(row, n / 256, out, has_bf16); break;
     case DType::kQ6_K: DequantQ6_KRow(row, n / 256, out, has_bf16); break;
     case DType::kF16: DequantF16Row(row, n, out, has_bf16); break;
+    case DType::kQ3_K: DequantK16Row<false>(row, n / 256, out, has_bf16); break;
+    case DType::kQ2_K: DequantK16Row<true>(row, n / 256, out, has_bf16); break;
     case DType::kQ5_0:
     case DType::kQ5_1:  // the portable loops: a few tensors of a file (BlockGemvIsaFor)
-    case DType::kQ3_K:
-    case DType::kQ2_K:
       if constexpr (std::is_same_v<Out, float>) {
         DequantizeToF32(dtype, row, n, out);
       } else {
