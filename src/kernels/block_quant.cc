@@ -243,55 +243,69 @@ void QuantQ5_1(const float* x, uint8_t* b) {
   StoreQ5Codes(q, b + kQ5_1Qh, b + kQ5_1Qs);
 }
 
-// Q4_K (levels 15) or Q5_K (levels 31). Per sub-block j of 32: the min is rounded up to
-// its code (dmin·m >= -min x), then the step needed to reach max x from there, rounded up
-// to its code (d·sc >= step): every value lies in [-dmin·m, -dmin·m + levels·d·sc] and
-// rounds to within half a step, d·sc / 2.
-void QuantK4K5(const float* x, int levels, uint8_t* b) {
-  float neg_min[8], top[8];
+// The K formats with mins, 256 values as `subs` sub-blocks (Q4_K / Q5_K: 8 of 32 with 6-bit
+// codes, code_max 63; Q2_K: 16 of 16 with 4-bit codes). Per sub-block the min is rounded up
+// to its code (dmin·m >= -min x), then the step needed to reach max x from there over
+// `levels`, rounded up to its code (d·sc >= step): every value lies in [-dmin·m, -dmin·m +
+// levels·d·sc] and rounds to within half a step, d·sc / 2. q: the 256 codes in value order.
+struct MinGrid {
+  uint16_t d_h = 0, dmin_h = 0;
+  int sc[16] = {}, m[16] = {};
+};
+MinGrid QuantizeWithMins(const float* x, int subs, int levels, int code_max, uint8_t* q) {
+  const int sub = 256 / subs;
+  float neg_min[16], top[16];
   float max_neg_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    float lo = 0, hi = x[32 * j];
-    for (int l = 0; l < 32; ++l) {
-      lo = std::min(lo, x[32 * j + l]);
-      hi = std::max(hi, x[32 * j + l]);
+  for (int j = 0; j < subs; ++j) {
+    float lo = 0, hi = x[sub * j];
+    for (int l = 0; l < sub; ++l) {
+      lo = std::min(lo, x[sub * j + l]);
+      hi = std::max(hi, x[sub * j + l]);
     }
     neg_min[j] = -lo;
     top[j] = hi;
     max_neg_min = std::max(max_neg_min, neg_min[j]);
   }
-  const uint16_t dmin_h = F16AtLeast(max_neg_min / 63);
-  const float dmin = F16ToF32(dmin_h);
-  int m[8], sc[8];
-  float offset[8], step[8];
+  MinGrid g;
+  g.dmin_h = F16AtLeast(max_neg_min / static_cast<float>(code_max));
+  const float dmin = F16ToF32(g.dmin_h);
+  float offset[16], step[16];
   float max_step = 0;
-  for (int j = 0; j < 8; ++j) {
-    m[j] = CeilCode(neg_min[j], dmin, 63);
-    offset[j] = dmin * static_cast<float>(m[j]);
+  for (int j = 0; j < subs; ++j) {
+    g.m[j] = CeilCode(neg_min[j], dmin, code_max);
+    offset[j] = dmin * static_cast<float>(g.m[j]);
     step[j] = std::max(top[j] + offset[j], 0.0f) / static_cast<float>(levels);
     max_step = std::max(max_step, step[j]);
   }
-  const uint16_t d_h = F16AtLeast(max_step / 63);
-  const float d = F16ToF32(d_h);
-  StoreF16(b, d_h);
-  StoreF16(b + kQ4KDmin, dmin_h);
+  g.d_h = F16AtLeast(max_step / static_cast<float>(code_max));
+  const float d = F16ToF32(g.d_h);
+  for (int j = 0; j < subs; ++j) {
+    g.sc[j] = CeilCode(step[j], d, code_max);
+    const float ds = d * static_cast<float>(g.sc[j]);
+    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
+    for (int l = 0; l < sub; ++l) {
+      q[sub * j + l] = static_cast<uint8_t>(std::clamp(RoundToInt((x[sub * j + l] + offset[j]) * inv), 0, levels));
+    }
+  }
+  return g;
+}
+
+// Q4_K (levels 15) or Q5_K (levels 31): QuantizeWithMins, packed.
+void QuantK4K5(const float* x, int levels, uint8_t* b) {
+  uint8_t q[256];
+  const MinGrid g = QuantizeWithMins(x, 8, levels, 63, q);
+  StoreF16(b, g.d_h);
+  StoreF16(b + kQ4KDmin, g.dmin_h);
   uint8_t* scales = b + kQ4KScales;
   std::fill(scales, scales + 12, 0);
-  uint8_t q[256];
   for (int j = 0; j < 8; ++j) {
-    sc[j] = CeilCode(step[j], d, 63);
     if (j < 4) {
-      scales[j] = static_cast<uint8_t>(sc[j]);
-      scales[j + 4] = static_cast<uint8_t>(m[j]);
+      scales[j] = static_cast<uint8_t>(g.sc[j]);
+      scales[j + 4] = static_cast<uint8_t>(g.m[j]);
     } else {
-      scales[j + 4] = static_cast<uint8_t>((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
-      scales[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
-      scales[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
-    }
-    const float ds = d * static_cast<float>(sc[j]);
-    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
-    for (int l = 0; l < 32; ++l) {
-      q[32 * j + l] = static_cast<uint8_t>(std::clamp(RoundToInt((x[32 * j + l] + offset[j]) * inv), 0, levels));
+      scales[j + 4] = static_cast<uint8_t>((g.sc[j] & 0xF) | ((g.m[j] & 0xF) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((g.sc[j] >> 4) << 6);
+      scales[j] |= static_cast<uint8_t>((g.m[j] >> 4) << 6);
     }
   }
   const bool five = levels == 31;
@@ -306,31 +320,47 @@ void QuantK4K5(const float* x, int levels, uint8_t* b) {
   }
 }
 
-// Per sub-block s of 16: step max|x| / 31 rounded up to its 8-bit code (non-negative
-// here, though the format allows negative scales), codes q - 32 in [-31, 31].
-void QuantQ6_K(const float* x, uint8_t* b) {
+// The K formats without mins (Q6_K, Q3_K), 16 sub-blocks of 16: per sub-block the step
+// max|x| / half_levels rounded up to its scale code (non-negative here, though the formats
+// allow negative scales; at most code_max), codes round(x / (d·sc)) in [-half_levels - 1,
+// half_levels] plus the zero point half_levels + 1 into q (value order): every value rounds
+// to within half a step.
+struct SymmetricGrid {
+  uint16_t d_h = 0;
+  int sc[16] = {};
+};
+SymmetricGrid QuantizeSymmetric(const float* x, int half_levels, int code_max, uint8_t* q) {
   float step[16];
   float max_step = 0;
   for (int s = 0; s < 16; ++s) {
     float amax = 0;
     for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * s + l]));
-    step[s] = amax / 31;
+    step[s] = amax / static_cast<float>(half_levels);
     max_step = std::max(max_step, step[s]);
   }
-  const uint16_t d_h = F16AtLeast(max_step / 127);
-  const float d = F16ToF32(d_h);
-  StoreF16(b + kQ6KD, d_h);
-  std::fill(b, b + kQ6KScales, 0);
-  uint8_t q[256];
+  SymmetricGrid g;
+  g.d_h = F16AtLeast(max_step / static_cast<float>(code_max));
+  const float d = F16ToF32(g.d_h);
+  const int zero_point = half_levels + 1;
   for (int s = 0; s < 16; ++s) {
-    const int sc = CeilCode(step[s], d, 127);
-    b[kQ6KScales + s] = static_cast<uint8_t>(sc);
-    const float ds = d * static_cast<float>(sc);
+    g.sc[s] = CeilCode(step[s], d, code_max);
+    const float ds = d * static_cast<float>(g.sc[s]);
     const float inv = ds > 0 ? 1.0f / ds : 0.0f;
     for (int l = 0; l < 16; ++l) {
-      q[16 * s + l] = static_cast<uint8_t>(std::clamp(RoundToInt(x[16 * s + l] * inv), -32, 31) + 32);
+      q[16 * s + l] =
+          static_cast<uint8_t>(std::clamp(RoundToInt(x[16 * s + l] * inv), -zero_point, half_levels) + zero_point);
     }
   }
+  return g;
+}
+
+// Q6_K: QuantizeSymmetric with codes q - 32 in [-31, 31] and 8-bit scales, packed.
+void QuantQ6_K(const float* x, uint8_t* b) {
+  uint8_t q[256];
+  const SymmetricGrid g = QuantizeSymmetric(x, 31, 127, q);
+  StoreF16(b + kQ6KD, g.d_h);
+  std::fill(b, b + kQ6KScales, 0);
+  for (int s = 0; s < 16; ++s) b[kQ6KScales + s] = static_cast<uint8_t>(g.sc[s]);
   for (int i = 0; i < 256; ++i) {
     const int h = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
     uint8_t& ql = b[64 * h + 32 * (quarter & 1) + l];
@@ -348,83 +378,34 @@ void StoreK2Bits(const uint8_t* q, uint8_t* qs) {
   }
 }
 
-// Q3_K: per sub-block s of 16 the step max|x| / 3 rounded up to its scale code (positive
-// here: sc - 32 in [0, 31]), codes q - 4 in [-3, 3] (the format's -4 unused): every value
-// rounds to within half a step.
+// Q3_K: QuantizeSymmetric with codes q - 4 in [-3, 3] (the format's -4 unused) and 6-bit
+// scale codes sc + 32, packed.
 void QuantQ3_K(const float* x, uint8_t* b) {
-  float step[16];
-  float max_step = 0;
-  for (int s = 0; s < 16; ++s) {
-    float amax = 0;
-    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * s + l]));
-    step[s] = amax / 3;
-    max_step = std::max(max_step, step[s]);
-  }
-  const uint16_t d_h = F16AtLeast(max_step / 31);
-  const float d = F16ToF32(d_h);
-  StoreF16(b + kQ3KD, d_h);
+  uint8_t q[256];
+  const SymmetricGrid g = QuantizeSymmetric(x, 3, 31, q);
+  StoreF16(b + kQ3KD, g.d_h);
   std::fill(b, b + kQ3KQs, 0);  // hmask
   uint8_t* scales = b + kQ3KScales;
   std::fill(scales, scales + 12, 0);
-  uint8_t q[256];
   for (int s = 0; s < 16; ++s) {
-    const int sc = CeilCode(step[s], d, 31);
-    const int code = sc + 32;
+    const int code = g.sc[s] + 32;
     scales[s % 8] |= static_cast<uint8_t>((code & 0xF) << (s < 8 ? 0 : 4));
     scales[8 + s % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (s / 4)));
-    const float ds = d * static_cast<float>(sc);
-    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
-    for (int l = 0; l < 16; ++l) {
-      const int i = 16 * s + l;
-      q[i] = static_cast<uint8_t>(std::clamp(RoundToInt(x[i] * inv), -4, 3) + 4);
-      const int h = i / 128, j = (i % 128) / 32;
-      b[i % 32] |= static_cast<uint8_t>((q[i] >> 2) << (4 * h + j));
-    }
+  }
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, j = (i % 128) / 32;
+    b[i % 32] |= static_cast<uint8_t>((q[i] >> 2) << (4 * h + j));
   }
   StoreK2Bits(q, b + kQ3KQs);
 }
 
-// Q2_K as Q4_K with 4 levels and 4-bit codes per sub-block of 16: the min rounded up to its
-// code (dmin·m >= -min x), then the step to reach max x from there rounded up to its code:
-// every value rounds to within half a step, d·sc / 2.
+// Q2_K: QuantizeWithMins with 4 levels and 4-bit codes per sub-block of 16, packed.
 void QuantQ2_K(const float* x, uint8_t* b) {
-  float neg_min[16], top[16];
-  float max_neg_min = 0;
-  for (int s = 0; s < 16; ++s) {
-    float lo = 0, hi = x[16 * s];
-    for (int l = 0; l < 16; ++l) {
-      lo = std::min(lo, x[16 * s + l]);
-      hi = std::max(hi, x[16 * s + l]);
-    }
-    neg_min[s] = -lo;
-    top[s] = hi;
-    max_neg_min = std::max(max_neg_min, neg_min[s]);
-  }
-  const uint16_t dmin_h = F16AtLeast(max_neg_min / 15);
-  const float dmin = F16ToF32(dmin_h);
-  int m[16];
-  float offset[16], step[16];
-  float max_step = 0;
-  for (int s = 0; s < 16; ++s) {
-    m[s] = CeilCode(neg_min[s], dmin, 15);
-    offset[s] = dmin * static_cast<float>(m[s]);
-    step[s] = std::max(top[s] + offset[s], 0.0f) / 3;
-    max_step = std::max(max_step, step[s]);
-  }
-  const uint16_t d_h = F16AtLeast(max_step / 15);
-  const float d = F16ToF32(d_h);
-  StoreF16(b + kQ2KD, d_h);
-  StoreF16(b + kQ2KDmin, dmin_h);
   uint8_t q[256];
-  for (int s = 0; s < 16; ++s) {
-    const int sc = CeilCode(step[s], d, 15);
-    b[s] = static_cast<uint8_t>(sc | (m[s] << 4));
-    const float ds = d * static_cast<float>(sc);
-    const float inv = ds > 0 ? 1.0f / ds : 0.0f;
-    for (int l = 0; l < 16; ++l) {
-      q[16 * s + l] = static_cast<uint8_t>(std::clamp(RoundToInt((x[16 * s + l] + offset[s]) * inv), 0, 3));
-    }
-  }
+  const MinGrid g = QuantizeWithMins(x, 16, 3, 15, q);
+  StoreF16(b + kQ2KD, g.d_h);
+  StoreF16(b + kQ2KDmin, g.dmin_h);
+  for (int s = 0; s < 16; ++s) b[s] = static_cast<uint8_t>(g.sc[s] | (g.m[s] << 4));
   StoreK2Bits(q, b + kQ2KQs);
 }
 

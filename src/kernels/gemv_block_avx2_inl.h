@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -291,18 +292,11 @@ template <bool kQ2> struct FormatK16 {
     __m256 d;
     __m256 mn[2];  // Q2_K: lane t of mn[g] = -dmin·m[8g + t]
   };
-  // Q3_K's 16 scale codes from the 12 packed bytes (block_quant.h's Q3KScale for all s at
-  // once), minus 32.
+  // Q3_K's 16 scale codes minus 32, byte s = sub-block s's scale (block_quant.h's Q3KScale).
   static __m128i Q3Scales(const uint8_t* scales) {
-    uint32_t a, b, c;
-    std::memcpy(&a, scales, 4);
-    std::memcpy(&b, scales + 4, 4);
-    std::memcpy(&c, scales + 8, 4);
-    const uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
+    const std::array<uint32_t, 4> w = Q3KScaleWords(scales);
     const __m128i codes =
-        _mm_setr_epi32(static_cast<int>((a & k4) | (c & k2) << 4), static_cast<int>((b & k4) | ((c >> 2) & k2) << 4),
-                       static_cast<int>(((a >> 4) & k4) | ((c >> 4) & k2) << 4),
-                       static_cast<int>(((b >> 4) & k4) | ((c >> 6) & k2) << 4));
+        _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
     return _mm_sub_epi8(codes, _mm_set1_epi8(32));
   }
   static Unit Load(const uint8_t* p) {

@@ -82,6 +82,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -319,8 +320,7 @@ template <bool kQ2, bool kGfni = false> struct FormatK16 {
   static constexpr int kSteps = 4;
   static constexpr int64_t kUnitValues = 256;
   static constexpr size_t kUnitBytes = kQ2 ? 84 : 110;
-  static constexpr bool kHasMin = false;  // Q2_K's mins are per 16 values: kMin16
-  static constexpr bool kMin16 = kQ2;
+  static constexpr bool kHasMin = false;  // Q2_K's mins are per 16 values: kMin16<F> below
   static constexpr bool kSignedCodes = false;
   static constexpr bool Bias(bool) { return !kQ2; }
   struct Unit {
@@ -328,17 +328,11 @@ template <bool kQ2, bool kGfni = false> struct FormatK16 {
     __m512 s;   // the 16 sub-blocks' scales
     __m512 mn;  // Q2_K: the 16 sub-blocks' -dmin·m
   };
-  // Q3_K's 16 scale codes minus 32 from the 12 packed bytes (block_quant.h's Q3KScale).
+  // Q3_K's 16 scale codes minus 32, byte s = sub-block s's scale (block_quant.h's Q3KScale).
   static __m128i Q3Scales(const uint8_t* scales) {
-    uint32_t a, b, c;
-    std::memcpy(&a, scales, 4);
-    std::memcpy(&b, scales + 4, 4);
-    std::memcpy(&c, scales + 8, 4);
-    const uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
+    const std::array<uint32_t, 4> w = Q3KScaleWords(scales);
     const __m128i codes =
-        _mm_setr_epi32(static_cast<int>((a & k4) | (c & k2) << 4), static_cast<int>((b & k4) | ((c >> 2) & k2) << 4),
-                       static_cast<int>(((a >> 4) & k4) | ((c >> 4) & k2) << 4),
-                       static_cast<int>(((b >> 4) & k4) | ((c >> 6) & k2) << 4));
+        _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
     return _mm_sub_epi8(codes, _mm_set1_epi8(32));
   }
   template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
@@ -607,9 +601,9 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ5_K: FormatRows<FormatK4K5<true>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: FormatRows<FormatQ6_K<>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: FormatRows<FormatQ5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
-    // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
     case DType::kQ3_K: FormatRows<FormatK16<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ2_K: FormatRows<FormatK16<true>, kVnni>(x, w, n0, n1, y, ldy); break;
+    // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
     case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;
   }
