@@ -478,6 +478,7 @@ LATTE_BLOCK_LARGE_M_PATHS(DType::kQ8_0);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ4_K);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ6_K);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ3_K);
+LATTE_BLOCK_LARGE_M_PATHS(DType::kQ2_K);
 #define LATTE_BLOCK_LARGE_M_AVX2_PATHS(dtype)                                            \
   LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kAvx2Gemm, dtype>));  \
   LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kOneDnnF32, dtype>)); \

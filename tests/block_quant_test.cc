@@ -701,7 +701,7 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {
   if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
   uint32_t seed = 400;
   for (DType dtype : kBlockTypes) {
-    if (!matmul_internal::VnniGemmTakes(dtype)) continue;  // Q3_K, Q2_K: the oneDNN chunks
+    if (!matmul_internal::VnniGemmTakes(dtype)) continue;
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);
@@ -752,7 +752,7 @@ TEST(BlockQuantMatmulTest, Avx2GemmMatchesTheGemv) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
   uint32_t seed = 600;
   for (DType dtype : kBlockTypes) {
-    if (!matmul_internal::Avx2GemmTakes(dtype)) continue;  // Q3_K, Q2_K: the oneDNN chunks
+    if (!matmul_internal::Avx2GemmTakes(dtype)) continue;  // Q3_K, Q2_K: the oneDNN chunks on AVX2
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);

@@ -1,5 +1,5 @@
 // AVX512_VNNI integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0,
-// Q5_1, Q3_K): the products of a prefill or of a batched step with kVnniGemmMinRows x rows
+// Q5_1, Q3_K, Q2_K): the products of a prefill or of a batched step with kVnniGemmMinRows x rows
 // or more.
 //
 // The GEMV (gemv_block_avx512_inl.h) keeps each weight row's codes along a register, so
@@ -13,7 +13,8 @@
 //           each of the 16 rows (lane r = row r)
 //   scales: [slot · subs + h][16 rows] f32, the weight scale of sub-block h (Q6_K and Q3_K
 //           have two 16-value sub-blocks per 32-value slot, the others one)
-//   mins:   [slot][16 rows] f32, Q4_K / Q5_K's -dmin·m
+//   mins:   [slot][16 rows] f32, Q4_K / Q5_K's -dmin·m ([slot · 2 + h][16 rows]: Q2_K's
+//           per 16 values)
 // so one x row's 32 codes, broadcast four bytes at a time, meet the 16 rows in 8 vpdpbusd
 // whose lanes are already the 16 outputs: 512 products for 8 vpdpbusd and 3-4
 // instructions of scaling, and no horizontal sums (y's 16 values are one store).
@@ -24,7 +25,8 @@
 // differs. Per (x row, slot) the kernel adds
 //   f32(sum over the slot's code products + corr) · (weight scale · dx)  [+ min · msum]
 // where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q5_0's 16,
-// Q6_K's 32, Q3_K's 4), min = Q4_K / Q5_K's -dmin·m or Q5_1's m, and msum = dx · the sum of the codes.
+// Q6_K's 32, Q3_K's 4), min = Q4_K / Q5_K's -dmin·m or Q5_1's m, and msum = dx · the sum
+// of the codes (Q2_K: both per 16 values).
 //
 // Compiled with -mavx512f/bw/dq/vl/bf16 (see CMakeLists.txt) and AVX512_VNNI for the code
 // below the includes (a target pragma; the dispatcher calls it only where cpuid reports
@@ -139,6 +141,9 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
         for (int64_t t = u * F::kSteps; t < std::min(steps, (u + 1) * F::kSteps); ++t) {
           for (int h = 0; h < 2 * kSubs; ++h) panel.scales[(2 * t * kSubs + h) * 16 + r] = 0.0f;
           if (F::kHasMin) panel.mins[(2 * t) * 16 + r] = panel.mins[(2 * t + 1) * 16 + r] = 0.0f;
+          if (kMin16<F>) {
+            for (int h = 0; h < 4; ++h) panel.mins[(4 * t + h) * 16 + r] = 0.0f;
+          }
         }
         continue;
       }
@@ -162,6 +167,10 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, i
               scales[48] = _mm_cvtss_f32(_mm512_extractf32x4_ps(ws, 3));
             } else {
               scales[16] = _mm_cvtss_f32(_mm512_extractf32x4_ps(ws, 2));
+            }
+            if constexpr (kMin16<F>) {  // the step's 4 sub-blocks' -dmin·m
+              _mm512_store_ps(lanes, F::Mins(unit));
+              for (int h = 0; h < 4; ++h) panel.mins[(4 * t + h) * 16 + r] = lanes[4 * S + h];
             }
             if constexpr (F::kHasMin) {
               _mm512_store_ps(lanes, unit.sm);
@@ -213,6 +222,11 @@ template <class F, int M> void PanelTile(const GemmX& x, int64_t tile, const Pan
         }
         const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), s1, _mm512_mul_ps(_mm512_cvtepi32_ps(a), s0));
         acc[i] = _mm512_fmadd_ps(t, _mm512_set1_ps(dx[i]), acc[i]);
+        if constexpr (kMin16<F>) {  // Q2_K: -dmin·m per 16 values · dx · their code sum
+          acc[i] = _mm512_fmadd_ps(_mm512_load_ps(panel.mins + (2 * s) * 16), _mm512_set1_ps(msum[2 * i]), acc[i]);
+          acc[i] =
+              _mm512_fmadd_ps(_mm512_load_ps(panel.mins + (2 * s + 1) * 16), _mm512_set1_ps(msum[2 * i + 1]), acc[i]);
+        }
       }
     } else {
       const __m512 sc = _mm512_load_ps(panel.scales + s * 16);
@@ -257,7 +271,7 @@ template <class F> void GemmRows(const GemmX& x, const WeightView& w, int64_t n0
   thread_local AlignedBuffer storage;  // grown once per thread
   const size_t code_bytes = static_cast<size_t>(x.slots) * 8 * 64;
   const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * 16 * sizeof(float);
-  const size_t min_bytes = F::kHasMin ? static_cast<size_t>(x.slots) * 16 * sizeof(float) : 0;
+  const size_t min_bytes = F::kHasMin || kMin16<F> ? static_cast<size_t>(x.slots) * kSubs * 16 * sizeof(float) : 0;
   const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;
   uint8_t* packed = GrowAligned<uint8_t>(storage, kGroupPanels * panel_bytes);
   Panel panels[kGroupPanels];
@@ -295,6 +309,7 @@ void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, fl
     case DType::kQ5_K: GemmRows<FormatK4K5<true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ6_K: GemmRows<FormatQ6_K<>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ3_K: GemmRows<FormatK16</*kQ2=*/false>>(x, w, n0, n1, y, ldy); break;
+    case DType::kQ2_K: GemmRows<FormatK16</*kQ2=*/true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: GemmRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_1: GemmRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
     default: break;

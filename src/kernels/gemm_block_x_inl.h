@@ -23,9 +23,9 @@ namespace {
 
 // x as a GEMM kernel reads it: tiles of kTileM rows (the last padded with zero rows, which
 // the kernel skips), each tile slot by slot, so that a tile's loop walks one pointer on:
-//   codes [kTileM][32] int8 | corr [kTileM][subs] int32 | dx [kTileM] f32 | msum [kTileM] f32
-// corr = -zero_point · the sub-block's code sum; msum = dx · the slot's code sum (formats
-// with mins).
+//   codes [kTileM][32] int8 | corr [kTileM][subs] int32 | dx [kTileM] f32 | msum [kTileM][subs] f32
+// corr = -zero_point · the sub-block's code sum; msum = dx · the sub-block's code sum
+// (formats with mins: per slot, or Q2_K's per 16 values).
 template <int kTileM> struct GemmXTiles {
   static constexpr size_t kCodesBytes = static_cast<size_t>(kTileM) * 32;
 
@@ -44,7 +44,7 @@ template <int kTileM> struct GemmXTiles {
     g.tiles = (m + kTileM - 1) / kTileM;
     g.slots = cols / 32;
     g.subs = subs;
-    g.slot_bytes = kCodesBytes + static_cast<size_t>(kTileM) * (subs + 2) * 4;  // codes, corr, dx, msum
+    g.slot_bytes = kCodesBytes + static_cast<size_t>(kTileM) * (2 * subs + 1) * 4;  // codes, corr, dx, msum
     return g;
   }
   size_t Bytes() const { return static_cast<size_t>(tiles * slots) * slot_bytes; }
@@ -72,21 +72,19 @@ template <int kTileM> struct GemmXTiles {
           const int64_t i = t * kTileM + r;
           if (i >= m) {  // padding rows: zero codes and scales
             std::memset(codes + 32 * r, 0, 32);
-            for (int h = 0; h < subs; ++h) corr[r * subs + h] = 0;
-            dx[r] = msum[r] = 0.0f;
+            for (int h = 0; h < subs; ++h) corr[r * subs + h] = 0, msum[r * subs + h] = 0.0f;
+            dx[r] = 0.0f;
             continue;
           }
           const int8_t* q = x.q + i * x.ldq + 32 * s;
           std::memcpy(codes + 32 * r, q, 32);
           dx[r] = x.scale[i * x.lds + 8 * s];
-          int32_t total = 0;
           for (int h = 0; h < subs; ++h) {
             int32_t sum = 0;
             for (int c = 0; c < sub; ++c) sum += q[h * sub + c];
             corr[r * subs + h] = -zero_point * sum;
-            total += sum;
+            msum[r * subs + h] = dx[r] * static_cast<float>(sum);
           }
-          msum[r] = dx[r] * static_cast<float>(total);
         }
       }
     }

@@ -105,19 +105,22 @@ template <int M, int S, class Tile> int64_t ForSpanTiles(int64_t n0, int64_t n1,
 }
 
 // The block formats the AVX2 GEMM (GemmBlockAvx2) takes (Q2_K and Q3_K go to the
-// dequantized chunks for oneDNN).
+// dequantized chunks for oneDNN on AVX2 CPUs).
 inline constexpr bool Avx2GemmTakes(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
          dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1;
 }
 
-// The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes: those and Q3_K
-// (Q2_K, whose mins are per 16 values, goes to the dequantized chunks).
-inline constexpr bool VnniGemmTakes(DType dtype) { return Avx2GemmTakes(dtype) || dtype == DType::kQ3_K; }
+// The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes: those, Q3_K and Q2_K.
+inline constexpr bool VnniGemmTakes(DType dtype) {
+  return Avx2GemmTakes(dtype) || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
+}
 
-// Formats whose 32-value slots hold two 16-value sub-blocks (two scales, two dx) in the
-// block GEMMs.
-inline constexpr bool GemmTwoSubBlocks(DType dtype) { return dtype == DType::kQ6_K || dtype == DType::kQ3_K; }
+// Formats whose 32-value slots hold two 16-value sub-blocks (two scales, two corrections,
+// two code sums) in the block GEMMs.
+inline constexpr bool GemmTwoSubBlocks(DType dtype) {
+  return dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
+}
 
 // On CPUs with AVX512_VNNI those formats go to the GEMM from this many rows of x: its
 // 16-row panels are transposed once per call and then serve every x row, 8 vpdpbusd per
