@@ -1,6 +1,6 @@
 // AVX2 integer GEMV for GGUF block formats (vpmaddubsw + vpmaddwd on 256-bit registers)
 // and its quantization of x, for CPUs without AVX-512 (Haswell and later, Zen 1-3), and for
-// Q5_0 / Q5_1 on AVX-512 CPUs too (BlockGemvIsaFor: the AVX-512 kernels lack them): the
+// Q5_1 on AVX-512 CPUs too (BlockGemvIsaFor: the AVX-512 kernels lack it): the
 // arithmetic of matmul_internal.h's block-format section, the layout of gemv_block_avx512_inl.h.
 //
 // x is prepared in the AVX-512 layout (PreparedX), which splits into 32-value slots: slot s
@@ -39,6 +39,10 @@
 //   Q5_0: unit = 1 block (22 bytes), 1 slot: as Q4_0's, each code with bit j of qh (a
 //         little-endian uint32) on bit 4 of code j; zero point 16.
 //   Q5_1: unit = 1 block (24 bytes), 1 slot: Q5_0's codes, no zero point; the min m.
+//   Q3_K / Q2_K: unit = 256 values (110 / 84 bytes), 8 slots in order as Q6_K's: slot 4h + j
+//         takes bits 2j, 2j + 1 of qs[32h ..]; Q3_K with hmask's bit 4h + j onto bit 2, zero
+//         point 4, scales sc - 32; Q2_K's 16 mins a unit (-dmin·m) times x's sums per 16
+//         values (block_sum, in order).
 // Every sum stays exact: a pair is at most 2 · 63 · 127 (Q8_0: 2 · 128 · 127) plus a pair
 // bias of at most 32 · 254, inside int16; a lane at most 2 · 128 · 24130 < 2^24, so its
 // f32 conversion is exact too. The integer dot products are the portable ones (K formats:
@@ -79,11 +83,6 @@ constexpr int kBlockMaxM = 4;
 // (kBlockPrefetchBytes in gemv_block_avx512_inl.h): about 32 KiB of weights ahead, into L2.
 constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
 
-// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile; row r at
-// w + r · row_bytes (adjacent rows, or spans' rows). Each (x row, weight row) adds its units
-// and slots in one order whatever M and R are, so an x row gives the same bits alone as among
-// others. (Q8_0's m = 1 spans once kept two accumulator banks for alternate units; with 3
-// spans' rows per tile one bank runs as fast: 1.00-1.03x from cache, 2 threads, Zen 4.)
 // Q2_K's mins: one per 16 values, 16 lanes a unit (FormatK16<true>::Unit::mn).
 template <class F> constexpr bool kMin16 = std::is_same_v<F, FormatK16<true>>;
 
@@ -93,6 +92,11 @@ template <class F> inline __m256 AddMins16(const typename F::Unit& u, const floa
   return _mm256_fmadd_ps(u.mn[1], _mm256_load_ps(xm + 8), acc);
 }
 
+// y[i][r] = x row i0 + i · weight row r for i < M, r < R. w: row 0 of the tile; row r at
+// w + r · row_bytes (adjacent rows, or spans' rows). Each (x row, weight row) adds its units
+// and slots in one order whatever M and R are, so an x row gives the same bits alone as among
+// others. (Q8_0's m = 1 spans once kept two accumulator banks for alternate units; with 3
+// spans' rows per tile one bank runs as fast: 1.00-1.03x from cache, 2 threads, Zen 4.)
 template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_bytes,
                                            int64_t units, int64_t prefetch_bytes, float* y, int64_t ldy) {
   __m256 acc[M][R];
@@ -541,12 +545,11 @@ void PrepareXAvx2(const float* x, int64_t ldx, const PreparedX& p) {
                            _mm256_mullo_epi16(pairs, _mm256_set1_epi16(static_cast<int16_t>(-zero_point))));
       }
       if (sums != nullptr) {
-        const float sum = dx * static_cast<float>(HorizontalSumI32(
-                                   _mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3]))));
+        const __m256i h01 = _mm256_add_epi32(c[0], c[1]), h23 = _mm256_add_epi32(c[2], c[3]);
+        const float sum = dx * static_cast<float>(HorizontalSumI32(_mm256_add_epi32(h01, h23)));
         if (p.dtype == DType::kQ5_1) {  // one per block, in order
           sums[b] = sum;
         } else if (p.dtype == DType::kQ2_K) {  // one per 16 values, in order
-          const __m256i h01 = _mm256_add_epi32(c[0], c[1]), h23 = _mm256_add_epi32(c[2], c[3]);
           sums[2 * b] = dx * static_cast<float>(HorizontalSumI32(h01));
           sums[2 * b + 1] = dx * static_cast<float>(HorizontalSumI32(h23));
         } else {  // K formats: 16 per 256 values, blocks in lanes 8..15, dx in 0..7
