@@ -97,16 +97,10 @@ inline void ScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
   }
 }
 
-// Sub-block s < 16's 6-bit scale code (the scale is code - 32) from the 12 packed bytes of
-// a Q3_K block: the low nibble of byte s (s < 8) or the high nibble of byte s - 8, and two
-// high bits from byte 8 + s % 4, bits 2·(s / 4) and up.
-inline int Q3KScale(int s, const uint8_t* scales) {
-  const int low = s < 8 ? (scales[s] & 0xF) : (scales[s - 8] >> 4);
-  return low | ((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4;
-}
-
-// Q3KScale's 16 codes at once, code s in byte s % 4 of word s / 4 (ggml's rearrangement of
-// the 12 packed bytes as 32-bit words): the vector kernels load the words as one register.
+// A Q3_K block's 16 sub-block scale codes (the scale is code - 32) from its 12 packed
+// bytes, code s in byte s % 4 of word s / 4 (ggml's rearrangement as 32-bit words): the
+// low nibble of byte s (s < 8) or the high nibble of byte s - 8, and two high bits from
+// byte 8 + s % 4, bits 2·(s / 4) and up. The vector kernels load the words as one register.
 inline std::array<uint32_t, 4> Q3KScaleWords(const uint8_t* scales) {
   uint32_t a, b, c;
   std::memcpy(&a, scales, 4);
@@ -115,6 +109,11 @@ inline std::array<uint32_t, 4> Q3KScaleWords(const uint8_t* scales) {
   constexpr uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
   return {(a & k4) | (c & k2) << 4, (b & k4) | ((c >> 2) & k2) << 4, ((a >> 4) & k4) | ((c >> 4) & k2) << 4,
           ((b >> 4) & k4) | ((c >> 6) & k2) << 4};
+}
+
+// Sub-block s < 16's scale code from the 12 packed bytes (Q3KScaleWords' byte s).
+inline int Q3KScale(int s, const uint8_t* scales) {
+  return static_cast<int>((Q3KScaleWords(scales)[s / 4] >> (8 * (s % 4))) & 0xFF);
 }
 
 // Value i < 256's 2-bit field of a Q2_K / Q3_K block's qs: (qs[32h + l] >> 2j) & 3.

@@ -102,7 +102,7 @@ template <int kTileM, class MultiplyRows> void RunBlockGemm(const MatmulProblem&
                                                             MultiplyRows multiply_rows) {
   const WeightView& w = p.w;
   const int64_t k = w.cols;
-  GemmXTiles<kTileM> g = GemmXTiles<kTileM>::For(p.m, slot_cols, GemmTwoSubBlocks(w.dtype) ? 2 : 1);
+  GemmXTiles<kTileM> g = GemmXTiles<kTileM>::For(p.m, slot_cols, HasSixteenValueScales(w.dtype) ? 2 : 1);
   const bool k_order = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
   const DType layout = k_order ? w.dtype : DType::kQ8_0;
   const size_t prepared_bytes = PreparedXBytes(x_isa, layout, p.m, k);

@@ -98,28 +98,10 @@ template <bool kFive, typename Out> void DequantK4K5Row(const uint8_t* row, int6
   }
 }
 
-template <typename Out> void DequantQ6_KRow(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
-  using F = FormatQ6_K<>;
-  for (int64_t k = 0; k < blocks; ++k) {
-    const F::Unit u = F::Load<false, false>(row + k * F::kUnitBytes);
-    Out* o = out + 256 * k;
-    ForSteps(
-        [&]<int S>() {
-          __m512i w;
-          __m512 unused;
-          F::Step<S>(u, w, unused);
-          Store16(o + 64 * S, Mul(Lane(u.s, 4 * S), Codes16<0>(w, 32)), has_bf16);
-          Store16(o + 64 * S + 16, Mul(Lane(u.s, 4 * S + 1), Codes16<1>(w, 32)), has_bf16);
-          Store16(o + 64 * S + 32, Mul(Lane(u.s, 4 * S + 2), Codes16<2>(w, 32)), has_bf16);
-          Store16(o + 64 * S + 48, Mul(Lane(u.s, 4 * S + 3), Codes16<3>(w, 32)), has_bf16);
-        },
-        std::make_integer_sequence<int, 4>{});
-  }
-}
-
-// Q3_K (x = (d·(sc - 32))·(q - 4)) and Q2_K (x = (d·sc)·q - dmin·m), in the GEMV's steps.
-template <bool kQ2, typename Out> void DequantK16Row(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
-  using F = FormatK16<kQ2>;
+// The formats with a scale per 16 values, in the GEMV's steps: Q6_K (x = (d·sc)·(q - 32)),
+// Q3_K ((d·(sc - 32))·(q - 4)) and Q2_K ((d·sc)·q - dmin·m).
+template <class F, int kZeroPoint, typename Out>
+void DequantSixteenValueRow(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
   for (int64_t k = 0; k < blocks; ++k) {
     const typename F::Unit u = F::template Load<false, false>(row + k * F::kUnitBytes);
     Out* o = out + 256 * k;
@@ -129,8 +111,9 @@ template <bool kQ2, typename Out> void DequantK16Row(const uint8_t* row, int64_t
           __m512 unused;
           F::template Step<S>(u, w, unused);
           auto value = [&]<int G>() {
-            const __m512 v = Mul(Lane(u.s, 4 * S + G), Codes16<G>(w, kQ2 ? 0 : 4));
-            return kQ2 ? Add(v, Lane(u.mn, 4 * S + G)) : v;  // mn = -(dmin·m): the difference
+            const __m512 v = Mul(Lane(u.s, 4 * S + G), Codes16<G>(w, kZeroPoint));
+            if constexpr (kMin16<F>) return Add(v, Lane(F::Mins(u), 4 * S + G));  // -(dmin·m): the difference
+            return v;
           };
           Store16(o + 64 * S, value.template operator()<0>(), has_bf16);
           Store16(o + 64 * S + 16, value.template operator()<1>(), has_bf16);
@@ -160,10 +143,10 @@ template <typename Out> void DequantRow(DType dtype, const uint8_t* row, int64_t
     case DType::kQ4_0: DequantQ4_0Row(row, n / 32, out, has_bf16); break;
     case DType::kQ4_K: DequantK4K5Row<false>(row, n / 256, out, has_bf16); break;
     case DType::kQ5_K: DequantK4K5Row<true>(row, n / 256, out, has_bf16); break;
-    case DType::kQ6_K: DequantQ6_KRow(row, n / 256, out, has_bf16); break;
+    case DType::kQ6_K: DequantSixteenValueRow<FormatQ6_K<>, 32>(row, n / 256, out, has_bf16); break;
     case DType::kF16: DequantF16Row(row, n, out, has_bf16); break;
-    case DType::kQ3_K: DequantK16Row<false>(row, n / 256, out, has_bf16); break;
-    case DType::kQ2_K: DequantK16Row<true>(row, n / 256, out, has_bf16); break;
+    case DType::kQ3_K: DequantSixteenValueRow<FormatK16<false>, 4>(row, n / 256, out, has_bf16); break;
+    case DType::kQ2_K: DequantSixteenValueRow<FormatK16<true>, 0>(row, n / 256, out, has_bf16); break;
     case DType::kQ5_0:
     case DType::kQ5_1:  // the portable loops: a few tensors of a file (BlockGemvIsaFor)
       if constexpr (std::is_same_v<Out, float>) {

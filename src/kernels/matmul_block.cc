@@ -40,10 +40,6 @@ bool HasMins(DType dtype) {
 }
 // Values per min (and per block_sum entry in the portable layout).
 int64_t MinBlock(DType dtype) { return dtype == DType::kQ2_K ? 16 : kXBlock; }
-// Formats with a scale per 16 values.
-bool HasSixteenValueScales(DType dtype) {
-  return dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
-}
 
 // The zero point the AVX-512 and AVX2 kernels take off in the integers (see
 // PreparedX::bias): their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8

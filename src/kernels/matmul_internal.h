@@ -116,9 +116,10 @@ inline constexpr bool VnniGemmTakes(DType dtype) {
   return Avx2GemmTakes(dtype) || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
 }
 
-// Formats whose 32-value slots hold two 16-value sub-blocks (two scales, two corrections,
-// two code sums) in the block GEMMs.
-inline constexpr bool GemmTwoSubBlocks(DType dtype) {
+// Formats with a scale per 16 values (Q6_K, Q3_K, Q2_K): the portable GEMV's sub-blocks,
+// and in the block GEMMs two 16-value sub-blocks a 32-value slot (two scales, two
+// corrections, two code sums).
+inline constexpr bool HasSixteenValueScales(DType dtype) {
   return dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
 }
 
