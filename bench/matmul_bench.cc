@@ -413,10 +413,12 @@ LATTE_BLOCK_GEMV_ISAS(DType::kQ8_0);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ4_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ6_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ5_0);
-// Q5_1, Q3_K, Q2_K: the AVX-512 ISAs run the AVX2 kernel (BlockGemvIsaFor).
+// Q5_1: the AVX-512 ISAs run the AVX2 kernel (BlockGemvIsaFor).
 LATTE_BLOCK_GEMV_ISAS(DType::kQ5_1);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ3_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ2_K);
+LATTE_BLOCK_GEMV_ISAS(DType::kIQ4_NL);
+LATTE_BLOCK_GEMV_ISAS(DType::kIQ4_XS);
 
 // Prefill-sized products with block weights through the dispatch (from kBlockGemvMaxRows + 1
 // rows: chunks of rows dequantized for oneDNN), with the CPU's kernels (kFast) or the
@@ -479,6 +481,7 @@ LATTE_BLOCK_LARGE_M_PATHS(DType::kQ4_K);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ6_K);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ3_K);
 LATTE_BLOCK_LARGE_M_PATHS(DType::kQ2_K);
+LATTE_BLOCK_LARGE_M_PATHS(DType::kIQ4_XS);
 #define LATTE_BLOCK_LARGE_M_AVX2_PATHS(dtype)                                            \
   LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kAvx2Gemm, dtype>));  \
   LATTE_BLOCK_LARGE_M_SHAPES(BENCHMARK(BM_BlockLargeM<BlockLargeM::kOneDnnF32, dtype>)); \
@@ -487,6 +490,7 @@ LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ8_0);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ4_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ6_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ5_0);
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kIQ4_XS);
 // The AVX2 GEMM on a prefill's expert products with the weights from memory.
 template <DType kDType> void BM_BlockGemmAvx2ColdWeights(benchmark::State& state) {
   BlockColdWeights<kDType>(state, [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); });

@@ -31,11 +31,12 @@ using testing_util::ExpectXRowsIndependentOfBatch;
 using testing_util::ScopedPortableKernels;
 
 // Every block format latte reads.
-const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                             DType::kQ5_0, DType::kQ5_1, DType::kQ3_K, DType::kQ2_K};
+const DType kBlockTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,   DType::kQ6_K,  DType::kQ5_0,
+                             DType::kQ5_1, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_NL, DType::kIQ4_XS};
 // ... and f16, which the row dequantizers and the large-m path also take.
-const DType kBlockTypesAndF16[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                                   DType::kQ5_0, DType::kQ5_1, DType::kQ3_K, DType::kQ2_K, DType::kF16};
+const DType kBlockTypesAndF16[] = {DType::kQ8_0, DType::kQ4_0,   DType::kQ4_K,   DType::kQ5_K,
+                                   DType::kQ6_K, DType::kQ5_0,   DType::kQ5_1,   DType::kQ3_K,
+                                   DType::kQ2_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kF16};
 
 std::string Name(DType dtype) { return std::string(DTypeName(dtype)); }
 
@@ -132,6 +133,24 @@ float FormulaValue(DType dtype, const uint8_t* b, int i) {
       const float dl = F16At(b + 80) * static_cast<float>(sc & 0xF), ml = F16At(b + 82) * static_cast<float>(sc >> 4);
       return dl * static_cast<float>((b[16 + 32 * n + l] >> shift) & 3) - ml;
     }
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: {
+      // dequantize_row_iq4_nl / iq4_xs: kvalues_iq4nl indexed by qs[j] & 0xf (value j) and
+      // qs[j] >> 4 (value j + 16) of each 32; IQ4_XS's ls from scales_l's nibble ib % 2 of
+      // byte ib / 2 and scales_h's bits 2·ib, 2·ib + 1, dl = d·(ls - 32).
+      static constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+      const bool xs = dtype == DType::kIQ4_XS;
+      const int ib = i / 32, j = i % 32;
+      const uint8_t* qs = xs ? b + 8 + 16 * ib : b + 2;
+      const int q = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
+      float dl = F16At(b);
+      if (xs) {
+        const uint16_t scales_h = static_cast<uint16_t>(b[2] | b[3] << 8);
+        const int ls = ((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | (((scales_h >> 2 * ib) & 3) << 4);
+        dl = dl * static_cast<float>(ls - 32);
+      }
+      return dl * static_cast<float>(kValues[q]);
+    }
     default: return NAN;
   }
 }
@@ -178,6 +197,8 @@ TEST(BlockQuantTest, LayoutSizes) {
   EXPECT_EQ(DTypeBlockBytes(DType::kQ5_1), 24u);
   EXPECT_EQ(DTypeBlockBytes(DType::kQ3_K), 110u);
   EXPECT_EQ(DTypeBlockBytes(DType::kQ2_K), 84u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kIQ4_NL), 18u);
+  EXPECT_EQ(DTypeBlockBytes(DType::kIQ4_XS), 136u);
 }
 
 TEST(BlockQuantTest, DequantizeMatchesFormula) {
@@ -304,6 +325,11 @@ TEST(BlockQuantTest, K4ScalePackingByHand) {
 //         <= (A / 6)·(1 + 1/31)·(1 + 2^-10) < 1.035·A / 6.
 //   Q2_K: as Q4_K with L = 3 and 4-bit codes (dmin <= A / 15, d <= s_max / 15): error
 //         <= (A / 3)·(1 + 1/30)·(1 + 1/15)·(1 + 2^-10)^2 < 1.105·A / 3.
+//   IQ4_NL: the extreme at level -127 (d = A / 127: the other side's far end rounds to 113,
+//         14·d away) or at 113 (d = A / 113, half-gaps of at most 12 levels): error <=
+//         max(14 / 127, 12 / 113)·A·(1 + 2^-10).
+//   IQ4_XS: sub-block scale s = a / 127 (a <= A its max |x|), d <= max s / 31 rounded up, s
+//         rounded up to d·l: error <= 14·|d·l| <= 14·(A / 127)·(1 + (1 + 2^-10) / 31).
 double RoundTripBound(DType dtype, double amax) {
   switch (dtype) {
     case DType::kQ8_0: return amax / 254 * (1 + 1.0 / 1024);
@@ -315,6 +341,8 @@ double RoundTripBound(DType dtype, double amax) {
     case DType::kQ5_1: return 1.01 * amax / 31;  // half a step of (max - min) / 31 <= 2 amax / 31
     case DType::kQ3_K: return 1.035 * amax / 6;
     case DType::kQ2_K: return 1.105 * amax / 3;
+    case DType::kIQ4_NL: return std::max(14.0 / 127, 12.0 / 113) * amax * (1 + 1.0 / 1024);
+    case DType::kIQ4_XS: return 14.0 / 127 * amax * (1 + (1 + 1.0 / 1024) / 31) * (1 + 1e-6);
     default: return 0;
   }
 }
@@ -769,7 +797,8 @@ TEST(BlockQuantMatmulTest, Avx2GemmMatchesTheGemv) {
 }
 
 // The byte ranges of one block that hold codes, which MaxCodes fills with the pattern of
-// the largest code vpmaddubsw sees (Q8_0: -128, whose |w| is 128; the others all ones).
+// the largest code vpmaddubsw sees (Q8_0: -128, whose |w| is 128; IQ4_NL / IQ4_XS: index 0,
+// level -127; the others all ones).
 struct CodeBytes {
   int begin, end;
 };
@@ -785,6 +814,8 @@ std::vector<CodeBytes> CodeRanges(DType dtype) {
     case DType::kQ5_1: return {{bl::kQ5_1Qh, 24}};
     case DType::kQ3_K: return {{0, bl::kQ3KScales}};
     case DType::kQ2_K: return {{bl::kQ2KQs, bl::kQ2KD}};
+    case DType::kIQ4_NL: return {{bl::kIQ4NLQs, 18}};
+    case DType::kIQ4_XS: return {{bl::kIQ4XSQs, 136}};
     default: return {};
   }
 }
@@ -797,7 +828,9 @@ TEST(BlockQuantMatmulTest, Avx2GemmMaxCodesStayExact) {
     SCOPED_TRACE(Name(dtype));
     Weights w = MakeWeights(dtype, 19, 2 * 256, 2 * 256, 700);
     const int64_t block_bytes = static_cast<int64_t>(DTypeRowBytes(dtype, DTypeBlockElements(dtype)));
-    const uint8_t fill = dtype == DType::kQ8_0 ? 0x80 : 0xFF;
+    const uint8_t fill = dtype == DType::kQ8_0                                ? 0x80
+                         : dtype == DType::kIQ4_NL || dtype == DType::kIQ4_XS ? 0x00
+                                                                              : 0xFF;
     for (int64_t b = 0; b < static_cast<int64_t>(w.data.size()) / block_bytes; ++b) {
       for (const CodeBytes& r : CodeRanges(dtype))
         std::memset(w.data.data() + b * block_bytes + r.begin, fill, r.end - r.begin);
@@ -1011,7 +1044,7 @@ TEST(BlockQuantMatmulTest, OneDnnChunks) {
   const Path f32 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, false)); };
   const Path bf16 = [](const MatmulProblem& p) { ASSERT_TRUE(matmul_internal::MatmulBlockOneDnn(p, true)); };
   for (DType dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ5_1, DType::kQ3_K, DType::kQ2_K,
-                      DType::kF16}) {
+                      DType::kIQ4_NL, DType::kIQ4_XS, DType::kF16}) {
     const int64_t b = DTypeBlockElements(dtype);
     const Weights w =
         MakeWeights(dtype, 45, b == 1 ? 200 : 3 * std::max<int64_t>(b, 64), 4 * std::max<int64_t>(b, 64), 31);

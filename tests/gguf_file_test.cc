@@ -183,9 +183,9 @@ TEST(GgufTypes, IdsAndBlocksMatchGgml) {
 
 TEST(GgufTypes, DTypesMapBothWaysWithTheSameBlocks) {
   const std::vector<std::pair<DType, uint32_t>> mapped = {
-      {DType::kF32, 0},  {DType::kF16, 1},   {DType::kBF16, 30}, {DType::kQ8_0, 8},
-      {DType::kQ4_0, 2}, {DType::kQ4_K, 12}, {DType::kQ5_K, 13}, {DType::kQ6_K, 14},
-      {DType::kQ5_0, 6}, {DType::kQ5_1, 7},  {DType::kQ3_K, 11}, {DType::kQ2_K, 10},
+      {DType::kF32, 0},   {DType::kF16, 1},   {DType::kBF16, 30},   {DType::kQ8_0, 8},    {DType::kQ4_0, 2},
+      {DType::kQ4_K, 12}, {DType::kQ5_K, 13}, {DType::kQ6_K, 14},   {DType::kQ5_0, 6},    {DType::kQ5_1, 7},
+      {DType::kQ3_K, 11}, {DType::kQ2_K, 10}, {DType::kIQ4_NL, 20}, {DType::kIQ4_XS, 23},
   };
   for (const auto& [dtype, id] : mapped) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));

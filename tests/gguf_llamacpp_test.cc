@@ -140,8 +140,8 @@ TEST(GgufLlamaCpp, GreedyTokensAndLogprobsMatchLlamaCpp) {
   REQUIRE_LLAMACPP();
   std::vector<Case> cases;
   for (Shape shape : {Shape::kV3, Shape::kV2Lite}) {
-    for (const char* type :
-         {"F32", "BF16", "F16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"}) {
+    for (const char* type : {"F32", "BF16", "F16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                             "Q6_K", "IQ4_NL", "IQ4_XS", "Q4_K_M"}) {
       cases.push_back({shape, type, GgufExportLayout::kSplitKvB, ToleranceFor(type)});
     }
     cases.push_back({shape, "Q8_0", GgufExportLayout::kKvB, ToleranceFor("Q8_0")});

@@ -137,7 +137,8 @@ std::string DequantizedDirectory(const std::string& gguf_path, const std::string
 TEST(GgufModel, BlockFormatsTrackTheirDequantizedValues) {
   for (Shape shape : {Shape::kV3, Shape::kV2Lite}) {
     const std::string dir = ModelDir(shape, CheckpointDType::kBf16);
-    for (const char* type : {"Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "F16"}) {
+    for (const char* type : {"Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
+                             "Q4_K_M", "F16"}) {
       SCOPED_TRACE(std::string(type) + (shape == Shape::kV3 ? " V3-like" : " V2-Lite-like"));
       const std::string path = Export(dir, type, GgufExportLayout::kSplitKvB);
       const std::vector<float> got = Logits(path);

@@ -17,12 +17,14 @@ int64_t DTypeBlockElements(DType dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ5_0:
-    case DType::kQ5_1: return 32;
+    case DType::kQ5_1:
+    case DType::kIQ4_NL: return 32;
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kQ3_K:
-    case DType::kQ2_K: return 256;
+    case DType::kQ2_K:
+    case DType::kIQ4_XS: return 256;
     default: return 1;
   }
 }
@@ -42,6 +44,8 @@ size_t DTypeBlockBytes(DType dtype) {
     case DType::kQ5_1: return 24;
     case DType::kQ3_K: return 110;
     case DType::kQ2_K: return 84;
+    case DType::kIQ4_NL: return 18;
+    case DType::kIQ4_XS: return 136;
   }
   return 0;
 }
@@ -63,6 +67,8 @@ std::string_view DTypeName(DType dtype) {
     case DType::kQ5_1: return "Q5_1";
     case DType::kQ3_K: return "Q3_K";
     case DType::kQ2_K: return "Q2_K";
+    case DType::kIQ4_NL: return "IQ4_NL";
+    case DType::kIQ4_XS: return "IQ4_XS";
   }
   return "?";
 }

@@ -27,15 +27,36 @@ namespace latte {
 //         16 sub-blocks of 16, f16 d, x = d·(sc - 32)·(q - 4)   110 bytes (3.4375)
 //   Q2_K: 256 values, 16 bytes of 4-bit scales/mins for 16 sub-blocks of 16, 64 bytes of
 //         2-bit q, f16 d, dmin, x = d·sc·q - dmin·m              84 bytes (2.625)
+//   IQ4_NL: 32 values, f16 d + 16 bytes of 4-bit indices into a fixed table of 16 int8
+//         levels (non-uniform), x = d·level[q]                   18 bytes (4.5)
+//   IQ4_XS: 256 values, f16 d, 8 6-bit scales for sub-blocks of 32 (2 + 4 bytes), 128 bytes
+//         of IQ4_NL's indices, x = d·(sc - 32)·level[q]          136 bytes (4.25)
 // (Q5_0 and Q5_1 are what llama-quantize writes for a Q4_K / Q5_K matrix whose rows are
 // not whole 256-value blocks: DeepSeek's attn_k_b, V2-Lite's 1408-wide experts; Q4_0 for
-// a Q2_K / Q3_K one.)
-enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ5_0, kQ5_1, kQ3_K, kQ2_K };
+// a Q2_K / Q3_K one, IQ4_NL for an IQ4_XS one.)
+enum class DType {
+  kF32,
+  kF16,
+  kBF16,
+  kF8E4M3,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kQ5_0,
+  kQ5_1,
+  kQ3_K,
+  kQ2_K,
+  kIQ4_NL,
+  kIQ4_XS
+};
 
 // Bytes per element of a scalar type; a block format has none (LATTE_CHECK fails):
 // use DTypeRowBytes.
 size_t DTypeSize(DType dtype);
-// Elements per block: 1 for scalar types, 32 (Q8_0, Q4_0, Q5_0, Q5_1) or 256 (the K formats).
+// Elements per block: 1 for scalar types, 32 (Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL) or 256 (the K
+// formats, IQ4_XS).
 int64_t DTypeBlockElements(DType dtype);
 // Bytes per block (DTypeSize for scalar types).
 size_t DTypeBlockBytes(DType dtype);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "base/check.h"
 
@@ -118,6 +119,23 @@ void DequantQ2_K(const uint8_t* b, float* out) {
   }
 }
 
+// 32 values d·kIq4Levels[index] from 16 bytes of IQ4_NL indices (an IQ4_NL block's qs or an
+// IQ4_XS sub-block's), as ggml's dequantize_row_iq4_nl / iq4_xs.
+void DequantIq4Values(float d, const uint8_t* qs, float* out) {
+  for (int j = 0; j < 16; ++j) {
+    out[j] = d * static_cast<float>(kIq4Levels[qs[j] & 0xF]);
+    out[j + 16] = d * static_cast<float>(kIq4Levels[qs[j] >> 4]);
+  }
+}
+
+// IQ4_XS: (d·(ls - 32))·level, per sub-block of 32.
+void DequantIQ4_XS(const uint8_t* b, float* out) {
+  const float d = LoadF16(b);
+  for (int s = 0; s < 8; ++s) {
+    DequantIq4Values(d * static_cast<float>(IQ4XSScale(b, s) - 32), b + kIQ4XSQs + 16 * s, out + 32 * s);
+  }
+}
+
 void DequantBlock(DType dtype, const uint8_t* b, float* out) {
   switch (dtype) {
     case DType::kQ8_0: DequantQ8_0(b, out); return;
@@ -129,6 +147,8 @@ void DequantBlock(DType dtype, const uint8_t* b, float* out) {
     case DType::kQ5_1: DequantQ5(b, /*has_min=*/true, out); return;
     case DType::kQ3_K: DequantQ3_K(b, out); return;
     case DType::kQ2_K: DequantQ2_K(b, out); return;
+    case DType::kIQ4_NL: DequantIq4Values(LoadF16(b), b + kIQ4NLQs, out); return;
+    case DType::kIQ4_XS: DequantIQ4_XS(b, out); return;
     default: LATTE_CHECK(false, "not a block format: ", DTypeName(dtype));
   }
 }
@@ -409,6 +429,87 @@ void QuantQ2_K(const float* x, uint8_t* b) {
   StoreK2Bits(q, b + kQ2KQs);
 }
 
+// The index of the level nearest v (in units of the scale; ties to the lower level).
+int NearestIq4Index(float v) {
+  const int8_t* above = std::lower_bound(std::begin(kIq4Levels), std::end(kIq4Levels), v,
+                                         [](int8_t level, float value) { return static_cast<float>(level) < value; });
+  if (above == std::begin(kIq4Levels)) return 0;
+  if (above == std::end(kIq4Levels)) return 15;
+  const int k = static_cast<int>(above - std::begin(kIq4Levels));
+  return v - static_cast<float>(kIq4Levels[k - 1]) <= static_cast<float>(kIq4Levels[k]) - v ? k - 1 : k;
+}
+
+// 32 values as the indices nearest x / d, into 16 bytes laid out as IQ4_NL's qs; returns
+// the sum of squared errors.
+double QuantIq4Values(const float* x, float d, uint8_t* qs) {
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  double sse = 0;
+  int q[32];
+  for (int j = 0; j < 32; ++j) {
+    q[j] = NearestIq4Index(x[j] * id);
+    const double e = double(x[j]) - double(d) * kIq4Levels[q[j]];
+    sse += e * e;
+  }
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+  return sse;
+}
+
+// IQ4_NL: the value of largest magnitude A goes to one end of the levels, either the -127
+// end (d = A / -127 in its sign: the other side's far end, up to 127 steps out, rounds to
+// 113) or the 113 end (d = A / 113: the other side ends at -113, inside the levels); of the
+// two, the one with the smaller squared error. Every value then rounds to within
+// max(14·A / 127, 12·A / 113) (the widest half-gap between levels is 12, the -127 case's
+// top 14), d rounded up to f16 first.
+void QuantIQ4_NL(const float* x, uint8_t* b) {
+  float extreme = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
+  }
+  double best_sse = INFINITY;
+  for (int end : {-127, 113}) {
+    uint16_t h = F16AtLeast(std::fabs(extreme) / static_cast<float>(std::abs(end)));
+    if ((extreme > 0) != (end > 0) && extreme != 0) h |= 0x8000;  // d = extreme / end
+    uint8_t qs[16];
+    const double sse = QuantIq4Values(x, F16ToF32(h), qs);
+    if (sse < best_sse) {
+      best_sse = sse;
+      StoreF16(b, h);
+      std::memcpy(b + kIQ4NLQs, qs, 16);
+    }
+  }
+}
+
+// IQ4_XS: per sub-block of 32 the scale s = (its value of largest magnitude) / -127, then
+// the super-block's d = max |s| / 31 rounded up to f16 and each sub-block's integer scale
+// l = s / d rounded away from zero (|l| <= 31, code l + 32): |d·l| >= |s|, so every value
+// lies inside the levels' range and rounds to within 14·|d·l| <= 14·(|s| + d).
+void QuantIQ4_XS(const float* x, uint8_t* b) {
+  float s[8];
+  float max_s = 0;
+  for (int k = 0; k < 8; ++k) {
+    float extreme = 0;
+    for (int j = 0; j < 32; ++j) {
+      if (std::fabs(x[32 * k + j]) > std::fabs(extreme)) extreme = x[32 * k + j];
+    }
+    s[k] = extreme / -127.0f;
+    max_s = std::max(max_s, std::fabs(s[k]));
+  }
+  const uint16_t d_h = F16AtLeast(max_s / 31);
+  const float d = F16ToF32(d_h);
+  StoreF16(b, d_h);
+  uint16_t scales_h = 0;
+  std::fill(b + kIQ4XSScalesL, b + kIQ4XSScalesL + 4, 0);
+  for (int k = 0; k < 8; ++k) {
+    const int magnitude = CeilCode(std::fabs(s[k]), d, 31);
+    const int l = s[k] < 0 ? -magnitude : magnitude;
+    const int code = l + 32;
+    b[kIQ4XSScalesL + k / 2] |= static_cast<uint8_t>((code & 0xF) << (4 * (k % 2)));
+    scales_h |= static_cast<uint16_t>((code >> 4) << (2 * k));
+    QuantIq4Values(x + 32 * k, d * static_cast<float>(l), b + kIQ4XSQs + 16 * k);
+  }
+  std::memcpy(b + kIQ4XSScalesH, &scales_h, sizeof scales_h);
+}
+
 }  // namespace
 
 void F16ToF32Row(const uint16_t* in, int64_t n, float* out) {
@@ -499,6 +600,12 @@ float BlockValueAt(DType dtype, const void* row, int64_t i) {
       return LoadF16(b + kQ2KD) * static_cast<float>(sc & 0xF) * static_cast<float>(K2Bits(b + kQ2KQs, j)) -
              LoadF16(b + kQ2KDmin) * static_cast<float>(sc >> 4);
     }
+    case DType::kIQ4_NL: return LoadF16(b) * static_cast<float>(kIq4Levels[IQ4Index(b + kIQ4NLQs, j)]);
+    case DType::kIQ4_XS: {
+      const int sub = j / 32;
+      const float dl = LoadF16(b) * static_cast<float>(IQ4XSScale(b, sub) - 32);
+      return dl * static_cast<float>(kIq4Levels[IQ4Index(b + kIQ4XSQs + 16 * sub, j % 32)]);
+    }
     default: LATTE_CHECK(false, "BlockValueAt: not a block format: ", DTypeName(dtype));
   }
   return 0;
@@ -522,6 +629,8 @@ void QuantizeToBlocks(DType dtype, const float* x, int64_t n, void* out) {
       case DType::kQ5_1: QuantQ5_1(xb, b); break;
       case DType::kQ3_K: QuantQ3_K(xb, b); break;
       case DType::kQ2_K: QuantQ2_K(xb, b); break;
+      case DType::kIQ4_NL: QuantIQ4_NL(xb, b); break;
+      case DType::kIQ4_XS: QuantIQ4_XS(xb, b); break;
       default: break;
     }
   }

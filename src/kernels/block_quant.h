@@ -41,9 +41,17 @@
 //       value i (h, j, l as Q3_K's) has q[i] = (qs[32h + l] >> 2j) & 3 and
 //       x[i] = d·(scales[i / 16] & 15)·q[i] - dmin·(scales[i / 16] >> 4)
 //
+//   IQ4_NL (18 bytes, 32 values): d f16 | qs u8[16]
+//       x[j] = d·kIq4Levels[qs[j] & 15],  x[j + 16] = d·kIq4Levels[qs[j] >> 4]        j < 16
+//   IQ4_XS (136 bytes, 256 values): d f16 | scales_h u16 | scales_l u8[4] | qs u8[128]
+//       8 sub-blocks of 32, sub-block s with the 6-bit scale code
+//       ls[s] = ((scales_l[s / 2] >> 4·(s % 2)) & 15) | ((scales_h >> 2s) & 3) << 4 and its
+//       16 bytes qs[16s ..] laid out as an IQ4_NL block's: x[32s + j] = (d·(ls[s] - 32))·
+//       kIq4Levels[qs[16s + j] & 15], x[32s + 16 + j] = ... kIq4Levels[qs[16s + j] >> 4]
+//
 // Products are rounded as ggml rounds them: (d·sc) first, then ·q, then - (dmin·m).
 //
-// The quantizers are our own round-to-nearest: one scale per block (Q8_0, Q4_0), and for
+// The quantizers are our own round-to-nearest: one scale per block (Q8_0, Q4_0, IQ4_NL), and for
 // the K formats per-sub-block scales (and mins) rounded up to their 6- or 8-bit codes, so
 // every value of a sub-block lies inside its quantization grid. They do not reproduce
 // llama.cpp's quantizer bit for bit (which searches for error-minimising scales); they
@@ -82,7 +90,24 @@ inline constexpr int kQ3KD = 108;
 inline constexpr int kQ2KQs = 16;  // scales at 0, 16 bytes; qs 64 bytes
 inline constexpr int kQ2KD = 80;
 inline constexpr int kQ2KDmin = 82;
+inline constexpr int kIQ4NLQs = 2;       // after d
+inline constexpr int kIQ4XSScalesH = 2;  // after d; a little-endian u16
+inline constexpr int kIQ4XSScalesL = 4;  // 4 bytes
+inline constexpr int kIQ4XSQs = 8;       // 128 bytes
 }  // namespace block_layout
+
+// IQ4_NL's and IQ4_XS's 16 levels (ggml's kvalues_iq4nl): a 4-bit index q stands for the
+// value kIq4Levels[q] (times the block's scale), denser near zero than a uniform grid.
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_XS sub-block s < 8's 6-bit scale code (the scale is d·(code - 32)) from a block.
+inline int IQ4XSScale(const uint8_t* b, int s) {
+  const int high = (b[block_layout::kIQ4XSScalesH + s / 4] >> (2 * (s % 4))) & 3;  // bits 2s, 2s + 1 of the u16
+  return ((b[block_layout::kIQ4XSScalesL + s / 2] >> (4 * (s % 2))) & 15) | high << 4;
+}
+
+// Index j < 32 of an IQ4_NL block's qs (or an IQ4_XS sub-block's 16 bytes), in [0, 15].
+inline int IQ4Index(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 
 // Sub-block j < 8's 6-bit scale and min from the 12 packed bytes of a Q4_K / Q5_K block
 // (ggml's get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 split

@@ -1,4 +1,5 @@
-// AVX2 integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1) on
+// AVX2 integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1, IQ4_NL,
+// IQ4_XS) on
 // CPUs without AVX-512: the products of a prefill or of a batched step with
 // kAvx2GemmMinRows x rows or more. The scheme of gemm_block_avx512_vnni.cc on 256-bit
 // registers, with vpmaddubsw + vpmaddwd in place of vpdpbusd.
@@ -9,8 +10,8 @@
 // weight rows is first transposed into 4-byte groups, one 32-bit lane per weight row, in
 // per-thread scratch (the file stays as stored):
 //   codes:  [slot][c < 8] one register = codes 4c .. 4c + 3 of the slot's 32 values, for
-//           each of the 8 rows (lane r = row r); unsigned, except Q8_0's: its 8 registers
-//           of |w| and then its 8 of signed codes (as stored)
+//           each of the 8 rows (lane r = row r); unsigned, except Q8_0's and IQ4_NL /
+//           IQ4_XS's levels: their 8 registers of |w| and then their 8 of signed codes
 //   scales: [slot · subs + h][8 rows] f32, the weight scale of sub-block h (Q6_K has two
 //           16-value sub-blocks per 32-value slot, the others one; K formats: d · sc)
 //   mins:   [slot][8 rows] f32, Q4_K / Q5_K's -dmin·m, Q5_1's m
@@ -144,11 +145,13 @@ template <class F, int H> void UnpackSlot(const typename F::Unit& unit, uint8_t*
     const float d = _mm256_cvtss_f32(unit.d);
     scales[0] = d * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 0)));
     scales[8] = d * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 8)));
-  } else if constexpr (F::kIntScale) {  // Q4_K / Q5_K: d · sc, and the min -dmin·m
-    scales[0] = _mm256_cvtss_f32(unit.d) * static_cast<float>(_mm256_extract_epi16(ws, 0));
-    alignas(32) float mn[8];
-    _mm256_store_ps(mn, unit.mn);
-    *min = mn[F::SubBlock(H)];
+  } else if constexpr (F::kIntScale) {  // Q4_K / Q5_K / IQ4_XS: d · sc; Q4_K / Q5_K's min -dmin·m
+    scales[0] = _mm256_cvtss_f32(unit.d) * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 0)));
+    if constexpr (F::kHasMin) {
+      alignas(32) float mn[8];
+      _mm256_store_ps(mn, unit.mn);
+      *min = mn[F::SubBlock(H)];
+    }
   } else {
     scales[0] = _mm256_cvtss_f32(ws);
     if constexpr (F::kBlockMin) *min = _mm256_cvtss_f32(unit.mn);
@@ -283,7 +286,7 @@ void PanelTile(const GemmX<F>& x, int64_t tile, const Panel& panel, float* y, in
     const int32_t* corr = GemmX<F>::Corr(slot);
     const float* dx = GemmX<F>::Dx(slot, kSubs);
     const float* msum = GemmX<F>::Msum(slot, kSubs);
-    if constexpr (F::kSignedCodes) {  // Q8_0
+    if constexpr (F::kSignedCodes) {  // Q8_0, IQ4_NL, IQ4_XS
       __m256i total[M];
       for (int i = 0; i < M; ++i) total[i] = BiasedStart<F>(0);
       DotQ8Rows<M>(codes + kCodeRegs<F> * s, q, total);
@@ -469,6 +472,8 @@ void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
     case DType::kQ6_K: GemmFormat<FormatQ6_K>(p, threaded); break;
     case DType::kQ5_0: GemmFormat<FormatQ5<false>>(p, threaded); break;
     case DType::kQ5_1: GemmFormat<FormatQ5<true>>(p, threaded); break;
+    case DType::kIQ4_NL: GemmFormat<FormatIQ4_NL>(p, threaded); break;
+    case DType::kIQ4_XS: GemmFormat<FormatIQ4_XS>(p, threaded); break;
     default: break;
   }
 }

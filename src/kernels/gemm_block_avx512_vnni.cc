@@ -1,5 +1,5 @@
 // AVX512_VNNI integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0,
-// Q5_1, Q3_K, Q2_K): the products of a prefill or of a batched step with kVnniGemmMinRows x rows
+// Q5_1, Q3_K, Q2_K, IQ4_NL, IQ4_XS): the products of a prefill or of a batched step with kVnniGemmMinRows x rows
 // or more.
 //
 // The GEMV (gemv_block_avx512_inl.h) keeps each weight row's codes along a register, so
@@ -24,7 +24,7 @@
 // panels follow), so the integer sums are the GEMV's and only the order of the f32 sums
 // differs. Per (x row, slot) the kernel adds
 //   f32(sum over the slot's code products + corr) · (weight scale · dx)  [+ min · msum]
-// where corr = -zero point · the sum of the x codes (Q8_0's +128, Q4_0's 8, Q5_0's 16,
+// where corr = -zero point · the sum of the x codes (Q8_0's and the IQ4 levels' +128, Q4_0's 8, Q5_0's 16,
 // Q6_K's 32, Q3_K's 4), min = Q4_K / Q5_K's -dmin·m or Q5_1's m, and msum = dx · the sum
 // of the codes (Q2_K: both per 16 values).
 //
@@ -312,6 +312,8 @@ void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, fl
     case DType::kQ2_K: GemmRows<FormatK16</*kQ2=*/true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_0: GemmRows<FormatQ5<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ5_1: GemmRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ4_NL: GemmRows<FormatIQ4_NL>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ4_XS: GemmRows<FormatIQ4_XS>(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }

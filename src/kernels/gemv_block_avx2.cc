@@ -39,6 +39,10 @@
 //   Q5_0: unit = 1 block (22 bytes), 1 slot: as Q4_0's, each code with bit j of qh (a
 //         little-endian uint32) on bit 4 of code j; zero point 16.
 //   Q5_1: unit = 1 block (24 bytes), 1 slot: Q5_0's codes, no zero point; the min m.
+//   IQ4_NL: unit = 1 block (18 bytes), 1 slot: Q4_0's nibbles as indices looked up (vpshufb)
+//         into the int8 levels, then as Q8_0's codes.
+//   IQ4_XS: unit = 256 values (136 bytes), 8 slots in order: slot H = sub-block H's 16 bytes
+//         as IQ4_NL's, integer scale ls[H] - 32.
 //   Q3_K / Q2_K: unit = 256 values (110 / 84 bytes), 8 slots in order as Q6_K's: slot 4h + j
 //         takes bits 2j, 2j + 1 of qs[32h ..]; Q3_K with hmask's bit 4h + j onto bit 2, zero
 //         point 4, scales sc - 32; Q2_K's 16 mins a unit (-dmin·m) times x's sums per 16
@@ -197,7 +201,8 @@ template <class F, int M, int R> void Tile(const PreparedX& x, int64_t i0, const
 // Exact: a tree entry sums at most 4 pairs (4 · kPairMax fits int16), and a slot sum is the
 // portable integer sum times its scale (< 2^24: its f32 conversion is exact too).
 // Q5_K measured no faster this way (0 to -2.5%) and stays with Tile.
-template <class F> constexpr bool kSlotTree = F::kIntScale && !std::is_same_v<F, FormatK4K5<true>>;
+// IQ4_XS's signed codes (pairs up to 2 · 127 · 127) leave no room for the tree's int16 sums.
+template <class F> constexpr bool kSlotTree = F::kIntScale && !F::kSignedCodes && !std::is_same_v<F, FormatK4K5<true>>;
 
 // The pair sums of a and b added two by two, 4 per 128-bit half of each (vphaddw's layout;
 // vphaddw itself measured ~4 times slower than vpmaddwd on Zen 4, and no faster overall).
@@ -578,6 +583,8 @@ void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int6
     case DType::kQ5_1: FormatRows<FormatQ5<true>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ3_K: FormatRows<FormatK16<false>>(x, w, n0, n1, y, ldy); break;
     case DType::kQ2_K: FormatRows<FormatK16<true>>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ4_NL: FormatRows<FormatIQ4_NL>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ4_XS: FormatRows<FormatIQ4_XS>(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }
@@ -593,7 +600,7 @@ void DequantizeRowAvx2(DType dtype, const void* row, int64_t n, float* out) {
     case DType::kQ5_0: DequantQ5Row<false>(p, n / 32, out); break;
     case DType::kQ5_1: DequantQ5Row<true>(p, n / 32, out); break;
     case DType::kF16: DequantF16Row(p, n, out); break;
-    default: DequantizeToF32(dtype, row, n, out); break;  // Q3_K, Q2_K: the portable loops
+    default: DequantizeToF32(dtype, row, n, out); break;  // Q3_K, Q2_K, IQ4_NL, IQ4_XS: the portable loops
   }
 }
 

@@ -327,6 +327,72 @@ template <bool kQ2> struct FormatK16 {
   template <int G> static __m256i GroupScales(const Unit& u) { return SixteenValueGroupScales(u.sc[G]); }
 };
 
+// IQ4_NL's 16 levels (kIq4Levels) in both 128-bit halves: the table vpshufb looks indices up in.
+inline __m256i Iq4LevelTable() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+}
+
+// IQ4_NL: Q4_0's nibbles as indices into the 16 int8 levels, then as Q8_0's signed codes
+// (|w| times x with w's sign).
+struct FormatIQ4_NL {
+  static constexpr int kSlots = 1;
+  static constexpr int kMaxCode = 127;  // |w|
+  static constexpr int64_t kUnitValues = 32;
+  static constexpr size_t kUnitBytes = 18;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = false;
+  using Scale = __m256;  // f32 per lane
+  struct Unit {
+    const uint8_t* p;
+  };
+  static Unit Load(const uint8_t* p) { return {p}; }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    w = _mm256_shuffle_epi8(Iq4LevelTable(), Nibbles16(u.p + block_layout::kIQ4NLQs));
+    ws = BroadcastF16(u.p);
+  }
+};
+
+// IQ4_XS: 8 sub-blocks of 32, slot H = sub-block H (qs[16H ..], as an IQ4_NL block's
+// indices, looked up as IQ4_NL's), integer scale ls[H] - 32 in [-32, 31].
+struct FormatIQ4_XS {
+  static constexpr int kSlots = 8;
+  static constexpr int kMaxCode = 127;
+  static constexpr int kPairMax = 2 * 127 * 127;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = 136;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = true;
+  using Scale = __m256i;  // int16 pairs per lane
+  struct Unit {
+    const uint8_t* p;
+    __m256i sc;  // int32 lane s: ls[s] - 32 in both of its int16 halves
+    __m256 d;
+  };
+  static Unit Load(const uint8_t* p) {
+    uint32_t low;
+    std::memcpy(&low, p + block_layout::kIQ4XSScalesL, sizeof low);
+    const __m256i l =
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    const __m256i h = _mm256_srlv_epi32(_mm256_set1_epi32(Load16(p + block_layout::kIQ4XSScalesH)),
+                                        _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m256i codes = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(15)),
+                                          _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(3)), 4));
+    const __m256i s = _mm256_sub_epi32(codes, _mm256_set1_epi32(32));
+    return {p, _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16)),
+            BroadcastF16(p)};
+  }
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
+    w = _mm256_shuffle_epi8(Iq4LevelTable(), Nibbles16(u.p + block_layout::kIQ4XSQs + 16 * H));
+    sc = _mm256_permutevar8x32_epi32(u.sc, _mm256_set1_epi32(H));
+  }
+};
+
 template <typename Fn, int... S> inline void ForSlots(Fn&& fn, std::integer_sequence<int, S...>) {
   (fn.template operator()<S>(), ...);
 }

@@ -124,6 +124,38 @@ void DequantSixteenValueRow(const uint8_t* row, int64_t blocks, Out* out, bool h
   }
 }
 
+// 32 values d·level from 16 bytes of IQ4_NL indices (an IQ4_NL block's qs, an IQ4_XS
+// sub-block's).
+template <typename Out> void DequantIq4Values(const uint8_t* qs, float d, Out* out, bool has_bf16) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i index[2] = {_mm_and_si128(q, _mm_set1_epi8(0x0F)),
+                            _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F))};
+  for (int g = 0; g < 2; ++g) {
+    const __m512 level = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_shuffle_epi8(table, index[g])));
+    Store16(out + 16 * g, Mul(_mm512_set1_ps(d), level), has_bf16);
+  }
+}
+
+template <typename Out> void DequantIQ4_NLRow(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = row + k * 18;
+    DequantIq4Values(b + block_layout::kIQ4NLQs, _cvtsh_ss(Load16(b)), out + 32 * k, has_bf16);
+  }
+}
+
+// IQ4_XS: (d·(ls - 32))·level, the sub-block's scale one f32 product as ggml's.
+template <typename Out> void DequantIQ4_XSRow(const uint8_t* row, int64_t blocks, Out* out, bool has_bf16) {
+  for (int64_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = row + k * 136;
+    alignas(32) float scales[8];
+    _mm256_store_ps(scales, IQ4XSScales(b));
+    for (int s = 0; s < 8; ++s) {
+      DequantIq4Values(b + block_layout::kIQ4XSQs + 16 * s, scales[s], out + 256 * k + 32 * s, has_bf16);
+    }
+  }
+}
+
 template <typename Out> void DequantF16Row(const uint8_t* row, int64_t n, Out* out, bool has_bf16) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
   for (int64_t c = 0; c < n; c += 16) {
@@ -147,6 +179,8 @@ template <typename Out> void DequantRow(DType dtype, const uint8_t* row, int64_t
     case DType::kF16: DequantF16Row(row, n, out, has_bf16); break;
     case DType::kQ3_K: DequantSixteenValueRow<FormatK16<false>, 4>(row, n / 256, out, has_bf16); break;
     case DType::kQ2_K: DequantSixteenValueRow<FormatK16<true>, 0>(row, n / 256, out, has_bf16); break;
+    case DType::kIQ4_NL: DequantIQ4_NLRow(row, n / 32, out, has_bf16); break;
+    case DType::kIQ4_XS: DequantIQ4_XSRow(row, n / 256, out, has_bf16); break;
     case DType::kQ5_0:
     case DType::kQ5_1:  // the portable loops: a few tensors of a file (BlockGemvIsaFor)
       if constexpr (std::is_same_v<Out, float>) {

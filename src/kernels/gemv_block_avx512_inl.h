@@ -39,6 +39,11 @@
 //         2h + i takes qs[32h ..] shifted right by 4i (first 32 values) and 4i + 2 (next 32),
 //         masked to 2 bits; Q3_K with hmask's bits 4h + 2i, 4h + 2i + 1 onto bit 2, bias
 //         -4·sum x per lane; Q2_K's mins per 16 values multiply x's sums per 16 values.
+//   IQ4_NL: unit = 2 blocks (36 bytes), 1 step: Q4_0's nibbles as indices, each looked up
+//         (vpshufb) into its int8 level; then as Q8_0's codes (VNNI: the table holds level +
+//         128, bias -128·sum x; BW: |w| times x with w's sign).
+//   IQ4_XS: unit = 256 values (136 bytes), 4 steps of 64 values in order: step S = sub-blocks
+//         2S and 2S + 1 (qs[32S ..], each as an IQ4_NL block's), looked up as IQ4_NL's.
 //   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
@@ -122,6 +127,26 @@ template <int A, int B> inline __m512 PairLanes(__m512 v) {
 
 inline __m512i LowNibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline __m512i HighNibbles(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+
+// The 64 4-bit codes of two 32-value blocks whose 16 bytes lie at a and b (Q4_0's, Q5_0's,
+// IQ4_NL's qs: code j < 16 the low nibble of byte j, code j + 16 its high nibble), in order;
+// kHalf: only a's (b's codes 0).
+template <bool kHalf> inline __m512i TwoBlockNibbles(const uint8_t* a, const uint8_t* b) {
+  const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i qb = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  // [qa, qa, qb, qb] in 128-bit lanes; lanes 1 and 3 shifted by 4: low nibbles, high nibbles.
+  const __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(qa), qb, 2), qb, 3);
+  return LowNibbles(_mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)));
+}
+
+// IQ4_NL's 16 levels (kIq4Levels) in each 128-bit lane, the table vpshufb looks indices up
+// in: the int8 levels, or for vpdpbusd (kVnni) the levels + 128 (sign bit flipped: unsigned,
+// 1 .. 241), as Q8_0's codes there.
+template <bool kVnni> inline __m512i Iq4LevelTable() {
+  __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+  if constexpr (kVnni) t = _mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80)));
+  return _mm512_broadcast_i32x4(t);
+}
 
 // One 256-bit half's HighBits as a GFNI bit matrix: result bit o (in kMask) of each byte
 // is bit o - R of the same byte (R taken as a rotation of the 64-bit lane, which for the
@@ -211,13 +236,9 @@ struct FormatQ4_0 {
     __m512 ws;
   };
   template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m128i b = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20));
-    // [a, a, b, b] in 128-bit lanes; lanes 1 and 3 shifted by 4: low nibbles, high nibbles.
-    __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(a), b, 2), b, 3);
-    t = _mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+    const __m512i w = TwoBlockNibbles<kHalf>(p + block_layout::kQ4_0Qs, p + 18 + block_layout::kQ4_0Qs);
     const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(p + 18)} << 16);
-    return {LowNibbles(t), SpreadTwoF16(d)};
+    return {w, SpreadTwoF16(d)};
   }
   template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
     w = u.w;
@@ -398,15 +419,12 @@ template <bool kMin> struct FormatQ5 {
   };
   template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
     const uint8_t* b = p + kBlockBytes;
-    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQs));
-    const __m128i qb = kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
-    __m512i t = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_broadcast_i32x4(qa), qb, 2), qb, 3);
-    t = _mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
+    const __m512i low = TwoBlockNibbles<kHalf>(p + kQs, b + kQs);
     uint32_t ha, hb = 0;
     std::memcpy(&ha, p + kQh, sizeof ha);
     if (!kHalf) std::memcpy(&hb, b + kQh, sizeof hb);
     const __mmask64 high = _cvtu64_mask64(uint64_t{ha} | uint64_t{hb} << 32);  // bit j: value j's fifth bit
-    const __m512i w = _mm512_or_si512(LowNibbles(t), _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
+    const __m512i w = _mm512_or_si512(low, _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(0x10)));
     const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(b)} << 16);
     __m512 sm = _mm512_setzero_ps();
     if constexpr (kMin) {
@@ -419,6 +437,70 @@ template <bool kMin> struct FormatQ5 {
   template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
     w = u.w;
     ws = u.ws;
+  }
+};
+
+// IQ4_NL: a unit is two 32-value blocks as for Q4_0, each index looked up (vpshufb) into
+// its level: signed codes as Q8_0's (VNNI: + 128, bias -128·sum x).
+struct FormatIQ4_NL {
+  static constexpr int kSpansM1 = 0;
+  static constexpr int kSteps = 1;
+  static constexpr int64_t kUnitValues = 64;
+  static constexpr size_t kUnitBytes = 36;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool Bias(bool vnni) { return vnni; }
+  struct Unit {
+    __m512i w;
+    __m512 ws;
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const __m512i index = TwoBlockNibbles<kHalf>(p + block_layout::kIQ4NLQs, p + 18 + block_layout::kIQ4NLQs);
+    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(p + 18)} << 16);
+    return {_mm512_shuffle_epi8(Iq4LevelTable<kVnni>(), index), SpreadTwoF16(d)};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    w = u.w;
+    ws = u.ws;
+  }
+};
+
+// IQ4_XS's 8 sub-block scales d·(ls[s] - 32) in lanes 0..7 (IQ4XSScale for all s at once:
+// nibble s of scales_l, bit pair s of scales_h).
+inline __m256 IQ4XSScales(const uint8_t* p) {
+  uint32_t low;
+  std::memcpy(&low, p + block_layout::kIQ4XSScalesL, sizeof low);
+  const __m256i l =
+      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+  const __m256i h = _mm256_srlv_epi32(_mm256_set1_epi32(Load16(p + block_layout::kIQ4XSScalesH)),
+                                      _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+  const __m256i codes = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(15)),
+                                        _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(3)), 4));
+  const __m256 d = _mm256_set1_ps(_cvtsh_ss(Load16(p)));
+  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_set1_epi32(32))));
+}
+
+// IQ4_XS: unit = 256 values, 4 steps of 64 in order; step S is sub-blocks 2S and 2S + 1,
+// each laid out as an IQ4_NL block's indices (qs[32S ..]), looked up as IQ4_NL's.
+struct FormatIQ4_XS {
+  static constexpr int kSpansM1 = 4;
+  static constexpr int kSteps = 4;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr size_t kUnitBytes = 136;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool Bias(bool vnni) { return vnni; }
+  struct Unit {
+    const uint8_t* qs;
+    __m512 s;  // lanes 0..7: the sub-blocks' scales
+    __m512i table;
+  };
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    return {p + block_layout::kIQ4XSQs, _mm512_zextps256_ps512(IQ4XSScales(p)), Iq4LevelTable<kVnni>()};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    w = _mm512_shuffle_epi8(u.table, TwoBlockNibbles<false>(u.qs + 32 * S, u.qs + 32 * S + 16));
+    ws = PairLanes<2 * S, 2 * S + 1>(u.s);
   }
 };
 
@@ -603,6 +685,8 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ5_0: FormatRows<FormatQ5<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ3_K: FormatRows<FormatK16<false>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kQ2_K: FormatRows<FormatK16<true>, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ4_NL: FormatRows<FormatIQ4_NL, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ4_XS: FormatRows<FormatIQ4_XS, kVnni>(x, w, n0, n1, y, ldy); break;
     // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
     case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;

@@ -43,12 +43,14 @@ int64_t MinBlock(DType dtype) { return dtype == DType::kQ2_K ? 16 : kXBlock; }
 
 // The zero point the AVX-512 and AVX2 kernels take off in the integers (see
 // PreparedX::bias): their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8
-// by s8). Q8_0's codes are made unsigned by flipping the sign bit (+128) on the VNNI path
-// only: the AVX-512BW and AVX2 paths multiply |w| by x with w's sign (vpmaddubsw would
-// saturate 255 · 127 · 2).
+// by s8). Q8_0's codes (and IQ4_NL / IQ4_XS's levels) are made unsigned by flipping the
+// sign bit (+128) on the VNNI path only: the AVX-512BW and AVX2 paths multiply |w| by x
+// with w's sign (vpmaddubsw would saturate 255 · 127 · 2).
 int ZeroPoint(BlockGemvIsa isa, DType dtype) {
   switch (dtype) {
-    case DType::kQ8_0: return isa == BlockGemvIsa::kAvx512Vnni ? 128 : 0;
+    case DType::kQ8_0:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: return isa == BlockGemvIsa::kAvx512Vnni ? 128 : 0;
     case DType::kQ4_0: return 8;
     case DType::kQ5_0: return 16;
     case DType::kQ6_K: return 32;
@@ -221,6 +223,19 @@ void UnpackRow(DType dtype, const uint8_t* row, int64_t cols, UnpackedRow& u) {
           min[blk * 16 + s] = -(dmin * static_cast<float>(b[s] >> 4));
         }
         for (int i = 0; i < 256; ++i) vb[i] = static_cast<int8_t>(K2Bits(b + kQ2KQs, i));
+        break;
+      }
+      case DType::kIQ4_NL: {
+        scale[blk] = LoadF16(b);
+        for (int j = 0; j < 32; ++j) vb[j] = kIq4Levels[IQ4Index(b + kIQ4NLQs, j)];
+        break;
+      }
+      case DType::kIQ4_XS: {
+        const float d = LoadF16(b);
+        for (int s = 0; s < 8; ++s) {
+          scale[blk * 8 + s] = d * static_cast<float>(IQ4XSScale(b, s) - 32);
+          for (int j = 0; j < 32; ++j) vb[32 * s + j] = kIq4Levels[IQ4Index(b + kIQ4XSQs + 16 * s, j)];
+        }
         break;
       }
       default: break;

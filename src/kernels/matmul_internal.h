@@ -108,7 +108,8 @@ template <int M, int S, class Tile> int64_t ForSpanTiles(int64_t n0, int64_t n1,
 // dequantized chunks for oneDNN on AVX2 CPUs).
 inline constexpr bool Avx2GemmTakes(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
-         dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1;
+         dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1 || dtype == DType::kIQ4_NL ||
+         dtype == DType::kIQ4_XS;
 }
 
 // The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes: those, Q3_K and Q2_K.

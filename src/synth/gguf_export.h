@@ -10,7 +10,7 @@
 // other matrix takes `type`, or, where its rows are not a whole number of the type's
 // blocks (k_b's d_n = 128 columns, V2-Lite's 1408-wide experts under a 256-value K
 // format), the fallback llama-quantize takes: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0,
-// F16 where 32 does not divide the row either. kQ4_K_M is llama.cpp's Q4_K_M recipe in
+// IQ4_XS -> IQ4_NL, F16 where 32 does not divide the row either. kQ4_K_M is llama.cpp's Q4_K_M recipe in
 // outline: Q4_K, with Q6_K for lm_head, attn_v_b / attn_kv_b and ffn_down.
 #pragma once
 
@@ -28,7 +28,7 @@ enum class GgufExportLayout {
 };
 
 struct GgufExportOptions {
-  DType type = DType::kQ8_0;  // F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+  DType type = DType::kQ8_0;  // F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
   bool q4_k_m = false;        // the Q4_K_M mix (type is then Q4_K)
   GgufExportLayout layout = GgufExportLayout::kSplitKvB;
   // tokenizer.ggml.pre: "deepseek-v3" (V3/R1), "deepseek-llm" (V2). Empty: by the
@@ -36,7 +36,8 @@ struct GgufExportOptions {
   std::string pre;
 };
 
-// "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M".
+// "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL",
+// "IQ4_XS", "Q4_K_M".
 Result<GgufExportOptions> ParseGgufExportType(const std::string& name);
 
 // Reads `model_dir` (config.json, safetensors in bf16 / f16 / f32 / fp8, tokenizer.json,
