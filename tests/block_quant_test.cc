@@ -447,6 +447,14 @@ Weights MakeWeights(DType dtype, int64_t rows, int64_t cols, int64_t ld, uint32_
         for (int sb = 1; sb < 16; sb += 2) scales[8 + sb % 4] ^= static_cast<uint8_t>(1 << (2 * (sb / 4) + 1));
       }
     }
+    if (dtype == DType::kQ6_K) {
+      // The same for Q6_K's int8 scales (our quantizer's are positive): every third sub-block's
+      // negated (first and second halves of the 32-value slots alike).
+      for (int64_t b = 0; b < ld / 256; ++b) {
+        int8_t* scales = reinterpret_cast<int8_t*>(out + b * 210 + block_layout::kQ6KScales);
+        for (int sb = 1; sb < 16; sb += 3) scales[sb] = static_cast<int8_t>(-scales[sb]);
+      }
+    }
     DequantizeToF32(dtype, out, cols, w.values.data() + r * cols);
   }
   return w;
