@@ -491,6 +491,8 @@ LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ4_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ6_K);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ5_0);
 LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kIQ4_XS);
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ3_K);
+LATTE_BLOCK_LARGE_M_AVX2_PATHS(DType::kQ2_K);
 // The AVX2 GEMM on a prefill's expert products with the weights from memory.
 template <DType kDType> void BM_BlockGemmAvx2ColdWeights(benchmark::State& state) {
   BlockColdWeights<kDType>(state, [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); });

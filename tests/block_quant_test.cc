@@ -647,7 +647,6 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemm) {
   if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
   uint32_t seed = 300;
   for (DType dtype : kBlockTypes) {
-    if (!matmul_internal::VnniGemmTakes(dtype)) continue;
     for (const Shape& s : ShapesFor(dtype)) {
       const Weights w = MakeWeights(dtype, s.rows, s.cols, s.ld, seed++);
       for (int64_t m : {1, 5, 6, 7, 13, 17, 40}) {
@@ -737,7 +736,6 @@ TEST(BlockQuantMatmulTest, Avx512VnniGemmMatchesTheGemv) {
   if (!HasVnniGemm()) GTEST_SKIP() << "CPU lacks AVX512_VNNI";
   uint32_t seed = 400;
   for (DType dtype : kBlockTypes) {
-    if (!matmul_internal::VnniGemmTakes(dtype)) continue;
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);
@@ -763,7 +761,6 @@ TEST(BlockQuantMatmulTest, Avx2Gemm) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
   uint32_t seed = 500;
   for (DType dtype : kBlockTypes) {
-    if (!matmul_internal::Avx2GemmTakes(dtype)) continue;
     for (const Shape& s : ShapesFor(dtype)) {
       const Weights w = MakeWeights(dtype, s.rows, s.cols, s.ld, seed++);
       for (int64_t m : {1, 2, 3, 5, 6, 7, 13, 17, 40, 67}) {
@@ -788,7 +785,6 @@ TEST(BlockQuantMatmulTest, Avx2GemmMatchesTheGemv) {
   if (!HasAvx2()) GTEST_SKIP() << "CPU lacks AVX2 (with FMA, F16C, BMI2)";
   uint32_t seed = 600;
   for (DType dtype : kBlockTypes) {
-    if (!matmul_internal::Avx2GemmTakes(dtype)) continue;  // Q3_K, Q2_K: the oneDNN chunks on AVX2
     SCOPED_TRACE(Name(dtype));
     const Weights w = MakeWeights(dtype, 37, 4 * 256, 4 * 256, seed++);
     const Operands o = MakeX(9, w.cols, w.rows, seed++);
@@ -854,13 +850,11 @@ TEST(BlockQuantMatmulTest, Avx2GemmMaxCodesStayExact) {
     }
     std::vector<float> ref(m * w.rows);
     MatmulReference({x.data(), m, w.cols, w.View(), ref.data(), w.rows});
-    // The GEMM where it takes the format, and the AVX2 GEMV at m = 7 (4 + 3 x rows) and 1
-    // (TileM1's integer slot sums), whose int16 pair sums meet the same bound.
-    std::vector<std::pair<std::string, Path>> paths = {
-        {"gemv", [](const MatmulProblem& p) { matmul_internal::GemvBlock(p, BlockGemvIsa::kAvx2); }}};
-    if (matmul_internal::Avx2GemmTakes(dtype)) {
-      paths.push_back({"gemm", [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); }});
-    }
+    // The GEMM, and the AVX2 GEMV at m = 7 (4 + 3 x rows) and 1 (TileM1's integer slot
+    // sums), whose int16 pair sums meet the same bound.
+    const std::vector<std::pair<std::string, Path>> paths = {
+        {"gemv", [](const MatmulProblem& p) { matmul_internal::GemvBlock(p, BlockGemvIsa::kAvx2); }},
+        {"gemm", [](const MatmulProblem& p) { matmul_internal::GemmBlockAvx2(p); }}};
     for (const auto& [name, path] : paths) {
       for (int64_t rows_of_x : {m, int64_t{1}}) {
         SCOPED_TRACE(name + " m " + std::to_string(rows_of_x));
@@ -945,6 +939,7 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
     const int zp = matmul_internal::BlockZeroPoint(a.isa, dtype);
     const bool avx512 = a.isa != BlockGemvIsa::kAvx2;
     const bool q6_dx = (dtype == DType::kQ6_K || dtype == DType::kQ3_K) && avx512;  // the AVX-512 layouts
+    const bool k_sums = permuted || (dtype == DType::kIQ4_XS && avx512);            // 16 floats per 256 values
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t b = 0; b < cols / 32; ++b) {
         const int64_t j = b % 8;
@@ -966,9 +961,12 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
             }
           }
         }
-        if (permuted) {  // per 256 values: the blocks' dx, then their dx · code sums
+        if (k_sums) {        // per 256 values: the blocks' dx, then their dx · code sums
+          int code_sum = 0;  // the portable layout keeps no sums for IQ4_XS
+          for (int k = 0; k < 32; ++k) code_sum += p.q[i * p.ldq + 32 * b + k];
+          const float dx_sum = permuted ? p.block_sum[i * p.ldb + b] : p.scale[i * p.lds + b] * float(code_sum);
           ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + j], p.scale[i * p.lds + b]);
-          ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], p.block_sum[i * p.ldb + b]);
+          ASSERT_EQ(a.block_sum[i * a.ldb + 16 * (b / 8) + 8 + j], dx_sum);
         }
         if (q6_dx) {  // dx per 16-value sub-block
           ASSERT_EQ(a.block_sum[i * a.ldb + 2 * b], p.scale[i * p.lds + b]);
@@ -1000,7 +998,7 @@ void CheckXCodesMatchPortable(BlockGemvIsa isa) {
       // The zero-point formats carry exactly one of the two biases.
       ASSERT_EQ(zp != 0, (a.bias != nullptr) != (a.pair_bias != nullptr));
       ASSERT_EQ(a.pair_bias != nullptr, zp != 0 && a.isa == BlockGemvIsa::kAvx2);
-      ASSERT_EQ(a.block_sum != nullptr, permuted || dtype == DType::kQ5_1 || dtype == DType::kQ2_K || q6_dx);
+      ASSERT_EQ(a.block_sum != nullptr, k_sums || dtype == DType::kQ5_1 || dtype == DType::kQ2_K || q6_dx);
     }
   }
 }
@@ -1070,9 +1068,9 @@ TEST(BlockQuantMatmulTest, OneDnnChunks) {
 Rounding DispatchRounding(DType dtype, int64_t m) {
   if (dtype == DType::kF16) return Rounding::kF32;
   if (m <= matmul_internal::kBlockGemvMaxRows) return Rounding::kIntX;
-  if (HasVnniGemm() && matmul_internal::VnniGemmTakes(dtype)) return Rounding::kIntX;  // from kVnniGemmMinRows
-  if (!GetCpuFeatures().avx512f && GetCpuFeatures().avx2 && matmul_internal::Avx2GemmTakes(dtype)) {
-    return Rounding::kIntX;  // from kAvx2GemmMinRows
+  if (HasVnniGemm() && matmul_internal::BlockGemmTakes(dtype)) return Rounding::kIntX;  // from kVnniGemmMinRows
+  if (!GetCpuFeatures().avx512f && GetCpuFeatures().avx2 && matmul_internal::BlockGemmTakes(dtype)) {
+    return Rounding::kIntX;  // from Avx2GemmMinRows
   }
   return GetCpuFeatures().avx512f ? Rounding::kBf16 : Rounding::kF32;
 }

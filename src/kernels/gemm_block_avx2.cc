@@ -1,7 +1,7 @@
-// AVX2 integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1, IQ4_NL,
-// IQ4_XS) on
+// AVX2 integer GEMM for GGUF block formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1, Q3_K,
+// Q2_K, IQ4_NL, IQ4_XS) on
 // CPUs without AVX-512: the products of a prefill or of a batched step with
-// kAvx2GemmMinRows x rows or more. The scheme of gemm_block_avx512_vnni.cc on 256-bit
+// Avx2GemmMinRows x rows or more. The scheme of gemm_block_avx512_vnni.cc on 256-bit
 // registers, with vpmaddubsw + vpmaddwd in place of vpdpbusd.
 //
 // The GEMV (gemv_block_avx2.cc) keeps each weight row's codes along a register, so every
@@ -12,14 +12,16 @@
 //   codes:  [slot][c < 8] one register = codes 4c .. 4c + 3 of the slot's 32 values, for
 //           each of the 8 rows (lane r = row r); unsigned, except Q8_0's and IQ4_NL /
 //           IQ4_XS's levels: their 8 registers of |w| and then their 8 of signed codes
-//   scales: [slot · subs + h][8 rows] f32, the weight scale of sub-block h (Q6_K has two
-//           16-value sub-blocks per 32-value slot, the others one; K formats: d · sc)
-//   mins:   [slot][8 rows] f32, Q4_K / Q5_K's -dmin·m, Q5_1's m
+//   scales: [slot · subs + h][8 rows] f32, the weight scale of sub-block h (Q6_K, Q3_K and
+//           Q2_K have two 16-value sub-blocks per 32-value slot, the others one; K formats: d · sc)
+//   mins:   [slot][8 rows] f32, Q4_K / Q5_K's -dmin·m, Q5_1's m ([slot · 2 + h][8 rows]:
+//           Q2_K's per 16 values)
 // so one x row's 32 codes, broadcast four bytes at a time, meet the 8 rows in 8 vpmaddubsw
 // whose lanes are already the 8 outputs. vpmaddubsw's int16 pair sums saturate, so each
 // format adds as many of them in int16 as stay exact before one vpmaddwd (by ones) widens
 // them: a pair is at most 2 · kMaxCode · 127, and kGroup of them fit in 32767 (Q4_0 / Q4_K:
-// 8 registers per vpmaddwd, Q5_*: 4, Q6_K: 2, Q8_0: 1). Q8_0 multiplies |w| by x with w's
+// 8 registers per vpmaddwd, Q5_*: 4, Q6_K: 2, Q8_0 and the IQ4 levels: 1; Q3_K / Q2_K: a
+// 16-value sub-block's 4). Q8_0 multiplies |w| by x with w's
 // sign (vpsignb), as the GEMV does: its codes + 128 would make pairs of 2 · 255 · 127.
 // Per slot a tile of 4 x rows (Q4_0 / Q4_K: 3, against two panels: kPairedPanels) then
 // spends, for each x row, 8 vpmaddubsw, the int16 adds, 1-8 vpmaddwd and 3-4 f32
@@ -71,8 +73,6 @@ constexpr int kGemmTileM = 4;
 // pipe and which ran the one-panel tile at ~2.2 vector instructions a cycle, a stand-alone
 // copy of both loops measured 65 (8 rows x 4) against 76 (16 x 4) and 80 GMAC/s (16 x 3).
 constexpr int kPairTileM = 3;
-
-template <class F> constexpr bool kTwoSubBlocks = std::is_same_v<F, FormatQ6_K>;
 
 // 32-byte code registers per slot of a panel: 8 (codes 4c .. 4c + 3 of the 8 rows), or for
 // Q8_0 16: the 8 of |w|, then the 8 of w (DotQ8Rows).
@@ -135,16 +135,23 @@ inline void StoreRow(float* y, __m256 v, int valid) {
 }
 
 // Slot H of one weight row's unit: its 32 codes into `codes`, its sub-block scales into
-// scales[0] (and scales[8]: Q6_K's second), its min into *min (formats with one).
+// scales[0] (and scales[8]: the second 16 values' of Q6_K, Q3_K, Q2_K), its min into *min
+// (formats with one; Q2_K's two, per 16 values, into min[0] and min[8]).
 template <class F, int H> void UnpackSlot(const typename F::Unit& unit, uint8_t* codes, float* scales, float* min) {
   __m256i wv;
   typename F::Scale ws;
   F::template Slot<H>(unit, wv, ws);
   _mm256_store_si256(reinterpret_cast<__m256i*>(codes), wv);
-  if constexpr (std::is_same_v<F, FormatQ6_K>) {  // int8 scales as int16, one per 16 values
+  if constexpr (kTwoSubBlocks<F>) {  // integer scales as int16, one per 16 values
     const float d = _mm256_cvtss_f32(unit.d);
     scales[0] = d * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 0)));
     scales[8] = d * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 8)));
+    if constexpr (kMin16<F>) {  // -dmin·m of sub-blocks 2H, 2H + 1
+      alignas(32) float mn[8];
+      _mm256_store_ps(mn, unit.mn[H / 4]);
+      min[0] = mn[2 * H % 8];
+      min[8] = mn[2 * H % 8 + 1];
+    }
   } else if constexpr (F::kIntScale) {  // Q4_K / Q5_K / IQ4_XS: d · sc; Q4_K / Q5_K's min -dmin·m
     scales[0] = _mm256_cvtss_f32(unit.d) * static_cast<float>(static_cast<int16_t>(_mm256_extract_epi16(ws, 0)));
     if constexpr (F::kHasMin) {
@@ -161,20 +168,23 @@ template <class F, int H> void UnpackSlot(const typename F::Unit& unit, uint8_t*
 // Packs weight rows [n0, n0 + 8) (rows at or past n1 as zeros) of w into `panel`.
 template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, const Panel& panel) {
   constexpr int kSubs = kTwoSubBlocks<F> ? 2 : 1;
-  constexpr bool kMins = F::kHasMin || F::kBlockMin;
+  constexpr bool kMins = F::kHasMin || F::kBlockMin || kMin16<F>;
+  constexpr int kMinsPerSlot = kMin16<F> ? 2 : 1;
   const size_t row_bytes = DTypeRowBytes(w.dtype, w.ld);
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   const int64_t units = w.cols / F::kUnitValues;
   alignas(32) uint8_t codes[F::kSlots][kPanelRows][32];
   for (int64_t u = 0; u < units; ++u) {
-    float* scales = panel.scales + u * F::kSlots * kSubs * kPanelRows;  // [kSlots · kSubs][8]
-    float* mins = panel.mins + u * F::kSlots * kPanelRows;              // [kSlots][8]
+    float* scales = panel.scales + u * F::kSlots * kSubs * kPanelRows;     // [kSlots · kSubs][8]
+    float* mins = panel.mins + u * F::kSlots * kMinsPerSlot * kPanelRows;  // [kSlots · kMinsPerSlot][8]
     for (int r = 0; r < kPanelRows; ++r) {
       if (n0 + r >= n1) {
         for (int H = 0; H < F::kSlots; ++H) {
           std::memset(codes[H][r], 0, 32);
           for (int h = 0; h < kSubs; ++h) scales[(H * kSubs + h) * kPanelRows + r] = 0.0f;
-          if constexpr (kMins) mins[H * kPanelRows + r] = 0.0f;
+          if constexpr (kMins) {
+            for (int h = 0; h < kMinsPerSlot; ++h) mins[(H * kMinsPerSlot + h) * kPanelRows + r] = 0.0f;
+          }
         }
         continue;
       }
@@ -182,7 +192,7 @@ template <class F> void PackPanel(const WeightView& w, int64_t n0, int64_t n1, c
       ForSlots(
           [&]<int H>() {
             UnpackSlot<F, H>(unit, codes[H][r], scales + H * kSubs * kPanelRows + r,
-                             kMins ? mins + H * kPanelRows + r : nullptr);
+                             kMins ? mins + H * kMinsPerSlot * kPanelRows + r : nullptr);
           },
           std::make_integer_sequence<int, F::kSlots>{});
     }
@@ -230,7 +240,7 @@ inline __m256 BiasedSumToFloat(__m256i sum) {
 // in int16, then vpmaddwd by ones. Unsigned codes only (Q8_0: DotQ8Rows).
 template <class F, int C0, int N>
 inline __m256i DotRegisters(const __m256i* w, const int32_t* q, __m256i ones, __m256i start) {
-  constexpr int kGroup = Group<F>();
+  constexpr int kGroup = Group<F>() < N ? Group<F>() : N;  // a 16-value sub-block's 4 registers at most
   __m256i total = start;
   for (int c0 = C0; c0 < C0 + N; c0 += kGroup) {
     __m256i pairs = _mm256_maddubs_epi16(w[c0], _mm256_set1_epi32(q[c0]));
@@ -306,6 +316,12 @@ void PanelTile(const GemmX<F>& x, int64_t tile, const Panel& panel, float* y, in
         const __m256i b = DotRegisters<F, 4, 4>(w, q + 8 * i, ones, BiasedStart<F>(corr[2 * i + 1]));
         const __m256 t = _mm256_fmadd_ps(BiasedSumToFloat(b), s1, _mm256_mul_ps(BiasedSumToFloat(a), s0));
         acc[i] = _mm256_fmadd_ps(t, _mm256_set1_ps(dx[i]), acc[i]);
+        if constexpr (kMin16<F>) {  // Q2_K: -dmin·m per 16 values · dx · their code sum
+          acc[i] =
+              _mm256_fmadd_ps(_mm256_load_ps(panel.mins + (2 * s) * kPanelRows), _mm256_set1_ps(msum[2 * i]), acc[i]);
+          acc[i] = _mm256_fmadd_ps(_mm256_load_ps(panel.mins + (2 * s + 1) * kPanelRows),
+                                   _mm256_set1_ps(msum[2 * i + 1]), acc[i]);
+        }
       }
     } else {
       const __m256 sc = _mm256_load_ps(panel.scales + s * kPanelRows);
@@ -406,7 +422,7 @@ void GemmRows(const GemmX<F>& x, const WeightView& w, int64_t n0, int64_t n1, fl
   thread_local AlignedBuffer storage;  // grown once per thread
   const size_t code_bytes = static_cast<size_t>(x.slots) * kCodeRegs<F> * 32;
   const size_t scale_bytes = static_cast<size_t>(x.slots) * kSubs * kPanelRows * sizeof(float);
-  const size_t min_bytes = static_cast<size_t>(x.slots) * kPanelRows * sizeof(float);
+  const size_t min_bytes = static_cast<size_t>(x.slots) * (kMin16<F> ? 2 : 1) * kPanelRows * sizeof(float);
   const size_t panel_bytes = code_bytes + scale_bytes + min_bytes;  // each a multiple of 32
   uint8_t* packed = GrowAligned<uint8_t>(storage, kGroupPanels * panel_bytes);
   Panel panels[kGroupPanels];
@@ -463,7 +479,7 @@ template <class F> void GemmFormat(const MatmulProblem& p, bool threaded) {
 void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
-  LATTE_DCHECK(Avx2GemmTakes(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
+  LATTE_DCHECK(BlockGemmTakes(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
   switch (w.dtype) {
     case DType::kQ8_0: GemmFormat<FormatQ8_0>(p, threaded); break;
     case DType::kQ4_0: GemmFormat<FormatQ4_0>(p, threaded); break;
@@ -472,6 +488,8 @@ void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
     case DType::kQ6_K: GemmFormat<FormatQ6_K>(p, threaded); break;
     case DType::kQ5_0: GemmFormat<FormatQ5<false>>(p, threaded); break;
     case DType::kQ5_1: GemmFormat<FormatQ5<true>>(p, threaded); break;
+    case DType::kQ3_K: GemmFormat<FormatK16</*kQ2=*/false>>(p, threaded); break;
+    case DType::kQ2_K: GemmFormat<FormatK16</*kQ2=*/true>>(p, threaded); break;
     case DType::kIQ4_NL: GemmFormat<FormatIQ4_NL>(p, threaded); break;
     case DType::kIQ4_XS: GemmFormat<FormatIQ4_XS>(p, threaded); break;
     default: break;

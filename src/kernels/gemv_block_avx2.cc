@@ -87,9 +87,6 @@ constexpr int kBlockMaxM = 4;
 // (kBlockPrefetchBytes in gemv_block_avx512_inl.h): about 32 KiB of weights ahead, into L2.
 constexpr int64_t kBlockPrefetchBytes = int64_t{32} << 10;
 
-// Q2_K's mins: one per 16 values, 16 lanes a unit (FormatK16<true>::Unit::mn).
-template <class F> constexpr bool kMin16 = std::is_same_v<F, FormatK16<true>>;
-
 // acc += the unit's mins · x's sums per 16 values (xm: x row's block_sum at the unit).
 template <class F> inline __m256 AddMins16(const typename F::Unit& u, const float* xm, __m256 acc) {
   acc = _mm256_fmadd_ps(u.mn[0], _mm256_load_ps(xm), acc);

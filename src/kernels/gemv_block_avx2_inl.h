@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/block_quant.h"
@@ -392,6 +393,12 @@ struct FormatIQ4_XS {
     sc = _mm256_permutevar8x32_epi32(u.sc, _mm256_set1_epi32(H));
   }
 };
+
+// Q2_K's mins: one per 16 values, 16 lanes a unit (FormatK16<true>::Unit::mn).
+template <class F> constexpr bool kMin16 = std::is_same_v<F, FormatK16<true>>;
+// Two 16-value sub-blocks, each with its own scale, per 32-value slot: Q6_K, Q3_K, Q2_K.
+template <class F> constexpr bool kTwoSubBlocks =
+    std::is_same_v<F, FormatQ6_K> || std::is_same_v<F, FormatK16<false>> || kMin16<F>;
 
 template <typename Fn, int... S> inline void ForSlots(Fn&& fn, std::integer_sequence<int, S...>) {
   (fn.template operator()<S>(), ...);

@@ -397,6 +397,9 @@ template <bool kQ2, bool kGfni = false> struct FormatK16 {
 template <class F> constexpr bool kSixteenValueScales = false;
 template <bool kGfni> constexpr bool kSixteenValueScales<FormatQ6_K<kGfni>> = true;
 template <bool kQ2, bool kGfni> constexpr bool kSixteenValueScales<FormatK16<kQ2, kGfni>> = true;
+// Formats whose scales Tile multiplies by x's dx once per 256 values (PreparedX::block_sum),
+// a step then taking its lanes (StepLanes): the K formats and IQ4_XS.
+template <class F> constexpr bool kFoldDx = requires(const typename F::Unit& u) { F::SubScales(u); };
 // Formats with a min per 16 values (Q2_K): block_sum holds 32 floats per 256 values.
 template <class F> constexpr bool kMin16 = false;
 template <bool kGfni> constexpr bool kMin16<FormatK16<true, kGfni>> = true;
@@ -501,12 +504,16 @@ struct FormatIQ4_XS {
   template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
     return {p + block_layout::kIQ4XSQs, _mm512_zextps256_ps512(IQ4XSScales(p)), Iq4LevelTable<kVnni>()};
   }
+  // The sub-block scales (lanes 0..7; 8..15 zero), for Tile's per-unit product with x's dx
+  // per block (PreparedX::block_sum's K layout).
+  static __m512 SubScales(const Unit& u) { return u.s; }
+  template <int S> static __m512 StepLanes(__m512 v) { return PairLanes<2 * S, 2 * S + 1>(v); }
   // The step's 32 contiguous bytes: one load into both 256-bit halves, then [a, a, b, b] by
   // one vshufi64x2 (TwoBlockNibbles' two loads and two inserts measured no faster).
   template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
     const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.qs + 32 * S)));
     w = _mm512_shuffle_epi8(u.table, PairedLaneNibbles(_mm512_shuffle_i64x2(v, v, 0x50)));
-    ws = PairLanes<2 * S, 2 * S + 1>(u.s);
+    ws = StepLanes<S>(u.s);
   }
 };
 
@@ -536,8 +543,7 @@ template <class F, bool kVnni, int M, int R, bool kPrefetch = true>
 void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, int64_t units, bool half_unit,
           int64_t prefetch_bytes, float* y, int64_t ldy) {
   constexpr bool kBias = F::Bias(kVnni);
-  constexpr bool kFoldDx = F::kHasMin || kSixteenValueScales<F>;  // PreparedX::block_sum
-  constexpr int64_t kSumsPerUnit = kMin16<F> ? 32 : 16;           // its floats per 256 values
+  constexpr int64_t kSumsPerUnit = kMin16<F> ? 32 : 16;  // its floats per 256 values
   __m512 acc[M][R];
   const int8_t* xq[M];
   const float* xs[M];
@@ -548,7 +554,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, i
     xq[i] = x.q + (i0 + i) * x.ldq;
     xs[i] = x.scale + (i0 + i) * x.lds;
     xb[i] = kBias ? x.bias + (i0 + i) * x.lds : nullptr;
-    xm[i] = kFoldDx ? x.block_sum + (i0 + i) * x.ldb : nullptr;
+    xm[i] = kFoldDx<F> ? x.block_sum + (i0 + i) * x.ldb : nullptr;
   }
   auto unit = [&]<bool kHalf>(int64_t u) {
     typename F::Unit wu[R];
@@ -564,8 +570,8 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, i
     // The K formats: the unit's scales times x's, per (x row, weight row), and a step's FMA
     // takes its sub-blocks' lanes. Q4_K / Q5_K: lanes 0..7 d·sc[j]·dx[j], lanes 8..15 the
     // mins -dmin·m[j] · (dx · sum q)[j]; Q6_K: lane j d·scales[j]·dx of sub-block j.
-    __m512 wsx[kFoldDx ? M : 1][kFoldDx ? R : 1];
-    if constexpr (kFoldDx) {
+    __m512 wsx[kFoldDx<F> ? M : 1][kFoldDx<F> ? R : 1];
+    if constexpr (kFoldDx<F>) {
       for (int i = 0; i < M; ++i) {
         const __m512 xv = _mm512_load_ps(xm[i] + kSumsPerUnit * u);
         for (int r = 0; r < R; ++r) wsx[i][r] = _mm512_mul_ps(F::SubScales(wu[r]), xv);
@@ -586,7 +592,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, i
           for (int i = 0; i < M; ++i) {
             const __m512i xv = _mm512_load_si512(xq[i] + 64 * t);
             const __m512i bv = kBias ? _mm512_load_si512(xb[i] + 16 * t) : _mm512_setzero_si512();
-            const __m512 sv = kFoldDx ? _mm512_setzero_ps() : _mm512_load_ps(xs[i] + 16 * t);
+            const __m512 sv = kFoldDx<F> ? _mm512_setzero_ps() : _mm512_load_ps(xs[i] + 16 * t);
             for (int r = 0; r < R; ++r) {
               __m512i isum;
               if constexpr (F::kSignedCodes && !kVnni) {
@@ -595,7 +601,7 @@ void Tile(const PreparedX& x, int64_t i0, const uint8_t* w, size_t row_stride, i
                 isum = DotU8S8<kVnni>(bv, wv[r], xv);
               }
               __m512 scale;
-              if constexpr (kFoldDx) {
+              if constexpr (kFoldDx<F>) {
                 scale = F::template StepLanes<S>(wsx[i][r]);
               } else {
                 scale = _mm512_mul_ps(ws[r], sv);

@@ -22,7 +22,7 @@
 //     or portable), then chunks dequantized to bf16 for oneDNN's bf16 GEMM (to f32 and
 //     sgemm without AVX-512). On CPUs with AVX512_VNNI the block formats go from
 //     kVnniGemmMinRows rows to the integer GEMM (gemm_block_avx512_vnni.cc), on CPUs with
-//     AVX2 but not AVX-512 from kAvx2GemmMinRows rows to its AVX2 twin (gemm_block_avx2.cc).
+//     AVX2 but not AVX-512 from Avx2GemmMinRows rows to its AVX2 twin (gemm_block_avx2.cc).
 #include "kernels/matmul.h"
 
 #include <omp.h>
@@ -287,10 +287,10 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
     bool done;
     if (p.w.dtype == DType::kF8E4M3) {
       done = MatmulFp8OneDnn(p);
-    } else if (cpu.avx512f && cpu.avx512_vnni && VnniGemmTakes(p.w.dtype)) {
+    } else if (cpu.avx512f && cpu.avx512_vnni && BlockGemmTakes(p.w.dtype)) {
       GemmBlockAvx512Vnni(p, threaded);
       done = true;
-    } else if (!cpu.avx512f && cpu.avx2 && Avx2GemmTakes(p.w.dtype)) {
+    } else if (!cpu.avx512f && cpu.avx2 && BlockGemmTakes(p.w.dtype)) {
       GemmBlockAvx2(p, threaded);
       done = true;
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {

@@ -61,10 +61,11 @@ int ZeroPoint(BlockGemvIsa isa, DType dtype) {
 
 bool IsAvx512(BlockGemvIsa isa) { return isa == BlockGemvIsa::kAvx512 || isa == BlockGemvIsa::kAvx512Vnni; }
 
-// PreparedX::block_sum: the formats with mins, and Q6_K's / Q3_K's per-sub-block dx in the
-// AVX-512 layouts.
+// PreparedX::block_sum: the formats with mins, and in the AVX-512 layouts Q6_K's / Q3_K's
+// per-sub-block dx and IQ4_XS's dx per block (its kernel folds them into its scales).
 bool HasBlockSums(BlockGemvIsa isa, DType dtype) {
-  return HasMins(dtype) || ((dtype == DType::kQ6_K || dtype == DType::kQ3_K) && IsAvx512(isa));
+  return HasMins(dtype) ||
+         ((dtype == DType::kQ6_K || dtype == DType::kQ3_K || dtype == DType::kIQ4_XS) && IsAvx512(isa));
 }
 
 // Where PreparedX's arrays start inside its storage, per x row strides included.

@@ -104,17 +104,10 @@ template <int M, int S, class Tile> int64_t ForSpanTiles(int64_t n0, int64_t n1,
   });
 }
 
-// The block formats the AVX2 GEMM (GemmBlockAvx2) takes (Q2_K and Q3_K go to the
-// dequantized chunks for oneDNN on AVX2 CPUs).
-inline constexpr bool Avx2GemmTakes(DType dtype) {
-  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K || dtype == DType::kQ5_K ||
-         dtype == DType::kQ6_K || dtype == DType::kQ5_0 || dtype == DType::kQ5_1 || dtype == DType::kIQ4_NL ||
-         dtype == DType::kIQ4_XS;
-}
-
-// The block formats the AVX512_VNNI GEMM (GemmBlockAvx512Vnni) takes: those, Q3_K and Q2_K.
-inline constexpr bool VnniGemmTakes(DType dtype) {
-  return Avx2GemmTakes(dtype) || dtype == DType::kQ3_K || dtype == DType::kQ2_K;
+// The block formats the AVX2 GEMM (GemmBlockAvx2) and the AVX512_VNNI GEMM
+// (GemmBlockAvx512Vnni) take: every one latte reads (the dtypes that are not scalar).
+inline constexpr bool BlockGemmTakes(DType dtype) {
+  return dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kF8E4M3;
 }
 
 // Formats with a scale per 16 values (Q6_K, Q3_K, Q2_K): the portable GEMV's sub-blocks,
@@ -143,14 +136,22 @@ inline constexpr int64_t kVnniGemmMinRows = 6;
 // 39 vs 36; m = 16 44 vs 37, 71 vs 52, 57 vs 43; m = 512 against the f32 chunks for
 // oneDNN's sgemm 46 vs 44, 91 vs 50, 77 vs 49.
 inline constexpr int64_t kAvx2GemmMinRows = 6;
+// Except Q2_K, whose mins per 16 values cost the GEMM two more FMAs per slot and x row: it
+// measured below the GEMV up to ~16 rows (1408 x 2048, 2 threads of a Zen 5 VM, GMAC/s, GEMM
+// vs GEMV: m = 6 108 vs 129, m = 16 141 vs 135; Q3_K 113 vs 110, 170 vs 114), so it takes
+// the GEMM only in the dequantized chunks' place, from kBlockGemvMaxRows + 1 (m = 512: 197
+// against the chunks' 124).
+inline constexpr int64_t Avx2GemmMinRows(DType dtype) {
+  return dtype == DType::kQ2_K ? kBlockGemvMaxRows + 1 : kAvx2GemmMinRows;
+}
 
 // The first m that goes to the GEMM side (oneDNN, or a block GEMM) for this dtype on a CPU
 // with (or without) AVX512_BF16 and AVX512_VNNI, or with AVX2 but not AVX-512 (block
-// formats: from kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI, kAvx2GemmMinRows on
+// formats: from kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI, Avx2GemmMinRows on
 // AVX2 alone).
 inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
-  if (avx512_vnni && VnniGemmTakes(dtype)) return kVnniGemmMinRows;
-  if (avx2_only && Avx2GemmTakes(dtype)) return kAvx2GemmMinRows;
+  if (avx512_vnni && BlockGemmTakes(dtype)) return kVnniGemmMinRows;
+  if (avx2_only && BlockGemmTakes(dtype)) return Avx2GemmMinRows(dtype);
   if (IsBlockQuantized(dtype)) return kBlockGemvMaxRows + 1;
   return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
 }
@@ -329,7 +330,7 @@ bool MatmulConvertedBf16(const MatmulProblem& p, const ConvertRows<bf16>& conver
 // to bf16 for oneDNN's bf16 GEMM (AVX-512 CPUs; x rounded to bf16), or to f32 for its
 // sgemm (other CPUs: oneDNN 2.6 has no fast bf16 GEMM there); except that CPUs with
 // AVX512_VNNI, or with AVX2 but not AVX-512, run an integer GEMM on the GEMV's x codes
-// from kVnniGemmMinRows / kAvx2GemmMinRows rows.
+// from kVnniGemmMinRows / Avx2GemmMinRows rows.
 //
 // f16 weights keep f32 x: GEMV up to kGemmMinRows - 1 rows (vcvtph2ps in registers, or
 // F16ToF32Row per row), then chunks converted to f32 for oneDNN's sgemm (f16 -> bf16
@@ -422,7 +423,7 @@ GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 // The AVX512_VNNI GEMM for block formats (gemm_block_avx512_vnni.cc): x quantized as for
 // the GEMV (the same codes and scales), then 16 weight rows at a time transposed into
 // 4-byte groups (one lane per weight row) in per-thread scratch and multiplied with every
-// x row by vpdpbusd. Meant for m >= kVnniGemmMinRows; the formats of VnniGemmTakes. Same
+// x row by vpdpbusd. Meant for m >= kVnniGemmMinRows; the formats of BlockGemmTakes. Same
 // integer sums as the GEMV on the same x codes; only the order of the f32 sums differs.
 // Call only when GetCpuFeatures() has avx512f and avx512_vnni.
 void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
@@ -431,7 +432,7 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
 // quantized as for the AVX2 GEMV (the same codes and scales), then 8 weight rows at a time
 // transposed into 4-byte groups (one 32-bit lane per weight row) in per-thread scratch and
 // multiplied with every x row by vpmaddubsw, added in int16 as far as stays exact, then
-// vpmaddwd. Meant for m >= kAvx2GemmMinRows; the formats of Avx2GemmTakes. Same integer
+// vpmaddwd. Meant for m >= Avx2GemmMinRows; the formats of BlockGemmTakes. Same integer
 // sums as the AVX2 GEMV on the same x codes; only the f32 arithmetic differs.
 // Call only when GetCpuFeatures().avx2.
 void GemmBlockAvx2(const MatmulProblem& p, bool threaded = true);
