@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "kernels/block_quant.h"
+#include "kernels/iq4_xs_inl.h"
 
 namespace latte::matmul_internal {
 namespace {
@@ -376,15 +377,7 @@ struct FormatIQ4_XS {
     __m256 d;
   };
   static Unit Load(const uint8_t* p) {
-    uint32_t low;
-    std::memcpy(&low, p + block_layout::kIQ4XSScalesL, sizeof low);
-    const __m256i l =
-        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-    const __m256i h = _mm256_srlv_epi32(_mm256_set1_epi32(Load16(p + block_layout::kIQ4XSScalesH)),
-                                        _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-    const __m256i codes = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(15)),
-                                          _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(3)), 4));
-    const __m256i s = _mm256_sub_epi32(codes, _mm256_set1_epi32(32));
+    const __m256i s = IQ4XSScaleCodes(p);
     return {p, _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16)),
             BroadcastF16(p)};
   }

@@ -94,6 +94,7 @@
 #include <utility>
 
 #include "kernels/block_quant.h"
+#include "kernels/iq4_xs_inl.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -471,19 +472,9 @@ struct FormatIQ4_NL {
   }
 };
 
-// IQ4_XS's 8 sub-block scales d·(ls[s] - 32) in lanes 0..7 (IQ4XSScale for all s at once:
-// nibble s of scales_l, bit pair s of scales_h).
+// IQ4_XS's 8 sub-block scales d·(ls[s] - 32) in lanes 0..7.
 inline __m256 IQ4XSScales(const uint8_t* p) {
-  uint32_t low;
-  std::memcpy(&low, p + block_layout::kIQ4XSScalesL, sizeof low);
-  const __m256i l =
-      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-  const __m256i h = _mm256_srlv_epi32(_mm256_set1_epi32(Load16(p + block_layout::kIQ4XSScalesH)),
-                                      _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-  const __m256i codes = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(15)),
-                                        _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(3)), 4));
-  const __m256 d = _mm256_set1_ps(_cvtsh_ss(Load16(p)));
-  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_set1_epi32(32))));
+  return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(Load16(p))), _mm256_cvtepi32_ps(IQ4XSScaleCodes(p)));
 }
 
 // IQ4_XS: unit = 256 values, 4 steps of 64 in order; step S is sub-blocks 2S and 2S + 1,
