@@ -1068,8 +1068,8 @@ TEST(BlockQuantMatmulTest, OneDnnChunks) {
 Rounding DispatchRounding(DType dtype, int64_t m) {
   if (dtype == DType::kF16) return Rounding::kF32;
   if (m <= matmul_internal::kBlockGemvMaxRows) return Rounding::kIntX;
-  if (HasVnniGemm() && matmul_internal::BlockGemmTakes(dtype)) return Rounding::kIntX;  // from kVnniGemmMinRows
-  if (!GetCpuFeatures().avx512f && GetCpuFeatures().avx2 && matmul_internal::BlockGemmTakes(dtype)) {
+  if (HasVnniGemm() && IsBlockQuantized(dtype)) return Rounding::kIntX;  // from kVnniGemmMinRows
+  if (!GetCpuFeatures().avx512f && GetCpuFeatures().avx2 && IsBlockQuantized(dtype)) {
     return Rounding::kIntX;  // from Avx2GemmMinRows
   }
   return GetCpuFeatures().avx512f ? Rounding::kBf16 : Rounding::kF32;

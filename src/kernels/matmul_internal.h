@@ -104,12 +104,6 @@ template <int M, int S, class Tile> int64_t ForSpanTiles(int64_t n0, int64_t n1,
   });
 }
 
-// The block formats the AVX2 GEMM (GemmBlockAvx2) and the AVX512_VNNI GEMM
-// (GemmBlockAvx512Vnni) take: every one latte reads (the dtypes that are not scalar).
-inline constexpr bool BlockGemmTakes(DType dtype) {
-  return dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kF8E4M3;
-}
-
 // Formats with a scale per 16 values (Q6_K, Q3_K, Q2_K): the portable GEMV's sub-blocks,
 // and in the block GEMMs two 16-value sub-blocks a 32-value slot (two scales, two
 // corrections, two code sums).
@@ -149,10 +143,10 @@ inline constexpr int64_t Avx2GemmMinRows(DType dtype) {
 // with (or without) AVX512_BF16 and AVX512_VNNI, or with AVX2 but not AVX-512 (block
 // formats: from kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI, Avx2GemmMinRows on
 // AVX2 alone).
-inline constexpr int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
-  if (avx512_vnni && BlockGemmTakes(dtype)) return kVnniGemmMinRows;
-  if (avx2_only && BlockGemmTakes(dtype)) return Avx2GemmMinRows(dtype);
-  if (IsBlockQuantized(dtype)) return kBlockGemvMaxRows + 1;
+inline int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
+  if (IsBlockQuantized(dtype)) {  // both block GEMMs take every block format
+    return avx512_vnni ? kVnniGemmMinRows : avx2_only ? Avx2GemmMinRows(dtype) : kBlockGemvMaxRows + 1;
+  }
   return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
 }
 
@@ -423,7 +417,7 @@ GemvBlockRowsFn GemvBlockRowsFor(BlockGemvIsa isa);
 // The AVX512_VNNI GEMM for block formats (gemm_block_avx512_vnni.cc): x quantized as for
 // the GEMV (the same codes and scales), then 16 weight rows at a time transposed into
 // 4-byte groups (one lane per weight row) in per-thread scratch and multiplied with every
-// x row by vpdpbusd. Meant for m >= kVnniGemmMinRows; the formats of BlockGemmTakes. Same
+// x row by vpdpbusd. Meant for m >= kVnniGemmMinRows; every block format. Same
 // integer sums as the GEMV on the same x codes; only the order of the f32 sums differs.
 // Call only when GetCpuFeatures() has avx512f and avx512_vnni.
 void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
@@ -432,7 +426,7 @@ void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded = true);
 // quantized as for the AVX2 GEMV (the same codes and scales), then 8 weight rows at a time
 // transposed into 4-byte groups (one 32-bit lane per weight row) in per-thread scratch and
 // multiplied with every x row by vpmaddubsw, added in int16 as far as stays exact, then
-// vpmaddwd. Meant for m >= Avx2GemmMinRows; the formats of BlockGemmTakes. Same integer
+// vpmaddwd. Meant for m >= Avx2GemmMinRows; every block format. Same integer
 // sums as the AVX2 GEMV on the same x codes; only the f32 arithmetic differs.
 // Call only when GetCpuFeatures().avx2.
 void GemmBlockAvx2(const MatmulProblem& p, bool threaded = true);
