@@ -180,6 +180,15 @@ int CeilCode(float v, float step, int max) {
   return std::clamp(static_cast<int>(std::ceil(v / step)), 0, max);
 }
 
+// The value of largest magnitude among x[0, 32), with its sign (the first such; 0 for zeros).
+float Extreme32(const float* x) {
+  float extreme = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
+  }
+  return extreme;
+}
+
 void QuantQ8_0(const float* x, uint8_t* b) {
   float amax = 0;
   for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -196,10 +205,7 @@ void QuantQ8_0(const float* x, uint8_t* b) {
 // grid d·[-8, 7] then covers [-|d|·8, |d|·7] on the other side, so the far end of that side
 // rounds to 7 (error up to |d|, not |d|/2).
 void QuantQ4_0(const float* x, uint8_t* b) {
-  float extreme = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
-  }
+  const float extreme = Extreme32(x);
   uint16_t h = F16AtLeast(std::fabs(extreme) / 8);
   if (extreme > 0) h |= 0x8000;  // d = extreme / -8
   StoreF16(b, h);
@@ -227,10 +233,7 @@ void StoreQ5Codes(const int* q, uint8_t* qh, uint8_t* qs) {
 // Q5_0 as Q4_0 with 16 levels a side: the value of largest magnitude maps to code 0
 // (q - 16 = -16), the far end of the other side to 15.
 void QuantQ5_0(const float* x, uint8_t* b) {
-  float extreme = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
-  }
+  const float extreme = Extreme32(x);
   uint16_t h = F16AtLeast(std::fabs(extreme) / 16);
   if (extreme > 0) h |= 0x8000;  // d = extreme / -16
   StoreF16(b, h);
@@ -461,10 +464,7 @@ double QuantIq4Values(const float* x, float d, uint8_t* qs) {
 // max(14·A / 127, 12·A / 113) (the widest half-gap between levels is 12, the -127 case's
 // top 14), d rounded up to f16 first.
 void QuantIQ4_NL(const float* x, uint8_t* b) {
-  float extreme = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
-  }
+  const float extreme = Extreme32(x);
   double best_sse = INFINITY;
   for (int end : {-127, 113}) {
     uint16_t h = F16AtLeast(std::fabs(extreme) / static_cast<float>(std::abs(end)));
@@ -487,11 +487,7 @@ void QuantIQ4_XS(const float* x, uint8_t* b) {
   float s[8];
   float max_s = 0;
   for (int k = 0; k < 8; ++k) {
-    float extreme = 0;
-    for (int j = 0; j < 32; ++j) {
-      if (std::fabs(x[32 * k + j]) > std::fabs(extreme)) extreme = x[32 * k + j];
-    }
-    s[k] = extreme / -127.0f;
+    s[k] = Extreme32(x + 32 * k) / -127.0f;
     max_s = std::max(max_s, std::fabs(s[k]));
   }
   const uint16_t d_h = F16AtLeast(max_s / 31);
