@@ -334,26 +334,16 @@ inline __m256i Iq4LevelTable() {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
 }
 
-// IQ4_NL: Q4_0's nibbles as indices into the 16 int8 levels, then as Q8_0's signed codes
-// (|w| times x with w's sign).
-struct FormatIQ4_NL {
-  static constexpr int kSlots = 1;
+// IQ4_NL: a block laid out as Q4_0's, its nibbles indices into the 16 int8 levels, then as
+// Q8_0's signed codes (|w| times x with w's sign).
+static_assert(block_layout::kIQ4NLQs == block_layout::kQ4_0Qs);
+struct FormatIQ4_NL : FormatQ4_0 {
   static constexpr int kMaxCode = 127;  // |w|
-  static constexpr int64_t kUnitValues = 32;
-  static constexpr size_t kUnitBytes = 18;
-  static constexpr bool kHasMin = false;
-  static constexpr bool kBlockMin = false;
   static constexpr bool kSignedCodes = true;
   static constexpr bool kBias = false;
-  static constexpr bool kIntScale = false;
-  using Scale = __m256;  // f32 per lane
-  struct Unit {
-    const uint8_t* p;
-  };
-  static Unit Load(const uint8_t* p) { return {p}; }
   template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
-    w = _mm256_shuffle_epi8(Iq4LevelTable(), Nibbles16(u.p + block_layout::kIQ4NLQs));
-    ws = BroadcastF16(u.p);
+    FormatQ4_0::Slot<H>(u, w, ws);
+    w = _mm256_shuffle_epi8(Iq4LevelTable(), w);
   }
 };
 

@@ -447,28 +447,17 @@ template <bool kMin> struct FormatQ5 {
   }
 };
 
-// IQ4_NL: a unit is two 32-value blocks as for Q4_0, each index looked up (vpshufb) into
-// its level: signed codes as Q8_0's (VNNI: + 128, bias -128·sum x).
-struct FormatIQ4_NL {
-  static constexpr int kSpansM1 = 0;
-  static constexpr int kSteps = 1;
-  static constexpr int64_t kUnitValues = 64;
-  static constexpr size_t kUnitBytes = 36;
-  static constexpr bool kHasMin = false;
+// IQ4_NL: a block laid out as Q4_0's (d, then 16 bytes of nibbles), the nibbles indices
+// looked up (vpshufb) into their levels: signed codes as Q8_0's (VNNI: + 128, bias
+// -128·sum x).
+static_assert(block_layout::kIQ4NLQs == block_layout::kQ4_0Qs);
+struct FormatIQ4_NL : FormatQ4_0 {
   static constexpr bool kSignedCodes = true;
   static constexpr bool Bias(bool vnni) { return vnni; }
-  struct Unit {
-    __m512i w;
-    __m512 ws;
-  };
   template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
-    const __m512i index = TwoBlockNibbles<kHalf>(p + block_layout::kIQ4NLQs, p + 18 + block_layout::kIQ4NLQs);
-    const uint32_t d = Load16(p) | (kHalf ? 0u : uint32_t{Load16(p + 18)} << 16);
-    return {_mm512_shuffle_epi8(Iq4LevelTable<kVnni>(), index), SpreadTwoF16(d)};
-  }
-  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
-    w = u.w;
-    ws = u.ws;
+    Unit u = FormatQ4_0::Load<kVnni, kHalf>(p);
+    u.w = _mm512_shuffle_epi8(Iq4LevelTable<kVnni>(), u.w);
+    return u;
   }
 };
 
