@@ -32,10 +32,11 @@ struct BlockType {
   DType dtype;
 };
 constexpr BlockType kTypes[] = {
-    {"Q4_0", 2, DType::kQ4_0},      {"Q5_0", 6, DType::kQ5_0},      {"Q5_1", 7, DType::kQ5_1},
-    {"Q8_0", 8, DType::kQ8_0},      {"Q4_K", 12, DType::kQ4_K},     {"Q5_K", 13, DType::kQ5_K},
-    {"Q6_K", 14, DType::kQ6_K},     {"Q3_K", 11, DType::kQ3_K},     {"Q2_K", 10, DType::kQ2_K},
-    {"IQ4_NL", 20, DType::kIQ4_NL}, {"IQ4_XS", 23, DType::kIQ4_XS}, {"F16", 1, DType::kF16}};
+    {"Q4_0", 2, DType::kQ4_0},        {"Q5_0", 6, DType::kQ5_0},      {"Q5_1", 7, DType::kQ5_1},
+    {"Q8_0", 8, DType::kQ8_0},        {"Q4_K", 12, DType::kQ4_K},     {"Q5_K", 13, DType::kQ5_K},
+    {"Q6_K", 14, DType::kQ6_K},       {"Q3_K", 11, DType::kQ3_K},     {"Q2_K", 10, DType::kQ2_K},
+    {"IQ4_NL", 20, DType::kIQ4_NL},   {"IQ4_XS", 23, DType::kIQ4_XS}, {"IQ2_XXS", 16, DType::kIQ2_XXS},
+    {"IQ3_XXS", 18, DType::kIQ3_XXS}, {"IQ1_S", 19, DType::kIQ1_S},   {"F16", 1, DType::kF16}};
 
 // Random bytes with every f16 field (the scales, and every value of an F16 tensor) a
 // random finite f16 below 2^8 in magnitude, so that products stay finite.

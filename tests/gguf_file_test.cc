@@ -183,9 +183,10 @@ TEST(GgufTypes, IdsAndBlocksMatchGgml) {
 
 TEST(GgufTypes, DTypesMapBothWaysWithTheSameBlocks) {
   const std::vector<std::pair<DType, uint32_t>> mapped = {
-      {DType::kF32, 0},   {DType::kF16, 1},   {DType::kBF16, 30},   {DType::kQ8_0, 8},    {DType::kQ4_0, 2},
-      {DType::kQ4_K, 12}, {DType::kQ5_K, 13}, {DType::kQ6_K, 14},   {DType::kQ5_0, 6},    {DType::kQ5_1, 7},
-      {DType::kQ3_K, 11}, {DType::kQ2_K, 10}, {DType::kIQ4_NL, 20}, {DType::kIQ4_XS, 23},
+      {DType::kF32, 0},      {DType::kF16, 1},    {DType::kBF16, 30},   {DType::kQ8_0, 8},    {DType::kQ4_0, 2},
+      {DType::kQ4_K, 12},    {DType::kQ5_K, 13},  {DType::kQ6_K, 14},   {DType::kQ5_0, 6},    {DType::kQ5_1, 7},
+      {DType::kQ3_K, 11},    {DType::kQ2_K, 10},  {DType::kIQ4_NL, 20}, {DType::kIQ4_XS, 23}, {DType::kIQ2_XXS, 16},
+      {DType::kIQ3_XXS, 18}, {DType::kIQ1_S, 19},
   };
   for (const auto& [dtype, id] : mapped) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
@@ -199,7 +200,7 @@ TEST(GgufTypes, DTypesMapBothWaysWithTheSameBlocks) {
     EXPECT_EQ(bytes, DTypeBlockBytes(dtype));
   }
   EXPECT_EQ(GgmlTypeFromDType(DType::kF8E4M3), std::nullopt);
-  EXPECT_EQ(DTypeFromGgmlType(16), std::nullopt);  // IQ2_XXS: known, not computed on
+  EXPECT_EQ(DTypeFromGgmlType(17), std::nullopt);  // IQ2_XS: known, not computed on
   EXPECT_EQ(GgufValueTypeName(GgufValueType::kFloat64), "float64");
   EXPECT_EQ(GgufValueTypeName(static_cast<GgufValueType>(13)), "unknown");
 }
@@ -416,7 +417,7 @@ TEST_F(GgufTest, TypesLatteDoesNotComputeOnRead) {
     ASSERT_EQ(t->nbytes, bytes.size());
     EXPECT_EQ(std::memcmp(t->data, bytes.data(), bytes.size()), 0);
   }
-  EXPECT_EQ(m->FindTensor("t16")->dtype, std::nullopt);  // IQ2_XXS
+  EXPECT_EQ(m->FindTensor("t17")->dtype, std::nullopt);  // IQ2_XS
   EXPECT_EQ(m->FindTensor("t39")->dtype, std::nullopt);  // MXFP4
 }
 

@@ -278,15 +278,15 @@ TEST(GgufModel, RefusalsNameWhatIsWrong) {
       nullptr);
   EXPECT_NE(LoadError(llama).find("\"llama\": latte reads only \"deepseek2\""), std::string::npos) << LoadError(llama);
 
-  // IQ2_XXS (ggml type 16): a type latte does not compute on, named with the list.
+  // IQ2_XS (ggml type 17): a type latte does not compute on, named with the list.
   const std::string iq2 = Rewrite(path, "iq2", nullptr, [](const GgufTensor& t, GgufWriter& w) {
     if (t.name != "blk.1.ffn_up_exps.weight") return false;
     const int64_t cols = t.shape.back(), rows = t.NumElements() / cols;
-    w.AddRawTensor(t.name, 16, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols / 256 * 66), 0x5a));
+    w.AddRawTensor(t.name, 17, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols / 256 * 74), 0x5a));
     return true;
   });
   const std::string msg = LoadError(iq2);
-  EXPECT_NE(msg.find("\"blk.1.ffn_up_exps.weight\" is IQ2_XXS"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"blk.1.ffn_up_exps.weight\" is IQ2_XS"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Q4_K"), std::string::npos) << msg;
 
   const std::string no_v_b = Rewrite(

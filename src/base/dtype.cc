@@ -24,7 +24,10 @@ int64_t DTypeBlockElements(DType dtype) {
     case DType::kQ6_K:
     case DType::kQ3_K:
     case DType::kQ2_K:
-    case DType::kIQ4_XS: return 256;
+    case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ1_S: return 256;
     default: return 1;
   }
 }
@@ -46,6 +49,9 @@ size_t DTypeBlockBytes(DType dtype) {
     case DType::kQ2_K: return 84;
     case DType::kIQ4_NL: return 18;
     case DType::kIQ4_XS: return 136;
+    case DType::kIQ2_XXS: return 66;
+    case DType::kIQ3_XXS: return 98;
+    case DType::kIQ1_S: return 50;
   }
   return 0;
 }
@@ -69,6 +75,9 @@ std::string_view DTypeName(DType dtype) {
     case DType::kQ2_K: return "Q2_K";
     case DType::kIQ4_NL: return "IQ4_NL";
     case DType::kIQ4_XS: return "IQ4_XS";
+    case DType::kIQ2_XXS: return "IQ2_XXS";
+    case DType::kIQ3_XXS: return "IQ3_XXS";
+    case DType::kIQ1_S: return "IQ1_S";
   }
   return "?";
 }

@@ -31,6 +31,15 @@ namespace latte {
 //         levels (non-uniform), x = d·level[q]                   18 bytes (4.5)
 //   IQ4_XS: 256 values, f16 d, 8 6-bit scales for sub-blocks of 32 (2 + 4 bytes), 128 bytes
 //         of IQ4_NL's indices, x = d·(sc - 32)·level[q]          136 bytes (4.25)
+//   IQ2_XXS: 256 values, f16 d + per 32 values 4 indices into a codebook of 256 points of 8
+//         magnitudes, 4 × 7 sign bits (the 8th: even parity) and a 4-bit scale ls,
+//         x = d·(0.5 + ls)/4·grid·sign                            66 bytes (2.0625)
+//   IQ3_XXS: 256 values, f16 d, 64 indices into a codebook of 256 points of 4 magnitudes,
+//         per 32 values 4 × 7 sign bits and ls, x = d·(0.5 + ls)/2·grid·sign   98 bytes (3.0625)
+//   IQ1_S: 256 values, f16 d, per 8 values an 11-bit index into a codebook of 2048 points in
+//         {-1, 0, 1}^8, per 32 values a 3-bit scale ls and a sign for delta = ±1/8,
+//         x = d·(2·ls + 1)·(grid + delta)                         50 bytes (1.5625)
+// (the IQ formats' codebooks: kernels/iq_grids.h)
 // (Q5_0 and Q5_1 are what llama-quantize writes for a Q4_K / Q5_K matrix whose rows are
 // not whole 256-value blocks: DeepSeek's attn_k_b, V2-Lite's 1408-wide experts; Q4_0 for
 // a Q2_K / Q3_K one, IQ4_NL for an IQ4_XS one.)
@@ -49,14 +58,17 @@ enum class DType {
   kQ3_K,
   kQ2_K,
   kIQ4_NL,
-  kIQ4_XS
+  kIQ4_XS,
+  kIQ2_XXS,
+  kIQ3_XXS,
+  kIQ1_S
 };
 
 // Bytes per element of a scalar type; a block format has none (LATTE_CHECK fails):
 // use DTypeRowBytes.
 size_t DTypeSize(DType dtype);
 // Elements per block: 1 for scalar types, 32 (Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL) or 256 (the K
-// formats, IQ4_XS).
+// formats, IQ4_XS, IQ2_XXS, IQ3_XXS, IQ1_S).
 int64_t DTypeBlockElements(DType dtype);
 // Bytes per block (DTypeSize for scalar types).
 size_t DTypeBlockBytes(DType dtype);

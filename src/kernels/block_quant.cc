@@ -3,10 +3,13 @@
 #include "kernels/block_quant.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <iterator>
+#include <limits>
 
 #include "base/check.h"
+#include "kernels/iq_grids.h"
 
 namespace latte {
 namespace {
@@ -136,6 +139,78 @@ void DequantIQ4_XS(const uint8_t* b, float* out) {
   }
 }
 
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The 8 signs of a stored 7-bit sign field: its bits and their parity as bit 7 (an even
+// number of negative values; ggml's ksigns_iq2xs).
+int SignByte(uint32_t s7) { return static_cast<int>(s7 | (std::popcount(s7) & 1u) << 7); }
+
+void Iq2xxsCodes(const uint8_t* b, int8_t* codes, float* scales) {
+  const float d = LoadF16(b);
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* q = b + kIQ2XXSQs + 8 * g;
+    const uint32_t w = LoadU32(q + 4);
+    scales[g] = d * (0.5f + static_cast<float>(w >> 28)) * 0.25f;
+    for (int k = 0; k < 4; ++k) {
+      const uint16_t entry = iq_grids::kIq2xxs[q[k]];
+      const int signs = SignByte((w >> (7 * k)) & 127);
+      for (int j = 0; j < 8; ++j) {
+        const int v = kIq2Levels[(entry >> (2 * j)) & 3];
+        codes[32 * g + 8 * k + j] = static_cast<int8_t>((signs >> j) & 1 ? -v : v);
+      }
+    }
+  }
+}
+
+void Iq3xxsCodes(const uint8_t* b, int8_t* codes, float* scales) {
+  const float d = LoadF16(b);
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t w = LoadU32(b + kIQ3XXSW + 4 * g);
+    scales[g] = d * (0.5f + static_cast<float>(w >> 28)) * 0.5f;
+    for (int k = 0; k < 8; ++k) {
+      const uint16_t entry = iq_grids::kIq3xxs[b[kIQ3XXSQs + 8 * g + k]];
+      const int signs = SignByte((w >> (7 * (k / 2))) & 127);
+      for (int j = 0; j < 4; ++j) {
+        const int v = kIq3Levels[(entry >> (3 * j)) & 7];
+        codes[32 * g + 4 * k + j] = static_cast<int8_t>((signs >> (4 * (k % 2) + j)) & 1 ? -v : v);
+      }
+    }
+  }
+}
+
+void Iq1sCodes(const uint8_t* b, int8_t* codes, float* scales) {
+  const float d = LoadF16(b);
+  for (int g = 0; g < 8; ++g) {
+    const uint16_t qh = LoadU16(b + kIQ1SQh + 2 * g);
+    const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+    scales[g] = dl * 0.125f;
+    const int delta = qh & 0x8000 ? -1 : 1;
+    for (int k = 0; k < 4; ++k) {
+      const uint16_t entry = iq_grids::kIq1s[b[kIQ1SQs + 4 * g + k] | ((qh >> (3 * k)) & 7) << 8];
+      for (int j = 0; j < 8; ++j) {
+        codes[32 * g + 8 * k + j] = static_cast<int8_t>(8 * kIq1Levels[(entry >> (2 * j)) & 3] + delta);
+      }
+    }
+  }
+}
+
+void DequantLattice(DType dtype, const uint8_t* b, float* out) {
+  int8_t codes[256];
+  float scales[8];
+  IqCodes(dtype, b, codes, scales);
+  for (int i = 0; i < 256; ++i) out[i] = scales[i / 32] * static_cast<float>(codes[i]);
+}
+
 void DequantBlock(DType dtype, const uint8_t* b, float* out) {
   switch (dtype) {
     case DType::kQ8_0: DequantQ8_0(b, out); return;
@@ -149,6 +224,9 @@ void DequantBlock(DType dtype, const uint8_t* b, float* out) {
     case DType::kQ2_K: DequantQ2_K(b, out); return;
     case DType::kIQ4_NL: DequantIq4Values(LoadF16(b), b + kIQ4NLQs, out); return;
     case DType::kIQ4_XS: DequantIQ4_XS(b, out); return;
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ1_S: DequantLattice(dtype, b, out); return;
     default: LATTE_CHECK(false, "not a block format: ", DTypeName(dtype));
   }
 }
@@ -506,7 +584,158 @@ void QuantIQ4_XS(const float* x, uint8_t* b) {
   std::memcpy(b + kIQ4XSScalesH, &scales_h, sizeof scales_h);
 }
 
+// ---- the lattice formats' quantizers ----------------------------------------------
+// Our own and plain: per group of 32 a scale from its largest magnitude (so it maps to the
+// largest level), the block's d the largest of them over the largest scale code, rounded
+// up; then per codebook point's span the entry nearest in squared error, searched over the
+// whole codebook. Signs are x's, except that an odd count of negative values flips the
+// one of least magnitude (the formats store an even count).
+
+// Index of the codebook entry (n values each, levels[(word >> bits·j) & mask]) nearest
+// target[0, n) in squared error.
+int NearestEntry(const uint16_t* book, int entries, int n, int bits, const int8_t* levels, int level_count,
+                 const float* target) {
+  float err[8][8];  // [value j][level]
+  for (int j = 0; j < n; ++j) {
+    for (int l = 0; l < level_count; ++l) err[j][l] = (target[j] - levels[l]) * (target[j] - levels[l]);
+  }
+  const int mask = (1 << bits) - 1;
+  int best = 0;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (int e = 0; e < entries; ++e) {
+    float sum = 0;
+    for (int j = 0; j < n; ++j) sum += err[j][(book[e] >> (bits * j)) & mask];
+    if (sum < best_err) {
+      best_err = sum;
+      best = e;
+    }
+  }
+  return best;
+}
+
+// Signs of x[0, 8) as 7 stored bits, the count of negatives made even by flipping the one
+// of least magnitude; target[j] = x[j] / scale with the stored sign taken off (negative
+// for a flipped value).
+uint32_t SignedTargets(const float* x, float scale, float* target) {
+  int bits = 0, smallest = 0;
+  for (int j = 0; j < 8; ++j) {
+    if (x[j] < 0) bits |= 1 << j;
+    if (std::fabs(x[j]) < std::fabs(x[smallest])) smallest = j;
+  }
+  if (std::popcount(static_cast<unsigned>(bits)) % 2 != 0) bits ^= 1 << smallest;
+  const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+  for (int j = 0; j < 8; ++j) target[j] = ((bits >> j) & 1 ? -x[j] : x[j]) * inv;
+  return static_cast<uint32_t>(bits & 127);
+}
+
+// Per group of 32 values the scale that maps its largest magnitude to `top`, the block's d
+// (stored) and each group's scale code ls in [0, 15] with scale = d·(0.5 + ls)·step.
+void SymmetricLatticeScales(const float* x, float top, float step, uint8_t* b, int* ls) {
+  float want[8];
+  float max_want = 0;
+  for (int g = 0; g < 8; ++g) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * g + j]));
+    want[g] = amax / top;
+    max_want = std::max(max_want, want[g]);
+  }
+  const uint16_t d_h = F16AtLeast(max_want / (15.5f * step));
+  StoreF16(b, d_h);
+  const float d = F16ToF32(d_h);
+  for (int g = 0; g < 8; ++g) {
+    ls[g] = d > 0 ? std::clamp(RoundToInt(want[g] / (d * step) - 0.5f), 0, 15) : 0;
+  }
+}
+
+void QuantIQ2_XXS(const float* x, uint8_t* b) {
+  int ls[8];
+  SymmetricLatticeScales(x, 43, 0.25f, b, ls);
+  const float d = LoadF16(b);
+  for (int g = 0; g < 8; ++g) {
+    const float scale = d * (0.5f + static_cast<float>(ls[g])) * 0.25f;
+    uint8_t* q = b + kIQ2XXSQs + 8 * g;
+    uint32_t w = static_cast<uint32_t>(ls[g]) << 28;
+    for (int k = 0; k < 4; ++k) {
+      float target[8];
+      w |= SignedTargets(x + 32 * g + 8 * k, scale, target) << (7 * k);
+      q[k] = static_cast<uint8_t>(NearestEntry(iq_grids::kIq2xxs, 256, 8, 2, kIq2Levels, 3, target));
+    }
+    std::memcpy(q + 4, &w, sizeof w);
+  }
+}
+
+void QuantIQ3_XXS(const float* x, uint8_t* b) {
+  int ls[8];
+  SymmetricLatticeScales(x, 62, 0.5f, b, ls);
+  const float d = LoadF16(b);
+  for (int g = 0; g < 8; ++g) {
+    const float scale = d * (0.5f + static_cast<float>(ls[g])) * 0.5f;
+    uint32_t w = static_cast<uint32_t>(ls[g]) << 28;
+    for (int h = 0; h < 4; ++h) {
+      float target[8];
+      w |= SignedTargets(x + 32 * g + 8 * h, scale, target) << (7 * h);
+      for (int half = 0; half < 2; ++half) {
+        b[kIQ3XXSQs + 8 * g + 2 * h + half] =
+            static_cast<uint8_t>(NearestEntry(iq_grids::kIq3xxs, 256, 4, 3, kIq3Levels, 8, target + 4 * half));
+      }
+    }
+    std::memcpy(b + kIQ3XXSW + 4 * g, &w, sizeof w);
+  }
+}
+
+// IQ1_S: per group dl = d·(2·ls + 1) maps its largest magnitude to 1 + 1/8, the delta's sign
+// the one with the smaller squared error over the group.
+void QuantIQ1_S(const float* x, uint8_t* b) {
+  float want[8];
+  float max_want = 0;
+  for (int g = 0; g < 8; ++g) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * g + j]));
+    want[g] = amax / 1.125f;
+    max_want = std::max(max_want, want[g]);
+  }
+  const uint16_t d_h = F16AtLeast(max_want / 15);
+  StoreF16(b, d_h);
+  const float d = F16ToF32(d_h);
+  for (int g = 0; g < 8; ++g) {
+    const int ls = d > 0 ? std::clamp(RoundToInt((want[g] / d - 1) / 2), 0, 7) : 0;
+    const float dl = d * static_cast<float>(2 * ls + 1);
+    const float inv = dl > 0 ? 1.0f / dl : 0.0f;
+    int best_idx[2][4];
+    float best_err[2] = {0, 0};
+    for (int s = 0; s < 2; ++s) {  // delta +1/8, -1/8
+      const float delta = s == 0 ? 0.125f : -0.125f;
+      for (int k = 0; k < 4; ++k) {
+        float target[8];
+        for (int j = 0; j < 8; ++j) target[j] = x[32 * g + 8 * k + j] * inv - delta;
+        best_idx[s][k] = NearestEntry(iq_grids::kIq1s, 2048, 8, 2, kIq1Levels, 3, target);
+        const uint16_t entry = iq_grids::kIq1s[best_idx[s][k]];
+        for (int j = 0; j < 8; ++j) {
+          const float e = target[j] - kIq1Levels[(entry >> (2 * j)) & 3];
+          best_err[s] += e * e;
+        }
+      }
+    }
+    const int s = best_err[1] < best_err[0] ? 1 : 0;
+    uint16_t qh = static_cast<uint16_t>(ls << 12 | s << 15);
+    for (int k = 0; k < 4; ++k) {
+      b[kIQ1SQs + 4 * g + k] = static_cast<uint8_t>(best_idx[s][k] & 255);
+      qh = static_cast<uint16_t>(qh | (best_idx[s][k] >> 8) << (3 * k));
+    }
+    std::memcpy(b + kIQ1SQh + 2 * g, &qh, sizeof qh);
+  }
+}
+
 }  // namespace
+
+void IqCodes(DType dtype, const uint8_t* b, int8_t* codes, float* scales) {
+  switch (dtype) {
+    case DType::kIQ2_XXS: Iq2xxsCodes(b, codes, scales); return;
+    case DType::kIQ3_XXS: Iq3xxsCodes(b, codes, scales); return;
+    case DType::kIQ1_S: Iq1sCodes(b, codes, scales); return;
+    default: LATTE_CHECK(false, "IqCodes: not a lattice format: ", DTypeName(dtype));
+  }
+}
 
 void F16ToF32Row(const uint16_t* in, int64_t n, float* out) {
   // Widen the exponent and mantissa into f32's fields, rebias the exponent (+112), and
@@ -602,6 +831,14 @@ float BlockValueAt(DType dtype, const void* row, int64_t i) {
       const float dl = LoadF16(b) * static_cast<float>(IQ4XSScale(b, sub) - 32);
       return dl * static_cast<float>(kIq4Levels[IQ4Index(b + kIQ4XSQs + 16 * sub, j % 32)]);
     }
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ1_S: {
+      int8_t codes[256];
+      float scales[8];
+      IqCodes(dtype, b, codes, scales);
+      return scales[j / 32] * static_cast<float>(codes[j]);
+    }
     default: LATTE_CHECK(false, "BlockValueAt: not a block format: ", DTypeName(dtype));
   }
   return 0;
@@ -627,6 +864,9 @@ void QuantizeToBlocks(DType dtype, const float* x, int64_t n, void* out) {
       case DType::kQ2_K: QuantQ2_K(xb, b); break;
       case DType::kIQ4_NL: QuantIQ4_NL(xb, b); break;
       case DType::kIQ4_XS: QuantIQ4_XS(xb, b); break;
+      case DType::kIQ2_XXS: QuantIQ2_XXS(xb, b); break;
+      case DType::kIQ3_XXS: QuantIQ3_XXS(xb, b); break;
+      case DType::kIQ1_S: QuantIQ1_S(xb, b); break;
       default: break;
     }
   }

@@ -49,6 +49,20 @@
 //       16 bytes qs[16s ..] laid out as an IQ4_NL block's: x[32s + j] = (d·(ls[s] - 32))·
 //       kIq4Levels[qs[16s + j] & 15], x[32s + 16 + j] = ... kIq4Levels[qs[16s + j] >> 4]
 //
+// The lattice formats: per 32 values (group g < 8) an f32 scale and 32 int8 codes (IqCodes),
+// x[32g + j] = scale[g]·code[32g + j]; codebooks in iq_grids.h, signs[s] = the 7 bits s and
+// their parity as bit 7 (ggml's ksigns_iq2xs), bit j set: value j of 8 negative.
+//   IQ2_XXS (66 bytes): d f16 | per group 8 bytes: idx u8[4] | w u32 (little-endian)
+//       ls = w >> 28, scale = d·(0.5 + ls)·0.25; values 8k .. 8k + 7 (k < 4) are
+//       kIq2Levels of kIq2xxs[idx[k]] with the signs of signs[(w >> 7k) & 127]
+//   IQ3_XXS (98 bytes): d f16 | idx u8[64] | w u32[8], group g: idx[8g ..], w[g]
+//       ls = w >> 28, scale = d·(0.5 + ls)·0.5; values 4k .. 4k + 3 (k < 8) are kIq3Levels
+//       of kIq3xxs[idx[8g + k]], the signs of values 8h .. 8h + 7 signs[(w >> 7h) & 127]
+//   IQ1_S (50 bytes): d f16 | qs u8[32] | qh u16[8], group g: qs[4g ..], qh[g]
+//       dl = d·(2·((qh >> 12) & 7) + 1), delta = qh bit 15 ? -1/8 : 1/8; values 8k .. 8k + 7
+//       are dl·(grid + delta) over kIq1s[qs[4g + k] | ((qh >> 3k) & 7) << 8]; as codes
+//       8·grid ± 1 with scale dl / 8 (the same products: dl / 8 is exact)
+//
 // Products are rounded as ggml rounds them: (d·sc) first, then ·q, then - (dmin·m).
 //
 // The quantizers are our own round-to-nearest: one scale per block (Q8_0, Q4_0, IQ4_NL), and for
@@ -94,11 +108,31 @@ inline constexpr int kIQ4NLQs = 2;       // after d
 inline constexpr int kIQ4XSScalesH = 2;  // after d; a little-endian u16
 inline constexpr int kIQ4XSScalesL = 4;  // 4 bytes
 inline constexpr int kIQ4XSQs = 8;       // 128 bytes
+inline constexpr int kIQ2XXSQs = 2;      // after d; 8 bytes a group
+inline constexpr int kIQ3XXSQs = 2;      // after d; 64 bytes
+inline constexpr int kIQ3XXSW = 66;      // 8 little-endian u32
+inline constexpr int kIQ1SQs = 2;        // after d; 32 bytes
+inline constexpr int kIQ1SQh = 34;       // 8 little-endian u16
 }  // namespace block_layout
+
+// The lattice formats (IQ2_XXS, IQ3_XXS, IQ1_S): the ones whose values come from a codebook.
+inline bool IsLatticeFormat(DType dtype) {
+  return dtype == DType::kIQ2_XXS || dtype == DType::kIQ3_XXS || dtype == DType::kIQ1_S;
+}
+
+// Block b (256 values) of a lattice format as 256 int8 codes and 8 f32 scales, one per 32
+// values: value i = scale[i / 32]·codes[i], rounded as ggml's dequantize_row_iq* rounds it.
+void IqCodes(DType dtype, const uint8_t* b, int8_t* codes, float* scales);
 
 // IQ4_NL's and IQ4_XS's 16 levels (ggml's kvalues_iq4nl): a 4-bit index q stands for the
 // value kIq4Levels[q] (times the block's scale), denser near zero than a uniform grid.
 inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// The lattice codebooks' levels (iq_grids.h holds indices into them): IQ2_XXS's magnitudes,
+// IQ3_XXS's, IQ1_S's values.
+inline constexpr int8_t kIq2Levels[3] = {8, 25, 43};
+inline constexpr int8_t kIq3Levels[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+inline constexpr int8_t kIq1Levels[3] = {-1, 0, 1};
 
 // IQ4_XS sub-block s < 8's 6-bit scale code (the scale is d·(code - 32)) from a block.
 inline int IQ4XSScale(const uint8_t* b, int s) {

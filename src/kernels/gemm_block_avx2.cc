@@ -479,7 +479,7 @@ template <class F> void GemmFormat(const MatmulProblem& p, bool threaded) {
 void GemmBlockAvx2(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
-  LATTE_DCHECK(IsBlockQuantized(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
+  LATTE_DCHECK(HasBlockGemm(w.dtype), "GemmBlockAvx2: ", DTypeName(w.dtype));
   switch (w.dtype) {
     case DType::kQ8_0: GemmFormat<FormatQ8_0>(p, threaded); break;
     case DType::kQ4_0: GemmFormat<FormatQ4_0>(p, threaded); break;

@@ -323,7 +323,7 @@ void GemmRowsFor(const GemmX& x, const WeightView& w, int64_t n0, int64_t n1, fl
 void GemmBlockAvx512Vnni(const MatmulProblem& p, bool threaded) {
   const WeightView& w = p.w;
   if (p.m <= 0 || w.rows <= 0) return;
-  LATTE_DCHECK(IsBlockQuantized(w.dtype), "GemmBlockAvx512Vnni: ", DTypeName(w.dtype));
+  LATTE_DCHECK(HasBlockGemm(w.dtype), "GemmBlockAvx512Vnni: ", DTypeName(w.dtype));
   // x in the AVX-512 layout, whose rows are padded to 64 values; the panels' codes carry
   // the VNNI GEMV's zero points (FormatX::Load<true, ...>: Q8_0's sign bit flipped, Q4_0's
   // 8, Q5_0's 16, Q6_K's 32).

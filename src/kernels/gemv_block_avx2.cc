@@ -597,7 +597,7 @@ void DequantizeRowAvx2(DType dtype, const void* row, int64_t n, float* out) {
     case DType::kQ5_0: DequantQ5Row<false>(p, n / 32, out); break;
     case DType::kQ5_1: DequantQ5Row<true>(p, n / 32, out); break;
     case DType::kF16: DequantF16Row(p, n, out); break;
-    default: DequantizeToF32(dtype, row, n, out); break;  // Q3_K, Q2_K, IQ4_NL, IQ4_XS: the portable loops
+    default: DequantizeToF32(dtype, row, n, out); break;  // Q3_K, Q2_K, the IQ formats: the portable loops
   }
 }
 

@@ -183,6 +183,9 @@ template <typename Out> void DequantRow(DType dtype, const uint8_t* row, int64_t
     case DType::kIQ4_XS: DequantIQ4_XSRow(row, n / 256, out, has_bf16); break;
     case DType::kQ5_0:
     case DType::kQ5_1:  // the portable loops: a few tensors of a file (BlockGemvIsaFor)
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ1_S:
       if constexpr (std::is_same_v<Out, float>) {
         DequantizeToF32(dtype, row, n, out);
       } else {

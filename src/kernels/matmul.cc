@@ -287,10 +287,10 @@ void MatmulOne(const MatmulProblem& p, bool threaded) {
     bool done;
     if (p.w.dtype == DType::kF8E4M3) {
       done = MatmulFp8OneDnn(p);
-    } else if (cpu.avx512f && cpu.avx512_vnni && IsBlockQuantized(p.w.dtype)) {
+    } else if (cpu.avx512f && cpu.avx512_vnni && HasBlockGemm(p.w.dtype)) {
       GemmBlockAvx512Vnni(p, threaded);
       done = true;
-    } else if (!cpu.avx512f && cpu.avx2 && IsBlockQuantized(p.w.dtype)) {
+    } else if (!cpu.avx512f && cpu.avx2 && HasBlockGemm(p.w.dtype)) {
       GemmBlockAvx2(p, threaded);
       done = true;
     } else if (p.w.dtype == DType::kF16 || IsBlockQuantized(p.w.dtype)) {

@@ -239,6 +239,9 @@ void UnpackRow(DType dtype, const uint8_t* row, int64_t cols, UnpackedRow& u) {
         }
         break;
       }
+      case DType::kIQ2_XXS:
+      case DType::kIQ3_XXS:
+      case DType::kIQ1_S: IqCodes(dtype, b, vb, scale + blk * 8); break;
       default: break;
     }
   }
@@ -300,6 +303,7 @@ BlockGemvIsa BestBlockGemvIsa() {
 }
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
+  if (IsLatticeFormat(dtype)) return BlockGemvIsa::kPortable;  // no vector kernels yet
   return IsAvx512(isa) && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "kernels/block_quant.h"
 #include "kernels/matmul.h"
 
 namespace latte::matmul_internal {
@@ -139,14 +140,19 @@ inline constexpr int64_t Avx2GemmMinRows(DType dtype) {
   return dtype == DType::kQ2_K ? kBlockGemvMaxRows + 1 : kAvx2GemmMinRows;
 }
 
+// The block formats the integer GEMMs (gemm_block_avx512_vnni.cc, gemm_block_avx2.cc) take:
+// all but the lattice formats, whose large-m products go through dequantized chunks.
+inline bool HasBlockGemm(DType dtype) { return IsBlockQuantized(dtype) && !IsLatticeFormat(dtype); }
+
 // The first m that goes to the GEMM side (oneDNN, or a block GEMM) for this dtype on a CPU
 // with (or without) AVX512_BF16 and AVX512_VNNI, or with AVX2 but not AVX-512 (block
-// formats: from kBlockGemvMaxRows + 1, or kVnniGemmMinRows with VNNI, Avx2GemmMinRows on
-// AVX2 alone).
+// formats: from kBlockGemvMaxRows + 1, or with a block GEMM kVnniGemmMinRows with VNNI,
+// Avx2GemmMinRows on AVX2 alone).
 inline int64_t GemmMinRows(DType dtype, bool avx512_bf16, bool avx512_vnni = false, bool avx2_only = false) {
-  if (IsBlockQuantized(dtype)) {  // both block GEMMs take every block format
+  if (HasBlockGemm(dtype)) {
     return avx512_vnni ? kVnniGemmMinRows : avx2_only ? Avx2GemmMinRows(dtype) : kBlockGemvMaxRows + 1;
   }
+  if (IsBlockQuantized(dtype)) return kBlockGemvMaxRows + 1;  // the lattice formats
   return dtype == DType::kBF16 && avx512_bf16 ? kBf16DotMaxRows + 1 : kGemmMinRows;
 }
 

@@ -208,7 +208,8 @@ std::pair<int64_t, std::string_view> SplitLayerName(std::string_view name) {
 }
 
 std::string SupportedTypes() {
-  return "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
+  return "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ3_XXS, "
+         "IQ1_S";
 }
 
 // What the Checkpoint keeps alive: the file and the rebuilt kv_b_proj matrices.
