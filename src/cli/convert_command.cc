@@ -48,9 +48,10 @@ void AddConvertCommand(CLI::App& app) {
   cmd->add_option("--out", args->out, "The .gguf file to write")->required();
   cmd->add_option(
          "--type", args->type,
-         "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, or the Q4_K_M mix")
+         "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ3_XXS, "
+         "IQ1_S (searched codebooks, no importance matrix: slow, for small models), or the Q4_K_M mix")
       ->check(OneOf({"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
-                     "IQ4_NL", "IQ4_XS", "Q4_K_M"}))
+                     "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ3_XXS", "IQ1_S", "Q4_K_M"}))
       ->capture_default_str();
   cmd->add_option("--kv-b", args->kv_b,
                   "split: attn_k_b + attn_v_b, as llama.cpp's converter writes today; joined: one attn_kv_b "

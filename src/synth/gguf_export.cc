@@ -86,7 +86,7 @@ std::vector<uint8_t> Encode(const std::vector<float>& values, int64_t cols, DTyp
 // The type a matrix with rows of `cols` values is stored in: `wanted` when its blocks
 // divide the row, else llama-quantize's fallback (llama_tensor_get_type): a K format's
 // 32-value counterpart, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0,
-// IQ4_XS -> IQ4_NL (so
+// IQ4_XS, IQ2_XXS, IQ3_XXS, IQ1_S -> IQ4_NL (so
 // a Q4_K_M file holds Q5_0 attn_k_b and Q8_0 ffn_down where the rows are not whole
 // 256-value blocks), and F16 where 32 does not divide the row either.
 DType StorableType(DType wanted, int64_t cols) {
@@ -98,7 +98,10 @@ DType StorableType(DType wanted, int64_t cols) {
     case DType::kQ6_K: fallback = DType::kQ8_0; break;
     case DType::kQ3_K:
     case DType::kQ2_K: fallback = DType::kQ4_0; break;
-    case DType::kIQ4_XS: fallback = DType::kIQ4_NL; break;
+    case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ1_S: fallback = DType::kIQ4_NL; break;
     default: break;
   }
   return cols % DTypeBlockElements(fallback) == 0 ? fallback : DType::kF16;
@@ -316,9 +319,9 @@ Result<GgufExportOptions> ParseGgufExportType(const std::string& name) {
     o.q4_k_m = true;
     return o;
   }
-  for (DType d :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
-        DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
+                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
+                  DType::kIQ2_XXS, DType::kIQ3_XXS, DType::kIQ1_S}) {
     if (name == DTypeName(d)) {
       o.type = d;
       return o;
@@ -326,7 +329,8 @@ Result<GgufExportOptions> ParseGgufExportType(const std::string& name) {
   }
   return Status::InvalidArgument(
       "unknown GGUF type \"" + name +
-          "\": F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS or Q4_K_M",
+          "\": F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, "
+          "IQ3_XXS, IQ1_S or Q4_K_M",
       "type");
 }
 
