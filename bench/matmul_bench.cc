@@ -419,6 +419,9 @@ LATTE_BLOCK_GEMV_ISAS(DType::kQ3_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kQ2_K);
 LATTE_BLOCK_GEMV_ISAS(DType::kIQ4_NL);
 LATTE_BLOCK_GEMV_ISAS(DType::kIQ4_XS);
+LATTE_BLOCK_GEMV_ISAS(DType::kIQ2_XXS);
+LATTE_BLOCK_GEMV_ISAS(DType::kIQ3_XXS);
+LATTE_BLOCK_GEMV_ISAS(DType::kIQ1_S);
 
 // Prefill-sized products with block weights through the dispatch (from kBlockGemvMaxRows + 1
 // rows: chunks of rows dequantized for oneDNN), with the CPU's kernels (kFast) or the

@@ -29,8 +29,11 @@ CpuFeatures Detect() {
   // AVX2 has the other three, but each is checked, as the compiler may use any of them.
   f.avx2 =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c() && __builtin_cpu_supports("bmi2");
+  // The *_avx512*.cc kernels add -mbmi2 (the lattice formats' sign masks use pdep): every
+  // AVX-512 CPU has it, checked as for AVX2.
   f.avx512f = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+              __builtin_cpu_supports("bmi2");
   f.avx512_bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
   f.avx512_vnni = f.avx512f && __builtin_cpu_supports("avx512vnni");
   f.gfni = f.avx512f && CpuHasGfni();  // used only by AVX-512 kernels

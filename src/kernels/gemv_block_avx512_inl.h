@@ -44,6 +44,9 @@
 //         128, bias -128·sum x; BW: |w| times x with w's sign).
 //   IQ4_XS: unit = 256 values (136 bytes), 4 steps of 64 values in order: step S = sub-blocks
 //         2S and 2S + 1 (qs[32S ..], each as an IQ4_NL block's), looked up as IQ4_NL's.
+//   IQ2_XXS, IQ3_XXS, IQ1_S: unit = 256 values, 4 steps of two 32-value groups; a step's
+//         codebook entries gathered from iq_tables.h, IQ2_XXS / IQ3_XXS's signs applied as
+//         a 64-bit mask (pdep), IQ1_S's delta added; then as Q8_0's signed codes.
 //   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
 // against 4 or 2 weight rows), so the matrix is streamed once per call.
@@ -95,6 +98,7 @@
 
 #include "kernels/block_quant.h"
 #include "kernels/iq4_xs_inl.h"
+#include "kernels/iq_tables.h"
 #include "kernels/matmul_internal.h"
 
 namespace latte::matmul_internal {
@@ -497,6 +501,134 @@ struct FormatIQ4_XS {
   }
 };
 
+// ---- the lattice formats (IQ2_XXS, IQ3_XXS, IQ1_S) ----------------------------------------
+// A unit is one 256-value block, 4 steps of 64 values (groups 2S and 2S + 1 of 32). A step's
+// codes are its codebook entries' bytes (iq_tables.h) fetched by one gather, signed by a
+// 64-bit mask (IQ2_XXS, IQ3_XXS) or offset by the group's delta (IQ1_S); then as Q8_0's
+// signed codes (VNNI: + 128, bias -128·sum x). The 8 group scales are formed once per unit
+// in the portable path's order of f32 operations.
+
+// The 64 signs of two groups whose sign words are wa, wb (4 fields of 7 bits each, at bits
+// 7k): byte 4g + k of the mask is field k of group g with its parity as bit 7. pdep spreads
+// the 8 fields into the bytes' low 7 bits; three shift-xors leave each byte's parity in its
+// bit 0 (the bits shifted in from the next byte land above bit 3, then 1, then 0).
+inline __mmask64 LatticeSigns(uint32_t wa, uint32_t wb) {
+  const uint64_t fields = (uint64_t{wa} & 0x0FFFFFFF) | (uint64_t{wb} & 0x0FFFFFFF) << 28;
+  const uint64_t bytes = _pdep_u64(fields, 0x7F7F7F7F7F7F7F7Full);
+  uint64_t p = bytes ^ (bytes >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;
+  return _cvtu64_mask64(bytes | (p & 0x0101010101010101ull) << 7);
+}
+
+// What a step's signed codes are xor-ed with: for vpdpbusd (kVnni) 128 (the sign bit
+// flipped: + 128), else 0.
+template <bool kVnni> inline __m512i LatticeFlip() { return _mm512_set1_epi8(static_cast<char>(kVnni ? 0x80 : 0)); }
+
+// The groups' scales d·(0.5 + (w >> 28))·step from the 8 words w (as Iq2xxsCodes / Iq3xxsCodes).
+inline __m512 LatticeScales(const uint8_t* p, __m256i w, float step) {
+  const __m256 ls = _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 28));
+  const __m256 s =
+      _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(Load16(p))), _mm256_add_ps(_mm256_set1_ps(0.5f), ls)),
+                    _mm256_set1_ps(step));
+  return _mm512_zextps256_ps512(s);
+}
+
+struct FormatLatticeBase {
+  static constexpr int kSpansM1 = 4;
+  static constexpr int kSteps = 4;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool Bias(bool vnni) { return vnni; }
+  struct Unit {
+    const uint8_t* p;
+    __m512 s;      // lanes 0..7: the groups' scales
+    __m512i flip;  // LatticeFlip
+  };
+  template <int S> static __m512 StepLanes(__m512 v) { return PairLanes<2 * S, 2 * S + 1>(v); }
+};
+
+// IQ2_XXS: per group 8 bytes (4 entry indices, then the sign and scale word).
+struct FormatIQ2_XXS : FormatLatticeBase {
+  static constexpr size_t kUnitBytes = 66;
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    // The words: odd dwords of the 64 bytes after d.
+    const __m512i all = _mm512_loadu_si512(p + block_layout::kIQ2XXSQs);
+    const __m256i w = _mm512_castsi512_si256(
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0), all));
+    return {p, LatticeScales(p, w, 0.25f), LatticeFlip<kVnni>()};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    const uint8_t* q = u.p + block_layout::kIQ2XXSQs + 16 * S;  // groups 2S, 2S + 1
+    uint32_t ia, ib, wa, wb;
+    std::memcpy(&ia, q, 4);
+    std::memcpy(&wa, q + 4, 4);
+    std::memcpy(&ib, q + 8, 4);
+    std::memcpy(&wb, q + 12, 4);
+    const __m512i idx =
+        _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(uint64_t{ia} | uint64_t{ib} << 32)));
+    const __m512i mag =
+        _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(iq_tables::kIq2xxsBytes.data()), 8);
+    const __m512i codes = _mm512_mask_sub_epi8(mag, LatticeSigns(wa, wb), _mm512_setzero_si512(), mag);
+    w = _mm512_xor_si512(codes, u.flip);
+    ws = StepLanes<S>(u.s);
+  }
+};
+
+// IQ3_XXS: 64 entry index bytes (8 a group), then the 8 sign and scale words.
+struct FormatIQ3_XXS : FormatLatticeBase {
+  static constexpr size_t kUnitBytes = 98;
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + block_layout::kIQ3XXSW));
+    return {p, LatticeScales(p, w, 0.5f), LatticeFlip<kVnni>()};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    const __m512i idx =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u.p + block_layout::kIQ3XXSQs + 16 * S)));
+    const __m512i mag = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(iq_tables::kIq3xxsBytes.data()), 4);
+    uint32_t wa, wb;
+    std::memcpy(&wa, u.p + block_layout::kIQ3XXSW + 8 * S, 4);
+    std::memcpy(&wb, u.p + block_layout::kIQ3XXSW + 8 * S + 4, 4);
+    const __m512i codes = _mm512_mask_sub_epi8(mag, LatticeSigns(wa, wb), _mm512_setzero_si512(), mag);
+    w = _mm512_xor_si512(codes, u.flip);
+    ws = StepLanes<S>(u.s);
+  }
+};
+
+// IQ1_S: 32 index bytes (4 a group), then 8 u16 qh (3 high index bits per entry, the scale,
+// the delta's sign); codes 8·grid ± 1, scale dl / 8.
+struct FormatIQ1_S : FormatLatticeBase {
+  static constexpr size_t kUnitBytes = 50;
+  template <bool kVnni, bool kHalf> static Unit Load(const uint8_t* p) {
+    const __m256i qh =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + block_layout::kIQ1SQh)));
+    const __m256i mult = _mm256_add_epi32(
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7)), 1), _mm256_set1_epi32(1));
+    const __m256 dl = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(Load16(p))), _mm256_cvtepi32_ps(mult));
+    return {p, _mm512_zextps256_ps512(_mm256_mul_ps(dl, _mm256_set1_ps(0.125f))), LatticeFlip<kVnni>()};
+  }
+  template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
+    uint64_t qs;
+    std::memcpy(&qs, u.p + block_layout::kIQ1SQs + 8 * S, 8);
+    const uint16_t ha = Load16(u.p + block_layout::kIQ1SQh + 4 * S),
+                   hb = Load16(u.p + block_layout::kIQ1SQh + 4 * S + 2);
+    const __m512i h = _mm512_setr_epi64(ha, ha, ha, ha, hb, hb, hb, hb);
+    const __m512i high =
+        _mm512_and_si512(_mm512_srlv_epi64(h, _mm512_setr_epi64(0, 3, 6, 9, 0, 3, 6, 9)), _mm512_set1_epi64(7));
+    const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(qs))),
+                                        _mm512_slli_epi64(high, 8));
+    const __m512i grid =
+        _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(iq_tables::kIq1sBytes.data()), 8);
+    // delta: +1, or -1 where the group's qh bit 15 is set (bytes 0..31 group a, 32..63 b).
+    const __mmask64 negative = (ha & 0x8000 ? 0xFFFFFFFFull : 0) | (hb & 0x8000 ? 0xFFFFFFFF00000000ull : 0);
+    const __m512i delta = _mm512_mask_mov_epi8(_mm512_set1_epi8(1), _cvtu64_mask64(negative), _mm512_set1_epi8(-1));
+    const __m512i codes = _mm512_add_epi8(grid, delta);
+    w = _mm512_xor_si512(codes, u.flip);
+    ws = StepLanes<S>(u.s);
+  }
+};
+
 // acc + the 16 lane sums of 64 unsigned weight codes times 64 signed x codes.
 template <bool kVnni> inline __m512i DotU8S8(__m512i acc, __m512i w, __m512i x) {
   if constexpr (kVnni) {
@@ -679,6 +811,9 @@ void BlockRows(const PreparedX& x, const WeightView& w, int64_t n0, int64_t n1, 
     case DType::kQ2_K: FormatRows<FormatK16<true>, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kIQ4_NL: FormatRows<FormatIQ4_NL, kVnni>(x, w, n0, n1, y, ldy); break;
     case DType::kIQ4_XS: FormatRows<FormatIQ4_XS, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ2_XXS: FormatRows<FormatIQ2_XXS, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ3_XXS: FormatRows<FormatIQ3_XXS, kVnni>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ1_S: FormatRows<FormatIQ1_S, kVnni>(x, w, n0, n1, y, ldy); break;
     // No AVX-512 kernel: PrepareX lays x out for AVX2 (BlockGemvIsaFor), whose kernel runs.
     case DType::kQ5_1: GemvBlockRowsAvx2(x, w, n0, n1, y, ldy); break;
     default: break;

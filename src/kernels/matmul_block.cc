@@ -43,14 +43,17 @@ int64_t MinBlock(DType dtype) { return dtype == DType::kQ2_K ? 16 : kXBlock; }
 
 // The zero point the AVX-512 and AVX2 kernels take off in the integers (see
 // PreparedX::bias): their weight codes are unsigned (vpdpbusd and vpmaddubsw multiply u8
-// by s8). Q8_0's codes (and IQ4_NL / IQ4_XS's levels) are made unsigned by flipping the
-// sign bit (+128) on the VNNI path only: the AVX-512BW and AVX2 paths multiply |w| by x
-// with w's sign (vpmaddubsw would saturate 255 · 127 · 2).
+// by s8). Q8_0's codes (and IQ4_NL / IQ4_XS's levels, the lattice formats' codes) are made
+// unsigned by flipping the sign bit (+128) on the VNNI path only: the AVX-512BW and AVX2
+// paths multiply |w| by x with w's sign (vpmaddubsw would saturate 255 · 127 · 2).
 int ZeroPoint(BlockGemvIsa isa, DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
     case DType::kIQ4_NL:
-    case DType::kIQ4_XS: return isa == BlockGemvIsa::kAvx512Vnni ? 128 : 0;
+    case DType::kIQ4_XS:
+    case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ1_S: return isa == BlockGemvIsa::kAvx512Vnni ? 128 : 0;
     case DType::kQ4_0: return 8;
     case DType::kQ5_0: return 16;
     case DType::kQ6_K: return 32;
@@ -303,7 +306,7 @@ BlockGemvIsa BestBlockGemvIsa() {
 }
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
-  if (IsLatticeFormat(dtype)) return BlockGemvIsa::kPortable;  // no vector kernels yet
+  if (IsLatticeFormat(dtype) && !IsAvx512(isa)) return BlockGemvIsa::kPortable;  // no AVX2 kernel yet
   return IsAvx512(isa) && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
 }
 
