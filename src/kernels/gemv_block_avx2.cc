@@ -582,6 +582,9 @@ void GemvBlockRowsAvx2(const PreparedX& x, const WeightView& w, int64_t n0, int6
     case DType::kQ2_K: FormatRows<FormatK16<true>>(x, w, n0, n1, y, ldy); break;
     case DType::kIQ4_NL: FormatRows<FormatIQ4_NL>(x, w, n0, n1, y, ldy); break;
     case DType::kIQ4_XS: FormatRows<FormatIQ4_XS>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ2_XXS: FormatRows<FormatIQ2_XXS>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ3_XXS: FormatRows<FormatIQ3_XXS>(x, w, n0, n1, y, ldy); break;
+    case DType::kIQ1_S: FormatRows<FormatIQ1_S>(x, w, n0, n1, y, ldy); break;
     default: break;
   }
 }

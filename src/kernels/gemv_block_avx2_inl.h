@@ -15,6 +15,7 @@
 
 #include "kernels/block_quant.h"
 #include "kernels/iq4_xs_inl.h"
+#include "kernels/iq_tables.h"
 
 namespace latte::matmul_internal {
 namespace {
@@ -374,6 +375,96 @@ struct FormatIQ4_XS {
   template <int H> static void Slot(const Unit& u, __m256i& w, __m256i& sc) {
     w = _mm256_shuffle_epi8(Iq4LevelTable(), Nibbles16(u.p + block_layout::kIQ4XSQs + 16 * H));
     sc = _mm256_permutevar8x32_epi32(u.sc, _mm256_set1_epi32(H));
+  }
+};
+
+// ---- the lattice formats (IQ2_XXS, IQ3_XXS, IQ1_S) ----------------------------------------
+// Slot H = group H of 32 values of the 256-value block: its codebook entries' bytes
+// (iq_tables.h) by scalar loads, IQ2_XXS / IQ3_XXS's signs applied (a 32-bit mask made by
+// pdep with each field's parity, expanded to bytes), IQ1_S's delta added; then Q8_0's
+// signed codes (|w| times x with w's sign) and an f32 scale per slot, formed in the
+// portable path's order of operations.
+
+// The 32 signs of a group's word w (4 fields of 7 bits at 7k, each with its parity as the
+// 8th sign) as bytes 0 / -1.
+inline __m256i LatticeSignBytes(uint32_t w) {
+  const uint32_t bytes = _pdep_u32(w & 0x0FFFFFFF, 0x7F7F7F7Fu);
+  uint32_t p = bytes ^ (bytes >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;
+  const __m256i v = _mm256_set1_epi32(static_cast<int>(bytes | (p & 0x01010101u) << 7));
+  const __m256i spread = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                                                 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// mag negated where sign is -1.
+inline __m256i ApplySigns(__m256i mag, __m256i sign) { return _mm256_sub_epi8(_mm256_xor_si256(mag, sign), sign); }
+
+struct FormatLatticeBase {
+  static constexpr int kSlots = 8;
+  static constexpr int64_t kUnitValues = 256;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kBlockMin = false;
+  static constexpr bool kSignedCodes = true;
+  static constexpr bool kBias = false;
+  static constexpr bool kIntScale = false;
+  using Scale = __m256;
+  struct Unit {
+    const uint8_t* p;
+    float d;
+  };
+  static Unit Load(const uint8_t* p) { return {p, _cvtsh_ss(Load16(p))}; }
+};
+
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+struct FormatIQ2_XXS : FormatLatticeBase {
+  static constexpr int kMaxCode = 43;
+  static constexpr size_t kUnitBytes = 66;
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const uint8_t* q = u.p + block_layout::kIQ2XXSQs + 8 * H;
+    const uint32_t word = LoadU32(q + 4);
+    const uint64_t* t = iq_tables::kIq2xxsBytes.data();
+    const __m256i mag = _mm256_setr_epi64x(static_cast<long long>(t[q[0]]), static_cast<long long>(t[q[1]]),
+                                           static_cast<long long>(t[q[2]]), static_cast<long long>(t[q[3]]));
+    w = ApplySigns(mag, LatticeSignBytes(word));
+    ws = _mm256_set1_ps(u.d * (0.5f + static_cast<float>(word >> 28)) * 0.25f);
+  }
+};
+
+struct FormatIQ3_XXS : FormatLatticeBase {
+  static constexpr int kMaxCode = 62;
+  static constexpr size_t kUnitBytes = 98;
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const uint8_t* q = u.p + block_layout::kIQ3XXSQs + 8 * H;
+    const uint32_t word = LoadU32(u.p + block_layout::kIQ3XXSW + 4 * H);
+    const uint32_t* t = iq_tables::kIq3xxsBytes.data();
+    const __m256i mag = _mm256_setr_epi32(
+        static_cast<int>(t[q[0]]), static_cast<int>(t[q[1]]), static_cast<int>(t[q[2]]), static_cast<int>(t[q[3]]),
+        static_cast<int>(t[q[4]]), static_cast<int>(t[q[5]]), static_cast<int>(t[q[6]]), static_cast<int>(t[q[7]]));
+    w = ApplySigns(mag, LatticeSignBytes(word));
+    ws = _mm256_set1_ps(u.d * (0.5f + static_cast<float>(word >> 28)) * 0.5f);
+  }
+};
+
+struct FormatIQ1_S : FormatLatticeBase {
+  static constexpr int kMaxCode = 9;
+  static constexpr size_t kUnitBytes = 50;
+  template <int H> static void Slot(const Unit& u, __m256i& w, __m256& ws) {
+    const uint8_t* q = u.p + block_layout::kIQ1SQs + 4 * H;
+    const uint32_t qh = Load16(u.p + block_layout::kIQ1SQh + 2 * H);
+    const uint64_t* t = iq_tables::kIq1sBytes.data();
+    auto entry = [&](int k) { return static_cast<long long>(t[q[k] | ((qh >> (3 * k)) & 7) << 8]); };
+    const __m256i grid = _mm256_setr_epi64x(entry(0), entry(1), entry(2), entry(3));
+    w = _mm256_add_epi8(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+    const float dl = u.d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+    ws = _mm256_set1_ps(dl * 0.125f);
   }
 };
 

@@ -45,7 +45,7 @@
 //   IQ4_XS: unit = 256 values (136 bytes), 4 steps of 64 values in order: step S = sub-blocks
 //         2S and 2S + 1 (qs[32S ..], each as an IQ4_NL block's), looked up as IQ4_NL's.
 //   IQ2_XXS, IQ3_XXS, IQ1_S: unit = 256 values, 4 steps of two 32-value groups; a step's
-//         codebook entries gathered from iq_tables.h, IQ2_XXS / IQ3_XXS's signs applied as
+//         codebook entries loaded from iq_tables.h, IQ2_XXS / IQ3_XXS's signs applied as
 //         a 64-bit mask (pdep), IQ1_S's delta added; then as Q8_0's signed codes.
 //   Q5_1: none here; it runs on the AVX2 kernel (BlockGemvIsaFor).
 // Each weight row's units are read once for every x row of the tile (up to 4 x rows
@@ -503,7 +503,8 @@ struct FormatIQ4_XS {
 
 // ---- the lattice formats (IQ2_XXS, IQ3_XXS, IQ1_S) ----------------------------------------
 // A unit is one 256-value block, 4 steps of 64 values (groups 2S and 2S + 1 of 32). A step's
-// codes are its codebook entries' bytes (iq_tables.h) fetched by one gather, signed by a
+// codes are its codebook entries' bytes (iq_tables.h) by scalar loads (on Zen 5 1.25x
+// IQ2_XXS's and 1.2x IQ1_S's GEMV with a vpgatherqq, IQ3_XXS's level), signed by a
 // 64-bit mask (IQ2_XXS, IQ3_XXS) or offset by the group's delta (IQ1_S); then as Q8_0's
 // signed codes (VNNI: + 128, bias -128·sum x). The 8 group scales are formed once per unit
 // in the portable path's order of f32 operations.
@@ -561,15 +562,11 @@ struct FormatIQ2_XXS : FormatLatticeBase {
   }
   template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
     const uint8_t* q = u.p + block_layout::kIQ2XXSQs + 16 * S;  // groups 2S, 2S + 1
-    uint32_t ia, ib, wa, wb;
-    std::memcpy(&ia, q, 4);
+    uint32_t wa, wb;
     std::memcpy(&wa, q + 4, 4);
-    std::memcpy(&ib, q + 8, 4);
     std::memcpy(&wb, q + 12, 4);
-    const __m512i idx =
-        _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(uint64_t{ia} | uint64_t{ib} << 32)));
-    const __m512i mag =
-        _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(iq_tables::kIq2xxsBytes.data()), 8);
+    const long long* t = reinterpret_cast<const long long*>(iq_tables::kIq2xxsBytes.data());
+    const __m512i mag = _mm512_setr_epi64(t[q[0]], t[q[1]], t[q[2]], t[q[3]], t[q[8]], t[q[9]], t[q[10]], t[q[11]]);
     const __m512i codes = _mm512_mask_sub_epi8(mag, LatticeSigns(wa, wb), _mm512_setzero_si512(), mag);
     w = _mm512_xor_si512(codes, u.flip);
     ws = StepLanes<S>(u.s);
@@ -584,9 +581,10 @@ struct FormatIQ3_XXS : FormatLatticeBase {
     return {p, LatticeScales(p, w, 0.5f), LatticeFlip<kVnni>()};
   }
   template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
-    const __m512i idx =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u.p + block_layout::kIQ3XXSQs + 16 * S)));
-    const __m512i mag = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(iq_tables::kIq3xxsBytes.data()), 4);
+    const uint8_t* q = u.p + block_layout::kIQ3XXSQs + 16 * S;
+    const int* t = reinterpret_cast<const int*>(iq_tables::kIq3xxsBytes.data());
+    const __m512i mag = _mm512_setr_epi32(t[q[0]], t[q[1]], t[q[2]], t[q[3]], t[q[4]], t[q[5]], t[q[6]], t[q[7]],
+                                          t[q[8]], t[q[9]], t[q[10]], t[q[11]], t[q[12]], t[q[13]], t[q[14]], t[q[15]]);
     uint32_t wa, wb;
     std::memcpy(&wa, u.p + block_layout::kIQ3XXSW + 8 * S, 4);
     std::memcpy(&wb, u.p + block_layout::kIQ3XXSW + 8 * S + 4, 4);
@@ -609,17 +607,13 @@ struct FormatIQ1_S : FormatLatticeBase {
     return {p, _mm512_zextps256_ps512(_mm256_mul_ps(dl, _mm256_set1_ps(0.125f))), LatticeFlip<kVnni>()};
   }
   template <int S> static void Step(const Unit& u, __m512i& w, __m512& ws) {
-    uint64_t qs;
-    std::memcpy(&qs, u.p + block_layout::kIQ1SQs + 8 * S, 8);
-    const uint16_t ha = Load16(u.p + block_layout::kIQ1SQh + 4 * S),
+    const uint8_t* q = u.p + block_layout::kIQ1SQs + 8 * S;
+    const uint32_t ha = Load16(u.p + block_layout::kIQ1SQh + 4 * S),
                    hb = Load16(u.p + block_layout::kIQ1SQh + 4 * S + 2);
-    const __m512i h = _mm512_setr_epi64(ha, ha, ha, ha, hb, hb, hb, hb);
-    const __m512i high =
-        _mm512_and_si512(_mm512_srlv_epi64(h, _mm512_setr_epi64(0, 3, 6, 9, 0, 3, 6, 9)), _mm512_set1_epi64(7));
-    const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(qs))),
-                                        _mm512_slli_epi64(high, 8));
-    const __m512i grid =
-        _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(iq_tables::kIq1sBytes.data()), 8);
+    const long long* t = reinterpret_cast<const long long*>(iq_tables::kIq1sBytes.data());
+    auto entry = [&](int k, uint32_t h) { return t[q[k] | ((h >> (3 * (k % 4))) & 7) << 8]; };
+    const __m512i grid = _mm512_setr_epi64(entry(0, ha), entry(1, ha), entry(2, ha), entry(3, ha), entry(4, hb),
+                                           entry(5, hb), entry(6, hb), entry(7, hb));
     // delta: +1, or -1 where the group's qh bit 15 is set (bytes 0..31 group a, 32..63 b).
     const __mmask64 negative = (ha & 0x8000 ? 0xFFFFFFFFull : 0) | (hb & 0x8000 ? 0xFFFFFFFF00000000ull : 0);
     const __m512i delta = _mm512_mask_mov_epi8(_mm512_set1_epi8(1), _cvtu64_mask64(negative), _mm512_set1_epi8(-1));

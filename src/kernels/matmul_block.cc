@@ -306,7 +306,6 @@ BlockGemvIsa BestBlockGemvIsa() {
 }
 
 BlockGemvIsa BlockGemvIsaFor(BlockGemvIsa isa, DType dtype) {
-  if (IsLatticeFormat(dtype) && !IsAvx512(isa)) return BlockGemvIsa::kPortable;  // no AVX2 kernel yet
   return IsAvx512(isa) && dtype == DType::kQ5_1 ? BlockGemvIsa::kAvx2 : isa;
 }
 
