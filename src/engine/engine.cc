@@ -506,6 +506,7 @@ bool Engine::Step() {
       batch_spans_.clear();
       const Status status = RunForward();
       if (!status.ok()) group_->Abort("an empty forward pass failed: " + status.message());
+      CountStepTime(step_start);
     }
     FinishStep();
     return group_has_tokens;
@@ -516,6 +517,7 @@ bool Engine::Step() {
     // Inputs are checked before any collective: a rank that failed here would leave
     // the others waiting inside one.
     if (data_parallel_) group_->Abort("a forward pass failed: " + status.message());
+    CountStepTime(step_start);
     FailBatch(chunks, status);
     return true;
   }
@@ -530,9 +532,15 @@ bool Engine::Step() {
   }
   std::erase_if(requests_, [](const auto& kv) { return kv.second->open == 0; });
   ++counters_.steps;
-  counters_.step_seconds += SecondsSince(step_start);
+  CountStepTime(step_start);
   FinishStep();
   return true;
+}
+
+void Engine::CountStepTime(Clock::time_point step_start) {
+  counters_.step_seconds += SecondsSince(step_start);
+  counters_.model_seconds += step_model_seconds_;
+  step_model_seconds_ = 0;
 }
 
 void Engine::FinishStep() {
@@ -658,7 +666,7 @@ Status Engine::RunForward() {
   const Clock::time_point model_start = Clock::now();
   const Status status = model_.Forward(batch_tokens_, batch_spans_, cache_, logits_,
                                        options_.num_speculative_tokens > 0 ? &final_hidden_ : nullptr);
-  counters_.model_seconds += SecondsSince(model_start);
+  step_model_seconds_ += SecondsSince(model_start);
   return status;
 }
 
@@ -877,7 +885,7 @@ Status Engine::ProposeDrafts(const std::vector<ScheduledChunk>& done) {
     // draft_hidden_ is read above before the pass writes it again.
     LATTE_RETURN_IF_ERROR(RunDraftPass(drafting));
   }
-  counters_.model_seconds += SecondsSince(model_start);
+  step_model_seconds_ += SecondsSince(model_start);
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -182,6 +183,9 @@ class Engine {
   void ExchangeOutputs();
   // The end of every step: outputs exchanged, counters published.
   void FinishStep();
+  // Adds the step's time since step_start and its forward passes' time to the counters
+  // together, so that no snapshot holds a step's model time without its step time.
+  void CountStepTime(std::chrono::steady_clock::time_point step_start);
   void ReceiveControl(std::vector<std::unique_ptr<RequestState>>& inbox, std::vector<int64_t>& aborts);
   // The engine-thread state of a request accepted with id `id`.
   Result<std::unique_ptr<RequestState>> NewRequestState(int64_t id, GenerationRequest request);
@@ -300,6 +304,9 @@ class Engine {
   // EmitOutputs' news, pushed to the streams once the step's counters are published.
   std::vector<std::pair<RequestStream*, GenerationOutput>> step_news_;
   EngineStats counters_;
+  // The forward passes' seconds of the step in progress (CountStepTime adds them): the
+  // counters are published mid-step too (EmitOutputs), before the step's own seconds.
+  double step_model_seconds_ = 0;
 
   // Shared with client threads.
   mutable std::mutex mu_;
